@@ -1,0 +1,30 @@
+# Two commands matter: `make bench` (the main job on the embedded pair) and `make test`.
+# Both install what they need first: an optimized BLAS for MLX's CPU backend, then a venv.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install bench test blas clean
+
+# Debian/Ubuntu: MLX's CPU wheel bundles the reference BLAS; OpenBLAS is ~50x faster and
+# specdec preloads it when present. Elsewhere (macOS uses Accelerate) this step does nothing.
+blas:
+	@if [ -f /etc/debian_version ] && ! ldconfig -p 2>/dev/null | grep -q libopenblas.so.0; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && $$SUDO apt-get install -y -q libopenblas0-pthread; fi
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+install: blas $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,train]'
+
+bench: install
+	$(BIN)/harness run
+
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

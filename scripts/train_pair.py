@@ -1,0 +1,158 @@
+"""Train the embedded target and distil its drafter on the corpus from build_corpus.py.
+
+The target is a small Llama trained on the Python standard library's source; the drafter is
+a smaller Llama trained on the same text against the target's own next-token distribution
+(KL to the target plus cross-entropy), which is what makes its proposals accepted. Runs on
+any MLX device; on a GPU the defaults take a few minutes, on a 2-core CPU hours.
+
+    python scripts/train_pair.py --corpus build/corpus.npz --out specdec/models
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from mlx.utils import tree_flatten
+from mlx_lm.models.llama import Model, ModelArgs
+
+
+def target_args(vocab: int) -> ModelArgs:
+    return ModelArgs(model_type="llama", hidden_size=192, num_hidden_layers=6, intermediate_size=512,
+                     num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=vocab,
+                     rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=2048)
+
+
+def drafter_args(vocab: int) -> ModelArgs:
+    return ModelArgs(model_type="llama", hidden_size=128, num_hidden_layers=2, intermediate_size=384,
+                     num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=vocab,
+                     rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=2048)
+
+
+def batches(ids: np.ndarray, batch: int, seq: int, rng: np.random.Generator):
+    while True:
+        starts = rng.integers(0, ids.size - seq - 1, size=batch)
+        x = np.stack([ids[s:s + seq + 1] for s in starts]).astype(np.int32)
+        yield mx.array(x[:, :-1]), mx.array(x[:, 1:])
+
+
+def cosine_lr(step: int, frac: float, peak: float, warmup: int = 100) -> float:
+    # The budget is wall time, so the schedule follows the elapsed fraction of it.
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return 0.1 * peak + 0.9 * peak * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+
+def train(model: Model, ids: np.ndarray, seconds: float, batch: int, seq: int, peak_lr: float,
+          teacher: Model | None = None, kl_weight: float = 0.7, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    opt = optim.AdamW(learning_rate=peak_lr, weight_decay=0.01)
+
+    def loss_fn(m, x, y):
+        logits = m(x).astype(mx.float32)
+        ce = nn.losses.cross_entropy(logits, y).mean()
+        if teacher is None:
+            return ce
+        t_logp = mx.stop_gradient(nn.log_softmax(teacher(x).astype(mx.float32), axis=-1))
+        s_logp = nn.log_softmax(logits, axis=-1)
+        kl = (mx.exp(t_logp) * (t_logp - s_logp)).sum(-1).mean()
+        return kl_weight * kl + (1 - kl_weight) * ce
+
+    step_fn = nn.value_and_grad(model, loss_fn)
+    state = [model.state, opt.state]
+
+    def step_update(x, y):
+        loss, grads = step_fn(model, x, y)
+        grads, _ = optim.clip_grad_norm(grads, 1.0)
+        opt.update(model, grads)
+        return loss
+
+    # The model and optimizer state are declared so the compiled step may update them.
+    update = mx.compile(step_update, inputs=state, outputs=state)
+    gen = batches(ids, batch, seq, rng)
+    t0 = time.perf_counter()
+    step, tokens, losses = 0, 0, []
+    while time.perf_counter() - t0 < seconds:
+        opt.learning_rate = cosine_lr(step, (time.perf_counter() - t0) / seconds, peak_lr)
+        x, y = next(gen)
+        loss = update(x, y)
+        mx.eval(state, loss)
+        losses.append(loss.item())
+        step += 1
+        tokens += batch * seq
+        if step % 200 == 0:
+            el = time.perf_counter() - t0
+            print(f"step {step} loss {np.mean(losses[-200:]):.3f} tok/s {tokens / el:,.0f}", flush=True)
+    return {"steps": step, "tokens": tokens, "seconds": round(time.perf_counter() - t0, 1),
+            "final_loss": float(np.mean(losses[-100:]))}
+
+
+def eval_loss(model: Model, ids: np.ndarray, seq: int = 256, n: int = 32) -> float:
+    rng = np.random.default_rng(123)
+    x, y = next(batches(ids, n, seq, rng))
+    return nn.losses.cross_entropy(model(x).astype(mx.float32), y).mean().item()
+
+
+def agreement(target: Model, drafter: Model, ids: np.ndarray, seq: int = 256, n: int = 32) -> float:
+    """Share of positions where the drafter's argmax equals the target's: a proxy for per-step acceptance."""
+    rng = np.random.default_rng(7)
+    x, _ = next(batches(ids, n, seq, rng))
+    return (target(x).argmax(-1) == drafter(x).argmax(-1)).astype(mx.float32).mean().item()
+
+
+def save(model: Model, args: ModelArgs, out: Path, meta: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.astype(mx.float32) for k, v in tree_flatten(model.parameters())}
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    cfg = {k: v for k, v in asdict(args).items() if v is not None}
+    cfg.update({"architectures": ["LlamaForCausalLM"], "torch_dtype": "float32",
+                "eos_token_id": meta["eos_id"], "bos_token_id": None})
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", default="build/corpus.npz")
+    ap.add_argument("--out", default="specdec/models")
+    ap.add_argument("--target-seconds", type=float, default=240)
+    ap.add_argument("--drafter-seconds", type=float, default=180)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--seq", type=int, default=256)
+    args = ap.parse_args()
+    data = np.load(args.corpus)
+    ids, vocab, eos_id = data["ids"], int(data["vocab_size"]), int(data["eos_id"])
+    split = int(ids.size * 0.98)
+    train_ids, val_ids = ids[:split], ids[split:]
+    mx.random.seed(0)
+    report: dict = {"device": str(mx.default_device()), "mlx": mx.__version__, "corpus_tokens": int(ids.size)}
+
+    targs = target_args(vocab)
+    target = Model(targs)
+    report["target_params"] = sum(v.size for _, v in tree_flatten(target.parameters()))
+    report["target_train"] = train(target, train_ids, args.target_seconds, args.batch, args.seq, 2e-3)
+    report["target_val_loss"] = eval_loss(target, val_ids)
+    target.eval()
+    save(target, targs, Path(args.out) / "target", {"eos_id": eos_id})
+
+    dargs = drafter_args(vocab)
+    drafter = Model(dargs)
+    report["drafter_params"] = sum(v.size for _, v in tree_flatten(drafter.parameters()))
+    target.freeze()
+    report["drafter_train"] = train(drafter, train_ids, args.drafter_seconds, args.batch, args.seq, 3e-3,
+                                    teacher=target, seed=1)
+    report["drafter_val_loss"] = eval_loss(drafter, val_ids)
+    report["val_top1_agreement"] = agreement(target, drafter, val_ids)
+    save(drafter, dargs, Path(args.out) / "drafter", {"eos_id": eos_id})
+    Path(args.out, "training.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
