@@ -1,0 +1,1 @@
+"""Benchmark harness for MLX speculative decoding: suite -> plan -> runs -> record -> analyses -> renderers."""
