@@ -1,0 +1,306 @@
+"""`harness run | check | baseline record | project`, plus extension points for later commands.
+
+The CLI is the composition root: it loads the suite, builds the plan, opens the record and
+baselines, and hands the runner an `annotate` hook built from labels and identity, so the
+runner itself never reaches downstream. It prints the summary table, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Commands other modules add: each module exposes `add_cli(subparsers)`, which registers its
+# parser with set_defaults(func=callable(args) -> int). Absent modules get a placeholder.
+EXTENSIONS: dict[str, str] = {
+    "report": "harness.report",
+    "host": "harness.hosts",
+    "pr-check": "harness.prcheck",
+    "nightly": "harness.nightly",
+}
+
+
+# --- names and paths -----------------------------------------------------------------
+
+def host_name() -> str:
+    """The host profile's name when harness.hosts matches this machine, else "local"."""
+    try:
+        hosts = importlib.import_module("harness.hosts")
+    except ImportError:
+        return "local"
+    for fn_name in ("current_host_name", "host_name", "detect_host_name"):
+        fn = getattr(hosts, fn_name, None)
+        if callable(fn):
+            try:
+                name = fn()
+            except Exception:  # a profile lookup problem must not stop a benchmark
+                return "local"
+            if name:
+                return _slug(str(name))
+    return "local"
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "local"
+
+
+def default_record_path(suite_name: str, kind: str = "") -> Path:
+    # Date and time, so a second session on the same day does not collide with the first.
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    suffix = f"-{kind}" if kind else ""
+    return Path("records") / f"{stamp}-{_slug(suite_name)}-{host_name()}{suffix}.json"
+
+
+def default_baselines_path() -> Path:
+    return Path("baselines") / f"{host_name()}.json"
+
+
+# --- session -------------------------------------------------------------------------
+
+def _console_out() -> Console:
+    c = Console()
+    return c if c.is_terminal else Console(width=200, soft_wrap=False)
+
+
+def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    from harness.identity import annotate_identity
+    from harness.labels import annotate_label
+
+    def annotate(run: dict[str, Any]) -> dict[str, Any]:
+        return annotate_identity(annotate_label(run), store, settings)
+    return annotate
+
+
+def _execute(record: Any, suite: Any, store: Any) -> None:
+    from harness import runner
+    from harness.plan import build_plan
+    plan = build_plan(suite)
+    try:
+        runner.execute(plan, suite, record, _annotator(store, record.data["suite"]["settings"]))
+    except KeyboardInterrupt:
+        record.finish(len(plan))
+        n = len(record.runs)
+        print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
+              f"finish with: harness run --resume {record.path}", file=sys.stderr)
+        raise SystemExit(130) from None
+    record.finish(len(plan))
+
+
+def _new_session(suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any]) -> Any:
+    from harness.hostinfo import collect_host
+    from harness.identity import BaselineStore
+    from harness.plan import build_plan
+    from harness.record import Record
+    store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
+    record = Record.create(record_path, suite.to_dict(), collect_host(repo=str(REPO_ROOT)),
+                           ["harness", *sys.argv[1:]], len(build_plan(suite)),
+                           extra={**extra, "baselines": str(baselines)})
+    _execute(record, suite, store)
+    return record
+
+
+def _print_summary(record: Any, title: str) -> list[Any]:
+    from harness.summary import machine_summary, render_table, summarize
+    rows = summarize(record.data)
+    out = _console_out()
+    out.print(render_table(rows, title=title))
+    print(json.dumps(machine_summary(record.data, rows, str(record.path)), sort_keys=True), flush=True)
+    return rows
+
+
+# --- commands ------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.identity import BaselineStore
+    from harness.record import Record
+    from harness.suite import load_suite, quick, suite_from_record
+    if args.resume:
+        if args.suite or args.quick or args.record:
+            raise UserError("--resume takes its suite, settings and path from the record; "
+                            "drop SUITE, --quick and --record")
+        record = Record.load(args.resume)
+        suite = suite_from_record(record.data["suite"], str(record.path))
+        baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path())
+        store = BaselineStore.load(baselines)
+        if not record.data.get("complete"):
+            from harness.hostinfo import collect_host
+            record.note_resume(["harness", *sys.argv[1:]], collect_host(repo=str(REPO_ROOT)))
+            _execute(record, suite, store)
+    else:
+        suite = load_suite(args.suite)
+        if args.quick:
+            suite = quick(suite)
+        record_path = Path(args.record) if args.record else default_record_path(suite.name)
+        baselines = Path(args.baselines) if args.baselines else default_baselines_path()
+        record = _new_session(suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)})
+    _print_summary(record, f"{suite.name}: {record.path}")
+    bad = [r for r in record.runs if r["status"] == "failed" or (r.get("identity") or {}).get("status") == "differs"]
+    return 1 if bad else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """One run per arm and prompt, compared with each arm's own baseline."""
+    from dataclasses import replace
+    from harness.identity import describe
+    from harness.suite import load_suite, with_settings
+    suite = load_suite(args.suite)
+    # Identity does not depend on timing: no warm-up, no cooldown, no quiet gate.
+    suite = with_settings(suite, repetitions=1, warmups=0, cooldown_s=0.0,
+                          quiet=replace(suite.settings.quiet, enabled=False))
+    record_path = Path(args.record) if args.record else default_record_path(suite.name, "check")
+    baselines = Path(args.baselines) if args.baselines else default_baselines_path()
+    record = _new_session(suite, record_path, baselines, {"purpose": "check", "quick": False})
+    out = _console_out()
+    t = Table(title=f"identity against own baselines ({baselines})", title_justify="left")
+    for col in ("arm", "prompt", "identity", "label"):
+        t.add_column(col, overflow="fold")
+    verdicts = []
+    for r in record.runs:
+        ident = r.get("identity") or {}
+        verdicts.append(ident.get("status"))
+        t.add_row(r["arm"], r["prompt"], describe(ident) if r["status"] == "ok" else f"failed: {r['error']}",
+                  r.get("label") or "-")
+    out.print(t)
+    _print_summary(record, f"{suite.name}: {record.path}")
+    if "no_baseline" in verdicts:
+        print(f"harness: some arms have no baseline in {baselines}; record them with "
+              f"`harness baseline record {args.suite}`", file=sys.stderr)
+    ok = all(v == "identical" for v in verdicts)
+    return 0 if ok else 1
+
+
+def cmd_baseline_record(args: argparse.Namespace) -> int:
+    """Run each arm twice per prompt and store the output where both runs agree."""
+    from dataclasses import replace
+    from harness.identity import BaselineStore, record_baselines
+    from harness.suite import load_suite, with_settings
+    suite = load_suite(args.suite)
+    suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0,
+                          quiet=replace(suite.settings.quiet, enabled=False))
+    baselines = Path(args.baselines) if args.baselines else default_baselines_path()
+    record_path = Path(args.record) if args.record else default_record_path(suite.name, "baseline")
+    record = _new_session(suite, record_path, baselines, {"purpose": "baseline", "quick": False})
+    store = BaselineStore.load(baselines)   # re-read: the file may have changed meanwhile
+    outcomes = record_baselines(record.data, store, update=args.update)
+    if any(o.status in ("stored", "updated") for o in outcomes):
+        store.save()
+    out = _console_out()
+    t = Table(title=f"baselines ({baselines})", title_justify="left")
+    for col in ("key", "outcome", "detail"):
+        t.add_column(col, overflow="fold")
+    for o in outcomes:
+        t.add_row(o.key, o.status.upper() if o.status == "inconclusive" else o.status, o.detail)
+    out.print(t)
+    print(json.dumps({"kind": "harness.baselines.outcome", "baselines": str(baselines),
+                      "record": str(record.path),
+                      "outcomes": [{"key": o.key, "status": o.status, "detail": o.detail} for o in outcomes]},
+                     sort_keys=True), flush=True)
+    return 0 if all(o.status in ("stored", "updated", "unchanged") for o in outcomes) else 1
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    try:
+        costmodel = importlib.import_module("harness.costmodel")
+    except ImportError as e:
+        raise UserError(f"'harness project' needs harness.costmodel ({e})") from None
+    fn = getattr(costmodel, "project_cli", None)
+    if fn is None:
+        raise UserError("'harness project' needs harness.costmodel.project_cli, which this checkout lacks")
+    return int(fn(list(args.rest)) or 0)
+
+
+# --- parser --------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="harness", description="Benchmark harness for MLX speculative decoding")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    r = sub.add_parser("run", help="run a suite (the default suite when none is given)")
+    r.add_argument("suite", nargs="?", help="suite TOML (default: harness/suites/default.toml)")
+    r.add_argument("--record", help="record path (default: records/<date-time>-<suite>-<host>.json)")
+    r.add_argument("--resume", metavar="RECORD", help="finish the missing runs of an incomplete record")
+    r.add_argument("--quick", action="store_true",
+                   help="smoke test: 2 repetitions, no warm-up, no cooldown, no quiet gate, <=32 tokens")
+    r.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("check", help="compare each arm's output with its own baseline")
+    c.add_argument("suite")
+    c.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
+    c.add_argument("--record", help="record path for the check session")
+    c.set_defaults(func=cmd_check)
+
+    b = sub.add_parser("baseline", help="record arms' outputs as their own baselines")
+    bsub = b.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
+    br = bsub.add_parser("record", help="run each arm twice and store outputs where both agree")
+    br.add_argument("suite")
+    br.add_argument("--update", action="store_true", help="replace differing baselines (old ones kept in history)")
+    br.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
+    br.add_argument("--record", help="record path for the baseline session")
+    br.set_defaults(func=cmd_baseline_record)
+
+    pr = sub.add_parser("project", help="cost-model projections (harness.costmodel)", add_help=False)
+    pr.add_argument("rest", nargs=argparse.REMAINDER)
+    pr.set_defaults(func=cmd_project)
+
+    for name, module in EXTENSIONS.items():
+        _add_extension(sub, name, module)
+    return p
+
+
+def _add_extension(sub: Any, name: str, module: str) -> None:
+    try:
+        mod = importlib.import_module(module)
+        hook = getattr(mod, "add_cli", None)
+    except ImportError:
+        hook = None
+    if callable(hook):
+        hook(sub)
+        return
+
+    def unavailable(args: argparse.Namespace) -> int:
+        raise UserError(f"'harness {name}' is not available in this checkout ({module}.add_cli is missing)")
+    ep = sub.add_parser(name, help=f"(not available yet: {module})", add_help=False)
+    ep.add_argument("rest", nargs=argparse.REMAINDER)
+    ep.set_defaults(func=unavailable)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    # A kill should end like Ctrl-C: the command child is killed and the record says so.
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if threading_is_main():
+        signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"harness: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+
+
+def threading_is_main() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""One JSON record per session: append-only, written atomically after every run.
+
+A temp file in the same directory plus os.replace means a reader (or a crash, Ctrl-C, or
+kill -9) only ever sees the previous complete file or the next one, never half of one. The
+record says complete: false until the last planned run lands; `--resume` finishes it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+
+SCHEMA_VERSION = 1
+KIND = "harness.record"
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that `path` is always either the old complete file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_json(path: Path, kind: str, schema_version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    """Read a harness JSON file, with one-line errors for the ways it can be wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read: {e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise UserError(f"{path}: not valid JSON (truncated or corrupt?): {e}") from None
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        raise UserError(f"{path}: not a {kind} file (kind is {data.get('kind') if isinstance(data, dict) else None!r})")
+    if data.get("schema_version") != schema_version:
+        raise UserError(f"{path}: schema_version {data.get('schema_version')!r}; "
+                        f"this harness reads schema_version {schema_version}")
+    return data
+
+
+@dataclass
+class Record:
+    path: Path
+    data: dict[str, Any]
+
+    @classmethod
+    def create(cls, path: str | Path, suite: dict[str, Any], host: dict[str, Any],
+               command: list[str], planned_runs: int, extra: dict[str, Any] | None = None) -> "Record":
+        """Start a new record; refuses to replace an existing file."""
+        p = Path(path)
+        if p.exists():
+            raise UserError(f"{p}: record already exists; finish it with --resume {p} "
+                            "or pass another --record")
+        data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION, "kind": KIND, "session_id": uuid.uuid4().hex,
+            "created": now_iso(), "finished": None, "complete": False, "command": list(command),
+            "planned_runs": planned_runs, "resumes": [],
+            **(extra or {}),
+            "suite": suite, "host": host, "runs": [],
+        }
+        rec = cls(p, data)
+        # O_EXCL first: two sessions started at once cannot both take the same path.
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            raise UserError(f"{p}: record already exists") from None
+        rec.write()
+        return rec
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Record":
+        p = Path(path)
+        data = read_json(p, KIND)
+        for key in ("suite", "runs", "session_id"):
+            if key not in data:
+                raise UserError(f"{p}: record has no {key!r} field")
+        return cls(p, data)
+
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        return self.data["runs"]
+
+    def done_indices(self) -> set[int]:
+        return {r["index"] for r in self.runs}
+
+    def add_run(self, run: dict[str, Any]) -> None:
+        """Append one finished run and persist at once (runs are never edited afterwards)."""
+        if run["index"] in self.done_indices():
+            raise ValueError(f"run {run['index']} is already in the record")
+        self.runs.append(run)
+        self.write()
+
+    def note_resume(self, command: list[str], host: dict[str, Any]) -> None:
+        self.data.setdefault("resumes", []).append({"at": now_iso(), "command": list(command),
+                                                    "host": host})
+        self.write()
+
+    def finish(self, planned: int) -> None:
+        self.data["complete"] = len(self.done_indices()) >= planned
+        self.data["finished"] = now_iso() if self.data["complete"] else None
+        self.write()
+
+    def write(self) -> None:
+        write_json_atomic(self.path, self.data)

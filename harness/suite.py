@@ -1,0 +1,477 @@
+"""TOML suite -> validated `Suite`.
+
+Every error a user can fix becomes one `UserError` line: "<file>: <key>: <what is wrong>".
+Validation is complete before anything runs, so a typo in the last arm never costs a
+half-finished session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import string
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+
+ENGINES = ("specdec", "mlx-lm", "command")
+EMBEDDED = "embedded"
+# Placeholders a command arm's argv may use; anything else is a typo caught at load time.
+COMMAND_PLACEHOLDERS = (
+    "prompt_file", "prompt", "max_tokens", "block", "num_draft", "model", "draft_model",
+    "temp", "seed",
+)
+DEFAULT_SUITE = Path(__file__).parent / "suites" / "default.toml"
+
+
+@dataclass(frozen=True)
+class QuietSettings:
+    enabled: bool = True
+    threshold_pct: float = 15.0
+    settle_s: float = 3.0
+    timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    # Contention watch during a run: a sample is contended when a foreign process is above
+    # threshold_pct; the run is marked when the contended fraction passes contention_threshold.
+    enabled: bool = True
+    threshold_pct: float = 15.0
+    interval_s: float = 0.25
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_tokens: int = 128
+    temp: float = 0.0
+    seed: int = 0
+    repetitions: int = 5
+    warmups: int = 1
+    cooldown_s: float = 10.0
+    ignore_eos: bool = True
+    quiet: QuietSettings = field(default_factory=QuietSettings)
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    spread_threshold: float = 0.04
+    contention_threshold: float = 0.20
+    # Inherited env vars with these prefixes are overrides in force (engine and MLX knobs).
+    override_prefixes: tuple[str, ...] = ("SPECDEC_", "MLX_")
+    # Exact names under those prefixes that do not change a shipping decision.
+    override_ignore: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pairing:
+    name: str
+    target: str          # "embedded" or an absolute model directory
+    drafter: str | None  # "embedded", an absolute directory, or None (classic only)
+
+    def target_dir(self) -> Path:
+        return embedded_dir("target") if self.target == EMBEDDED else Path(self.target)
+
+    def drafter_dir(self) -> Path | None:
+        if self.drafter is None:
+            return None
+        return embedded_dir("drafter") if self.drafter == EMBEDDED else Path(self.drafter)
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    pairing: str
+    engine: str = "specdec"
+    block: int = 1                      # 1 = classic (target alone); K > 1 drafts K-1 tokens
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] | None = None
+    timeout_s: float = 600.0
+    tok_s_regex: str | None = None
+
+    @property
+    def classic(self) -> bool:
+        return self.block == 1
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    category: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: str
+    sha256: str
+    settings: Settings
+    pairings: tuple[Pairing, ...]
+    arms: tuple[Arm, ...]
+    prompts: tuple[Prompt, ...]
+
+    def pairing(self, name: str) -> Pairing:
+        return next(p for p in self.pairings if p.name == name)
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    def prompt(self, name: str) -> Prompt:
+        return next(p for p in self.prompts if p.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's "suite" section (docs/architecture.md)."""
+        s = asdict(self.settings)
+        s["override_prefixes"] = list(self.settings.override_prefixes)
+        s["override_ignore"] = list(self.settings.override_ignore)
+        arms = []
+        for a in self.arms:
+            d: dict[str, Any] = {"name": a.name, "pairing": a.pairing, "engine": a.engine,
+                                 "block": a.block, "env": dict(a.env), "timeout_s": a.timeout_s}
+            if a.command is not None:
+                d["command"] = list(a.command)
+            if a.tok_s_regex is not None:
+                d["tok_s_regex"] = a.tok_s_regex
+            arms.append(d)
+        return {
+            "name": self.name, "path": self.path, "sha256": self.sha256, "settings": s,
+            "pairings": [asdict(p) for p in self.pairings],
+            "arms": arms,
+            "prompts": [asdict(p) for p in self.prompts],
+        }
+
+
+def embedded_dir(which: str) -> Path:
+    """specdec's embedded model directory, found without importing (and so loading MLX)."""
+    spec = importlib.util.find_spec("specdec")
+    if spec is None or not spec.submodule_search_locations:
+        return Path("specdec") / "models" / which
+    return Path(list(spec.submodule_search_locations)[0]) / "models" / which
+
+
+# --- loading ---------------------------------------------------------------------------
+
+def load_suite(path: str | Path | None = None) -> Suite:
+    """Read and validate a suite file; None means the packaged default suite."""
+    p = Path(path) if path is not None else DEFAULT_SUITE
+    if not p.is_file():
+        raise UserError(f"{p}: suite file not found")
+    raw = p.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{p}: not valid TOML: {e}") from None
+    return _build(data, source=str(p), base_dir=p.resolve().parent,
+                  sha256=hashlib.sha256(raw).hexdigest(), default_name=p.stem, path=str(p))
+
+
+def suite_from_record(d: dict[str, Any], source: str) -> Suite:
+    """Rebuild the suite a record was made from (for --resume); model dirs are re-checked."""
+    try:
+        settings = dict(d["settings"])
+        data: dict[str, Any] = {**settings, "name": d["name"], "pairings": d["pairings"],
+                                "arms": d["arms"], "prompts": d["prompts"]}
+        data["pairings"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["pairings"]]
+        data["prompts"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["prompts"]]
+    except (KeyError, TypeError) as e:
+        raise UserError(f"{source}: suite: record's suite section is incomplete ({e})") from None
+    return _build(data, source=f"{source} (suite section)", base_dir=Path.cwd(),
+                  sha256=d.get("sha256", ""), default_name=d["name"], path=d.get("path", ""))
+
+
+# --- validation helpers ----------------------------------------------------------------
+
+class _V:
+    """Carries the file name so every message names the file and the key."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, what: str) -> UserError:
+        return UserError(f"{self.source}: {key}: {what}")
+
+    def known(self, table: dict, key: str, allowed: tuple[str, ...]) -> None:
+        for k in table:
+            if k not in allowed:
+                where = f"{key}.{k}" if key else k
+                raise self.fail(where, f"unknown field (known: {', '.join(allowed)})")
+
+    def int_(self, v: Any, key: str, lo: int | None = None) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(key, f"expected an integer, got {v!r}")
+        if lo is not None and v < lo:
+            raise self.fail(key, f"must be >= {lo}, got {v}")
+        return v
+
+    def num(self, v: Any, key: str, lo: float | None = None, hi: float | None = None,
+            lo_open: bool = False) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(key, f"expected a number, got {v!r}")
+        v = float(v)
+        if lo is not None and (v < lo or (lo_open and v == lo)):
+            raise self.fail(key, f"must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+        if hi is not None and v > hi:
+            raise self.fail(key, f"must be <= {hi:g}, got {v:g}")
+        return v
+
+    def str_(self, v: Any, key: str) -> str:
+        if not isinstance(v, str) or not v:
+            raise self.fail(key, f"expected a non-empty string, got {v!r}")
+        return v
+
+    def bool_(self, v: Any, key: str) -> bool:
+        if not isinstance(v, bool):
+            raise self.fail(key, f"expected true or false, got {v!r}")
+        return v
+
+    def str_list(self, v: Any, key: str) -> tuple[str, ...]:
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self.fail(key, f"expected a list of strings, got {v!r}")
+        return tuple(v)
+
+    def table(self, v: Any, key: str) -> dict:
+        if not isinstance(v, dict):
+            raise self.fail(key, f"expected a table, got {v!r}")
+        return v
+
+    def tables(self, v: Any, key: str) -> list[dict]:
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            raise self.fail(key, f"expected an array of tables ([[{key}]])")
+        return v
+
+
+_TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
+        "cooldown_s", "ignore_eos", "quiet", "watch", "spread_threshold",
+        "contention_threshold", "override_prefixes", "override_ignore", "pairings", "arms",
+        "prompts")
+_QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
+_WATCH = ("enabled", "threshold_pct", "interval_s")
+_PAIRING = ("name", "target", "drafter")
+_ARM = ("name", "pairing", "engine", "block", "env", "command", "timeout_s", "tok_s_regex")
+_PROMPT = ("name", "category", "text", "file", "limit")
+
+
+def _build(data: dict, source: str, base_dir: Path, sha256: str, default_name: str,
+           path: str) -> Suite:
+    v = _V(source)
+    v.known(data, "", _TOP)
+    settings = _settings(v, data)
+    pairings = _pairings(v, data.get("pairings"), base_dir)
+    arms = _arms(v, data.get("arms"), {p.name: p for p in pairings})
+    prompts = _prompts(v, data.get("prompts"), base_dir)
+    name = v.str_(data.get("name", default_name), "name")
+    return Suite(name=name, path=path, sha256=sha256, settings=settings,
+                 pairings=pairings, arms=arms, prompts=prompts)
+
+
+def _settings(v: _V, d: dict) -> Settings:
+    base = Settings()
+    q = v.table(d.get("quiet", {}), "quiet")
+    v.known(q, "quiet", _QUIET)
+    w = v.table(d.get("watch", {}), "watch")
+    v.known(w, "watch", _WATCH)
+    bq, bw = base.quiet, base.watch
+    quiet = QuietSettings(
+        enabled=v.bool_(q.get("enabled", bq.enabled), "quiet.enabled"),
+        threshold_pct=v.num(q.get("threshold_pct", bq.threshold_pct), "quiet.threshold_pct", 0, 100, True),
+        settle_s=v.num(q.get("settle_s", bq.settle_s), "quiet.settle_s", 0),
+        timeout_s=v.num(q.get("timeout_s", bq.timeout_s), "quiet.timeout_s", 0),
+    )
+    watch = WatchSettings(
+        enabled=v.bool_(w.get("enabled", bw.enabled), "watch.enabled"),
+        threshold_pct=v.num(w.get("threshold_pct", bw.threshold_pct), "watch.threshold_pct", 0, 100, True),
+        interval_s=v.num(w.get("interval_s", bw.interval_s), "watch.interval_s", 0, lo_open=True),
+    )
+    prefixes = v.str_list(d.get("override_prefixes", list(base.override_prefixes)), "override_prefixes")
+    return Settings(
+        max_tokens=v.int_(d.get("max_tokens", base.max_tokens), "max_tokens", 1),
+        temp=v.num(d.get("temp", base.temp), "temp", 0),
+        seed=v.int_(d.get("seed", base.seed), "seed"),
+        repetitions=v.int_(d.get("repetitions", base.repetitions), "repetitions", 1),
+        warmups=v.int_(d.get("warmups", base.warmups), "warmups", 0),
+        cooldown_s=v.num(d.get("cooldown_s", base.cooldown_s), "cooldown_s", 0),
+        ignore_eos=v.bool_(d.get("ignore_eos", base.ignore_eos), "ignore_eos"),
+        quiet=quiet, watch=watch,
+        spread_threshold=v.num(d.get("spread_threshold", base.spread_threshold), "spread_threshold", 0, lo_open=True),
+        contention_threshold=v.num(d.get("contention_threshold", base.contention_threshold),
+                                   "contention_threshold", 0, 1),
+        override_prefixes=prefixes,
+        override_ignore=v.str_list(d.get("override_ignore", []), "override_ignore"),
+    )
+
+
+def _model_dir(v: _V, raw: Any, key: str, base_dir: Path) -> str:
+    s = v.str_(raw, key)
+    if s == EMBEDDED:
+        which = key.rsplit(".", 1)[-1]
+        d = embedded_dir(which)
+        if not d.is_dir():
+            raise v.fail(key, f"the embedded {which} model is missing ({d} is not a directory)")
+        return EMBEDDED
+    d = Path(s).expanduser()
+    d = d if d.is_absolute() else base_dir / d
+    if not d.is_dir():
+        raise v.fail(key, f"model directory not found: {d}")
+    return str(d.resolve())
+
+
+def _pairings(v: _V, raw: Any, base_dir: Path) -> tuple[Pairing, ...]:
+    if raw is None:
+        raise v.fail("pairings", "missing: the suite needs at least one [[pairings]] table")
+    out: list[Pairing] = []
+    for i, t in enumerate(v.tables(raw, "pairings")):
+        k = f"pairings[{i}]"
+        v.known(t, k, _PAIRING)
+        name = v.str_(t.get("name"), f"{k}.name")
+        if any(p.name == name for p in out):
+            raise v.fail(f"{k}.name", f"two pairings are named {name!r}")
+        if "target" not in t:
+            raise v.fail(f"{k}.target", "missing (a model directory or \"embedded\")")
+        target = _model_dir(v, t["target"], f"{k}.target", base_dir)
+        drafter = _model_dir(v, t["drafter"], f"{k}.drafter", base_dir) if "drafter" in t else None
+        out.append(Pairing(name=name, target=target, drafter=drafter))
+    if not out:
+        raise v.fail("pairings", "empty: the suite needs at least one pairing")
+    return tuple(out)
+
+
+def _arms(v: _V, raw: Any, pairings: dict[str, Pairing]) -> tuple[Arm, ...]:
+    if raw is None:
+        raise v.fail("arms", "missing: the suite needs at least one [[arms]] table")
+    out: list[Arm] = []
+    for i, t in enumerate(v.tables(raw, "arms")):
+        k = f"arms[{i}]"
+        v.known(t, k, _ARM)
+        name = v.str_(t.get("name"), f"{k}.name")
+        if any(a.name == name for a in out):
+            raise v.fail(f"{k}.name", f"two arms are named {name!r}")
+        pairing = v.str_(t.get("pairing", next(iter(pairings)) if len(pairings) == 1 else None),
+                         f"{k}.pairing")
+        if pairing not in pairings:
+            raise v.fail(f"{k}.pairing", f"no pairing named {pairing!r} (have: {', '.join(pairings)})")
+        engine = v.str_(t.get("engine", "specdec"), f"{k}.engine")
+        if engine not in ENGINES:
+            raise v.fail(f"{k}.engine", f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+        block = v.int_(t.get("block", 1), f"{k}.block", 1)
+        if block > 1 and pairings[pairing].drafter is None and engine != "command":
+            raise v.fail(f"{k}.block", f"block {block} needs a drafter, and pairing {pairing!r} has none")
+        env_t = v.table(t.get("env", {}), f"{k}.env")
+        env: dict[str, str] = {}
+        for ek, ev in env_t.items():
+            if isinstance(ev, bool) or not isinstance(ev, (str, int)):
+                raise v.fail(f"{k}.env.{ek}", f"env values are strings (or integers), got {ev!r}")
+            env[ek] = str(ev)
+        command = None
+        if engine == "command":
+            if "command" not in t:
+                raise v.fail(f"{k}.command", "missing: engine \"command\" needs an argv list")
+            command = v.str_list(t["command"], f"{k}.command")
+            if not command:
+                raise v.fail(f"{k}.command", "empty argv list")
+            for part in command:
+                for _, fname, _, _ in _formatter_parse(v, part, f"{k}.command"):
+                    if fname is not None and fname not in COMMAND_PLACEHOLDERS:
+                        raise v.fail(f"{k}.command", f"unknown placeholder {{{fname}}} "
+                                     f"(known: {', '.join(COMMAND_PLACEHOLDERS)})")
+        elif "command" in t:
+            raise v.fail(f"{k}.command", f"only engine \"command\" takes a command (engine is {engine!r})")
+        regex = None
+        if "tok_s_regex" in t:
+            if engine != "command":
+                raise v.fail(f"{k}.tok_s_regex", "only engine \"command\" takes tok_s_regex")
+            regex = v.str_(t["tok_s_regex"], f"{k}.tok_s_regex")
+            try:
+                rx = re.compile(regex)
+            except re.error as e:
+                raise v.fail(f"{k}.tok_s_regex", f"not a valid regular expression: {e}") from None
+            if rx.groups < 1:
+                raise v.fail(f"{k}.tok_s_regex", "needs one capture group around the number")
+        timeout = v.num(t.get("timeout_s", 600.0), f"{k}.timeout_s", 0, lo_open=True)
+        out.append(Arm(name=name, pairing=pairing, engine=engine, block=block, env=env,
+                       command=command, timeout_s=timeout, tok_s_regex=regex))
+    if not out:
+        raise v.fail("arms", "empty: the suite needs at least one arm")
+    return tuple(out)
+
+
+def _formatter_parse(v: _V, s: str, key: str) -> list:
+    try:
+        return list(string.Formatter().parse(s))
+    except ValueError as e:
+        raise v.fail(key, f"bad placeholder in {s!r}: {e}") from None
+
+
+def _prompts(v: _V, raw: Any, base_dir: Path) -> tuple[Prompt, ...]:
+    if raw is None:
+        raise v.fail("prompts", "missing: the suite needs at least one [[prompts]] table")
+    out: list[Prompt] = []
+    for i, t in enumerate(v.tables(raw, "prompts")):
+        k = f"prompts[{i}]"
+        v.known(t, k, _PROMPT)
+        sources = [s for s in ("text", "file") if s in t]
+        if len(sources) > 1:
+            raise v.fail(k, "give one of text or file, not both")
+        category = v.str_(t["category"], f"{k}.category") if "category" in t else None
+        if sources:
+            name = v.str_(t.get("name"), f"{k}.name")
+            if "limit" in t:
+                raise v.fail(f"{k}.limit", "only a built-in category takes limit")
+            if "text" in t:
+                text = v.str_(t["text"], f"{k}.text")
+            else:
+                f = Path(v.str_(t["file"], f"{k}.file")).expanduser()
+                f = f if f.is_absolute() else base_dir / f
+                try:
+                    text = f.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as e:
+                    raise v.fail(f"{k}.file", f"cannot read prompt file {f}: {e}") from None
+            new = [Prompt(name=name, category=category, text=text)]
+        elif category is not None:
+            limit = v.int_(t["limit"], f"{k}.limit", 1) if "limit" in t else None
+            if "name" in t:
+                raise v.fail(f"{k}.name", "a built-in category names its own prompts; drop name")
+            new = [Prompt(name=f"{category}/{n}", category=category, text=txt)
+                   for n, txt in _builtin(v, category, f"{k}.category")[:limit]]
+        else:
+            raise v.fail(k, "needs text, file, or a built-in category")
+        for p in new:
+            if any(q.name == p.name for q in out):
+                raise v.fail(f"{k}.name", f"two prompts are named {p.name!r}")
+            out.append(p)
+    if not out:
+        raise v.fail("prompts", "empty: the suite needs at least one prompt")
+    return tuple(out)
+
+
+def _builtin(v: _V, category: str, key: str) -> list[tuple[str, str]]:
+    try:
+        from specdec.prompts import load_prompts
+    except ImportError as e:
+        raise v.fail(key, f"built-in prompts need specdec.prompts, which is not importable ({e})") from None
+    try:
+        got = list(load_prompts(category))
+    except (KeyError, ValueError, FileNotFoundError) as e:
+        raise v.fail(key, f"unknown built-in prompt category {category!r} ({e})") from None
+    if not got:
+        raise v.fail(key, f"built-in category {category!r} has no prompts")
+    return [(str(n), str(t)) for n, t in got]
+
+
+def with_settings(suite: Suite, **changes: Any) -> Suite:
+    """A copy of the suite with some settings replaced (--quick, baseline and check runs)."""
+    from dataclasses import replace
+    return replace(suite, settings=replace(suite.settings, **changes))
+
+
+def quick(suite: Suite) -> Suite:
+    """Smoke-test settings: 2 repetitions, no warm-up, no cooldown, no quiet gate.
+
+    Figures from a quick session break the protocol, so summaries flag them not to publish.
+    """
+    from dataclasses import replace
+    s = suite.settings
+    return with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0,
+                         max_tokens=min(s.max_tokens, 32),
+                         quiet=replace(s.quiet, enabled=False))

@@ -1,0 +1,204 @@
+"""Per-arm summary of a record, with the flags that say whether a figure may be published.
+
+One row per (arm, prompt): tok/s differs by prompt, so pooling prompts would put prompt
+variation into the spread and flag every arm. Warm-ups and failed runs are left out of the
+figures (and counted). Reads the record only; runs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.table import Table
+
+from harness import stats
+from harness.identity import classic_comparisons, describe
+
+
+@dataclass
+class ArmSummary:
+    arm: str
+    pairing: str
+    prompt: str
+    engine: str
+    block: int
+    runs: int                       # measured runs that finished ok
+    failed: int
+    contended: int
+    quiet_gate_timeouts: int
+    tok_s_median: float | None = None
+    tok_s_min: float | None = None
+    tok_s_max: float | None = None
+    ms_per_token_median: float | None = None
+    ms_per_token_min: float | None = None
+    ms_per_token_max: float | None = None
+    spread: float | None = None
+    acceptance: float | None = None
+    per_step_acceptance: float | None = None
+    per_step_ci: tuple[float, float] | None = None
+    emitted_per_verify: float | None = None
+    speedup: float | None = None            # ratio of median tok/s over the classic arm
+    speedup_ci: tuple[float, float] | None = None
+    min_detectable_change: float | None = None
+    classic_arm: str | None = None
+    identity: dict[str, int] = field(default_factory=dict)   # status -> count
+    vs_classic: str | None = None           # information only (gate passed, no override)
+    shipping: bool = False
+    labels: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    do_not_publish: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _vals(runs: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in runs if r.get(key) is not None]
+
+
+def summarize(record: dict[str, Any]) -> list[ArmSummary]:
+    suite = record["suite"]
+    settings = suite["settings"]
+    arms = {a["name"]: a for a in suite["arms"]}
+    measured = [r for r in record["runs"] if not r.get("warmup")]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for a in suite["arms"]:           # suite order, so the table reads like the suite
+        for p in suite["prompts"]:
+            groups[(a["name"], p["name"])] = []
+    for r in measured:
+        groups.setdefault((r["arm"], r["prompt"]), []).append(r)
+    vs_classic = classic_comparisons(record)
+    out: list[ArmSummary] = []
+    for (arm_name, prompt), runs in groups.items():
+        a = arms.get(arm_name, {"pairing": "?", "engine": "?", "block": 0})
+        ok = [r for r in runs if r["status"] == "ok"]
+        s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
+                       block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
+                       contended=sum("contended" in (r.get("marks") or []) for r in runs),
+                       quiet_gate_timeouts=sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs))
+        tps, mpt = _vals(ok, "decode_tokens_per_s"), _vals(ok, "ms_per_token")
+        if tps:
+            s.tok_s_median = stats.median(tps)
+            s.tok_s_min, s.tok_s_max = stats.min_max(tps)
+            if s.tok_s_median > 0:
+                s.spread = stats.spread(tps)
+        if mpt:
+            s.ms_per_token_median = stats.median(mpt)
+            s.ms_per_token_min, s.ms_per_token_max = stats.min_max(mpt)
+        diags = [r.get("diagnostics") or {} for r in ok]
+        proposed = sum(d.get("proposed") or 0 for d in diags)
+        accepted = sum(d.get("accepted") or 0 for d in diags)
+        tested = sum(d.get("per_step_tested") or 0 for d in diags)
+        if a["block"] > 1 and proposed:
+            s.acceptance = accepted / proposed
+        if a["block"] > 1 and tested:
+            s.per_step_acceptance = accepted / tested
+            s.per_step_ci = stats.wilson_ci(min(accepted, tested), tested)
+        epv = [float(d["emitted_per_verify"]) for d in diags if d.get("emitted_per_verify") is not None]
+        if epv:
+            s.emitted_per_verify = stats.median(epv)
+        for r in runs:
+            st = (r.get("identity") or {}).get("status", "not_compared")
+            s.identity[st] = s.identity.get(st, 0) + 1
+        if (arm_name, prompt) in vs_classic:
+            c = vs_classic[(arm_name, prompt)]
+            s.vs_classic = f"{describe(c)} (vs {c['classic_arm']}; information only)"
+        s.labels = sorted({r.get("label") or "unlabelled" for r in runs})
+        s.shipping = bool(runs) and all(r.get("shipping") for r in runs)
+        out.append(s)
+    _speedups(out, groups)
+    for s in out:
+        _flag(s, settings, record)
+    return out
+
+
+def _classic_for(s: ArmSummary, rows: list[ArmSummary]) -> ArmSummary | None:
+    """The classic arm of the same pairing and prompt; same engine preferred."""
+    cands = [c for c in rows if c.block == 1 and c.pairing == s.pairing and c.prompt == s.prompt and c is not s]
+    same = [c for c in cands if c.engine == s.engine]
+    return (same or cands or [None])[0]
+
+
+def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+    def tps(row: ArmSummary) -> list[float]:
+        return _vals([r for r in groups[(row.arm, row.prompt)] if r["status"] == "ok"], "decode_tokens_per_s")
+
+    for s in rows:
+        if s.block == 1:
+            continue
+        c = _classic_for(s, rows)
+        if c is None:
+            continue
+        a, b = tps(s), tps(c)
+        s.classic_arm = c.arm
+        if not a or not b or min(b) <= 0:
+            continue
+        s.speedup, lo, hi = stats.bootstrap_ratio_ci(a, b)
+        s.speedup_ci = (lo, hi)
+        if len(a) >= 2 and len(b) >= 2:
+            s.min_detectable_change = stats.min_detectable_change(a, b)
+
+
+def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> None:
+    thr = settings["spread_threshold"]
+    if s.runs == 0:
+        s.flags.append("no successful runs")
+    elif s.runs < 2:
+        s.flags.append("fewer than 2 runs: spread unknown")
+    if s.spread is not None and s.spread > thr:
+        s.flags.append(f"may be unstable: spread {s.spread:.1%} > {thr:.0%}")
+    if s.contended:
+        s.flags.append(f"{s.contended} contended run(s)")
+    if s.failed:
+        s.flags.append(f"{s.failed} failed run(s)")
+    if s.quiet_gate_timeouts:
+        s.flags.append(f"quiet gate timed out {s.quiet_gate_timeouts}x")
+    if record.get("quick"):
+        s.flags.append("quick session (no cooldown, 2 repetitions)")
+    if s.min_detectable_change is not None and s.speedup is not None \
+            and s.min_detectable_change > abs(s.speedup - 1.0):
+        s.flags.append(f"speedup inconclusive: smallest resolvable change {s.min_detectable_change:.1%}")
+    s.do_not_publish = bool(
+        (s.spread is not None and s.spread > thr) or s.contended or s.runs < 2 or record.get("quick"))
+    if s.do_not_publish:
+        s.flags.insert(0, "do not publish")
+
+
+def _f(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render_table(rows: list[ArmSummary], title: str = "summary") -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("arm", "prompt", "n", "tok/s median", "min-max", "ms/tok", "spread", "accept",
+                "per-step (95% CI)", "emit/verify", "vs classic", "identity", "label", "flags"):
+        t.add_column(col, overflow="fold")
+    for s in rows:
+        per_step = "-" if s.per_step_acceptance is None else (
+            f"{s.per_step_acceptance:.3f} ({s.per_step_ci[0]:.3f}-{s.per_step_ci[1]:.3f})" if s.per_step_ci
+            else f"{s.per_step_acceptance:.3f}")
+        speed = "-" if s.speedup is None else (
+            f"{s.speedup:.2f}x ({s.speedup_ci[0]:.2f}-{s.speedup_ci[1]:.2f})" if s.speedup_ci else f"{s.speedup:.2f}x")
+        ident = ", ".join(f"{k} {v}" for k, v in sorted(s.identity.items()))
+        if s.vs_classic:
+            ident += f"; {s.vs_classic}"
+        label = "shipping configuration" if s.shipping else "; ".join(s.labels)
+        t.add_row(s.arm, s.prompt, f"{s.runs}" + (f"+{s.failed} failed" if s.failed else ""),
+                  _f(s.tok_s_median, ".1f"),
+                  "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
+                  _f(s.ms_per_token_median, ".2f"), _f(s.spread, ".1%"), _f(s.acceptance, ".3f"),
+                  per_step, _f(s.emitted_per_verify, ".2f"), speed, ident, label,
+                  "; ".join(s.flags) or "-", style="yellow" if s.do_not_publish else None)
+    return t
+
+
+def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
+    """The one JSON line printed last for machines."""
+    return {
+        "kind": "harness.summary", "record": record_path, "session_id": record.get("session_id"),
+        "complete": record.get("complete"), "runs": len(record["runs"]),
+        "failed": sum(r["status"] == "failed" for r in record["runs"]),
+        "identity_differs": sum((r.get("identity") or {}).get("status") == "differs" for r in record["runs"]),
+        "arms": [s.to_dict() for s in rows],
+    }
