@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import importlib
+import importlib.util
 import json
 import re
 import signal
@@ -35,22 +36,25 @@ EXTENSIONS: dict[str, str] = {
 
 # --- names and paths -----------------------------------------------------------------
 
-def host_name() -> str:
-    """The host profile's name when harness.hosts matches this machine, else "local"."""
+def host_name(host: dict[str, Any] | None = None) -> str:
+    """The matching host profile's name (hosts/*.json), else "local"."""
     try:
-        hosts = importlib.import_module("harness.hosts")
-    except ImportError:
+        from harness.hosts import match_profile
+        profile = match_profile(host if host is not None else _host())
+    except (ImportError, UserError):
         return "local"
-    for fn_name in ("current_host_name", "host_name", "detect_host_name"):
-        fn = getattr(hosts, fn_name, None)
-        if callable(fn):
-            try:
-                name = fn()
-            except Exception:  # a profile lookup problem must not stop a benchmark
-                return "local"
-            if name:
-                return _slug(str(name))
-    return "local"
+    return _slug(profile["name"]) if profile else "local"
+
+
+_HOST_CACHE: dict[str, Any] = {}
+
+
+def _host() -> dict[str, Any]:
+    """collect_host() once per process: the record and the default paths share it."""
+    if "host" not in _HOST_CACHE:
+        from harness.hostinfo import collect_host
+        _HOST_CACHE["host"] = collect_host(repo=str(REPO_ROOT))
+    return _HOST_CACHE["host"]
 
 
 def _slug(s: str) -> str:
@@ -100,12 +104,11 @@ def _execute(record: Any, suite: Any, store: Any) -> None:
 
 
 def _new_session(suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any]) -> Any:
-    from harness.hostinfo import collect_host
     from harness.identity import BaselineStore
     from harness.plan import build_plan
     from harness.record import Record
     store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
-    record = Record.create(record_path, suite.to_dict(), collect_host(repo=str(REPO_ROOT)),
+    record = Record.create(record_path, suite.to_dict(), _host(),
                            ["harness", *sys.argv[1:]], len(build_plan(suite)),
                            extra={**extra, "baselines": str(baselines)})
     _execute(record, suite, store)
@@ -136,8 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path())
         store = BaselineStore.load(baselines)
         if not record.data.get("complete"):
-            from harness.hostinfo import collect_host
-            record.note_resume(["harness", *sys.argv[1:]], collect_host(repo=str(REPO_ROOT)))
+            record.note_resume(["harness", *sys.argv[1:]], _host())
             _execute(record, suite, store)
     else:
         suite = load_suite(args.suite)
@@ -283,7 +285,18 @@ def _sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def preload_engine_blas() -> None:
+    """Import specdec before anything imports mlx.core (collect_host does), so its OpenBLAS
+    preload takes effect and every in-process engine runs on the same BLAS."""
+    if importlib.util.find_spec("specdec") is not None:
+        try:
+            importlib.import_module("specdec")
+        except Exception:  # a broken engine checkout shows up in its runs, not here
+            pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    preload_engine_blas()
     args = build_parser().parse_args(argv)
     if threading_is_main():
         signal.signal(signal.SIGTERM, _sigterm)

@@ -126,10 +126,12 @@ class SpecdecAdapter:
         if key not in self._pairs:
             from specdec.loading import load_pair
             p = req.pairing
-            target = None if p.target == EMBEDDED else p.target
-            drafter = None if p.drafter in (None, EMBEDDED) else p.drafter
-            self._pairs[key] = load_pair(model_dir=target, draft_model_dir=drafter,
-                                         quantize_drafter=None)
+            # (None, None) is the engine's own embedded pair; otherwise resolved directories.
+            if p.target == EMBEDDED and p.drafter == EMBEDDED:
+                self._pairs[key] = load_pair(None, None)
+            else:
+                dd = p.drafter_dir()
+                self._pairs[key] = load_pair(str(p.target_dir()), None if dd is None else str(dd))
         return self._pairs[key]
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from harness import stats
 from harness.identity import classic_comparisons, describe
@@ -169,11 +171,13 @@ def _f(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def render_table(rows: list[ArmSummary], title: str = "summary") -> Table:
+def render_table(rows: list[ArmSummary], title: str = "summary") -> Group:
+    """The people's table; long labels become numbered notes under it, quoted in full."""
     t = Table(title=title, title_justify="left")
     for col in ("arm", "prompt", "n", "tok/s median", "min-max", "ms/tok", "spread", "accept",
                 "per-step (95% CI)", "emit/verify", "vs classic", "identity", "label", "flags"):
         t.add_column(col, overflow="fold")
+    notes: list[str] = []
     for s in rows:
         per_step = "-" if s.per_step_acceptance is None else (
             f"{s.per_step_acceptance:.3f} ({s.per_step_ci[0]:.3f}-{s.per_step_ci[1]:.3f})" if s.per_step_ci
@@ -183,14 +187,23 @@ def render_table(rows: list[ArmSummary], title: str = "summary") -> Table:
         ident = ", ".join(f"{k} {v}" for k, v in sorted(s.identity.items()))
         if s.vs_classic:
             ident += f"; {s.vs_classic}"
-        label = "shipping configuration" if s.shipping else "; ".join(s.labels)
+        if s.shipping:
+            label = "shipping"
+        else:
+            refs = []
+            for text in s.labels:
+                if text not in notes:
+                    notes.append(text)
+                refs.append(f"[{notes.index(text) + 1}]")
+            label = "NOT shipping " + "".join(refs)
         t.add_row(s.arm, s.prompt, f"{s.runs}" + (f"+{s.failed} failed" if s.failed else ""),
                   _f(s.tok_s_median, ".1f"),
                   "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
                   _f(s.ms_per_token_median, ".2f"), _f(s.spread, ".1%"), _f(s.acceptance, ".3f"),
                   per_step, _f(s.emitted_per_verify, ".2f"), speed, ident, label,
                   "; ".join(s.flags) or "-", style="yellow" if s.do_not_publish else None)
-    return t
+    lines = [Text(f"[{i + 1}] {n}") for i, n in enumerate(notes)]
+    return Group(t, *lines)
 
 
 def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""Shared helpers for the harness tests: fixture suites and the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_ENGINE = REPO / "tests" / "fixtures" / "fake_engine.py"
+ENGINE_PRESENT = (REPO / "specdec" / "engine.py").exists()
+EMBEDDED_PRESENT = (REPO / "specdec" / "models" / "target" / "config.json").exists()
+
+
+def fake_command() -> list[str]:
+    return [sys.executable, str(FAKE_ENGINE), "--prompt-file", "{prompt_file}",
+            "--max-tokens", "{max_tokens}", "--block", "{block}"]
+
+
+def toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(v)
+
+
+def command_arm(name: str, block: int = 1, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    arm: dict[str, Any] = {"name": name, "pairing": "fx", "engine": "command", "block": block,
+                           "command": fake_command()}
+    if env:
+        arm["env"] = env
+    arm.update(extra)
+    return arm
+
+
+def write_suite(tmp: Path, arms: list[dict[str, Any]], prompts: list[dict[str, Any]] | None = None,
+                name: str = "fx", pairings: list[dict[str, Any]] | None = None, **settings: Any) -> Path:
+    """A fixture suite on empty model dirs (the fake engine never reads them)."""
+    for d in ("target", "drafter"):
+        (tmp / d).mkdir(exist_ok=True)
+    base: dict[str, Any] = {"name": name, "max_tokens": 8, "repetitions": 2, "warmups": 0,
+                            "cooldown_s": 0}
+    base.update(settings)
+    lines = [f"{k} = {toml_value(v)}" for k, v in base.items() if not isinstance(v, dict)]
+    for k, v in base.items():
+        if isinstance(v, dict):
+            lines.append(f"[{k}]")
+            lines += [f"{kk} = {toml_value(vv)}" for kk, vv in v.items()]
+    if "quiet" not in base:
+        lines += ["[quiet]", "enabled = false"]
+    if "watch" not in base:
+        lines += ["[watch]", "enabled = false"]
+    for p in pairings or [{"name": "fx", "target": str(tmp / "target"), "drafter": str(tmp / "drafter")}]:
+        lines.append("[[pairings]]")
+        lines += [f"{k} = {toml_value(v)}" for k, v in p.items()]
+    for a in arms:
+        lines.append("[[arms]]")
+        lines += [f"{k} = {toml_value(v)}" for k, v in a.items()]
+    for p in prompts or [{"name": "p1", "text": "def fib(n):"}]:
+        lines.append("[[prompts]]")
+        lines += [f"{k} = {toml_value(v)}" for k, v in p.items()]
+    path = tmp / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test process's env without engine-prefixed vars, so no override leaks in by accident."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SPECDEC_", "MLX_", "FAKE_"))}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def harness_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "harness", *args]
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(harness_argv(*args), cwd=cwd, env=clean_env(**env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    assert lines, "no stdout"
+    return json.loads(lines[-1])
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,140 @@
+"""Runner: marks, failures that do not stop the session, env isolation, ETA with cooldowns."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from harness import runner
+from harness.engines import CommandAdapter, Engines, MlxLmAdapter, SpecdecAdapter
+from harness.labels import annotate_label
+from harness.plan import PlannedRun, build_plan
+from harness.record import Record
+from harness.suite import load_suite
+from harness_helpers import EMBEDDED_PRESENT, ENGINE_PRESENT, REPO, command_arm, write_suite
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in list(os.environ):
+        if k.startswith(("SPECDEC_", "MLX_", "FAKE_")):
+            monkeypatch.delenv(k)
+
+
+def _session(tmp: Path, suite_path: Path, engines: Engines | None = None) -> Record:
+    suite = load_suite(suite_path)
+    plan = build_plan(suite)
+    rec = Record.create(tmp / "rec.json", suite.to_dict(), {}, ["test"], len(plan))
+    runner.execute(plan, suite, rec, annotate_label, engines=engines,
+                   console=Console(file=io.StringIO()))
+    rec.finish(len(plan))
+    return rec
+
+
+def test_crashing_and_hanging_arms_are_recorded_as_failed_and_the_session_goes_on(tmp_path: Path) -> None:
+    arms = [command_arm("ok"), command_arm("crash", 2, {"FAKE_CRASH": "1"}),
+            command_arm("hang", 2, {"FAKE_SLEEP_S": "30"}, timeout_s=0.5)]
+    rec = _session(tmp_path, write_suite(tmp_path, arms, repetitions=1))
+    by = {r["arm"]: r for r in rec.runs}
+    assert rec.data["complete"] is True and len(rec.runs) == 3
+    assert by["ok"]["status"] == "ok" and by["ok"]["decode_tokens_per_s"] == 100.0
+    assert by["crash"]["status"] == "failed" and "status 3" in by["crash"]["error"]
+    assert "something broke on purpose" in by["crash"]["stderr_tail"]
+    assert "failed" in by["crash"]["marks"]
+    assert by["hang"]["status"] == "failed" and "timed out" in by["hang"]["error"]
+    assert by["hang"]["wall_s"] < 10
+
+
+def test_tok_s_regex_for_engines_without_json(tmp_path: Path) -> None:
+    arm = command_arm("plain", 1, {"FAKE_PLAIN": "1", "FAKE_TOK_S": "42.5"}, tok_s_regex=r"([0-9.]+) tok/s")
+    rec = _session(tmp_path, write_suite(tmp_path, [arm], repetitions=1))
+    r = rec.runs[0]
+    assert r["status"] == "ok" and r["decode_tokens_per_s"] == 42.5
+    assert r["token_ids"] is None and r["shipping"] is False   # no gate reported: no claim
+
+
+def test_command_env_is_a_copy(tmp_path: Path) -> None:
+    arms = [command_arm("inexact", 3, {"SPECDEC_ALLOW_INEXACT": "1"}), command_arm("plain", 3)]
+    rec = _session(tmp_path, write_suite(tmp_path, arms, repetitions=2))
+    for r in rec.runs:
+        if r["arm"] == "inexact":
+            assert r["overrides"] == {"SPECDEC_ALLOW_INEXACT": "1"}
+            assert r["gate"]["outcome"] == "overridden" and r["shipping"] is False
+        else:
+            assert r["overrides"] == {} and r["gate"]["outcome"] == "passed" and r["shipping"] is True
+    assert "SPECDEC_ALLOW_INEXACT" not in os.environ
+
+
+def _inprocess_isolation(tmp_path: Path, engine: str) -> None:
+    for d in ("target", "drafter"):
+        (tmp_path / d).mkdir(exist_ok=True)
+    pairing = [{"name": "fx", "target": "embedded", "drafter": "embedded"}]
+    arms = [{"name": "inexact", "pairing": "fx", "engine": engine, "block": 3,
+             "env": {"SPECDEC_ALLOW_INEXACT": "1"}},
+            {"name": "plain", "pairing": "fx", "engine": engine, "block": 3}]
+    rec = _session(tmp_path, write_suite(tmp_path, arms, pairings=pairing, repetitions=2, max_tokens=4))
+    assert [r["status"] for r in rec.runs] == ["ok"] * 4, [r["error"] for r in rec.runs]
+    for r in rec.runs:
+        if r["arm"] == "inexact":
+            assert r["overrides"].get("SPECDEC_ALLOW_INEXACT") == "1" and not r["shipping"]
+        else:   # runs after the inexact arm (rotation puts it first in one repetition, second in the other)
+            assert "SPECDEC_ALLOW_INEXACT" not in r["overrides"], r["overrides"]
+    assert "SPECDEC_ALLOW_INEXACT" not in os.environ
+
+
+@pytest.mark.skipif(not EMBEDDED_PRESENT, reason="the embedded pair is not in this checkout")
+def test_inprocess_env_is_restored_mlx_lm(tmp_path: Path) -> None:
+    _inprocess_isolation(tmp_path, "mlx-lm")
+
+
+@pytest.mark.skipif(not ENGINE_PRESENT, reason="specdec/engine.py has not landed yet")
+def test_inprocess_env_is_restored_specdec(tmp_path: Path) -> None:
+    _inprocess_isolation(tmp_path, "specdec")
+
+
+class _Watch:
+    def __init__(self, *a: Any, **k: Any) -> None: ...
+    def __enter__(self) -> "_Watch": return self
+    def __exit__(self, *a: Any) -> None: ...
+    def result(self) -> dict: return {"samples": 4, "contended_samples": 2, "contended_fraction": 0.5, "busiest": None}
+
+
+class _Gate:
+    def __init__(self, *a: Any, **k: Any) -> None: ...
+    def wait(self) -> dict: return {"waited_s": 0.01, "timed_out": True, "busiest": {"name": "indexer", "cpu_pct": 90}}
+
+
+def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner.loadwatch, "ContentionWatch", _Watch)
+    monkeypatch.setattr(runner.loadwatch, "QuietGate", _Gate)
+    p = write_suite(tmp_path, [command_arm("a")], repetitions=1, quiet={"enabled": True, "timeout_s": 1},
+                    watch={"enabled": True})
+    r = _session(tmp_path, p).runs[0]
+    assert r["marks"] == ["quiet_gate_timeout", "contended"]
+    assert r["load"]["quiet_gate"]["busiest"]["name"] == "indexer"
+    assert r["load"]["contention"]["contended_fraction"] == 0.5
+    assert set(r["load"]) == {"before", "after", "quiet_gate", "contention", "thermal"}
+
+
+def test_real_load_watch_runs(tmp_path: Path) -> None:
+    p = write_suite(tmp_path, [command_arm("a")], repetitions=1,
+                    quiet={"enabled": True, "threshold_pct": 100.0, "settle_s": 0.0, "timeout_s": 2},
+                    watch={"enabled": True, "interval_s": 0.05})
+    r = _session(tmp_path, p).runs[0]
+    assert r["status"] == "ok" and r["load"]["contention"]["samples"] >= 1
+    assert "load_1m" in r["load"]["before"] or r["load"]["before"]
+
+
+def test_eta_counts_cooldowns(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], cooldown_s=10))
+    plan = build_plan(suite)
+    done = [{"arm": "a", "wall_s": 2.0, "warmup": False}, {"arm": "b", "wall_s": 4.0, "warmup": False}]
+    remaining = [PlannedRun(0, "a", "fx", "p1", 0, False), PlannedRun(1, "b", "fx", "p1", 0, False),
+                 PlannedRun(2, "c", "fx", "p1", 0, True)]
+    assert runner.estimate_remaining_s(remaining, done, suite) == pytest.approx(2 + 10 + 4 + 10 + 3)
+    assert runner.estimate_remaining_s(plan, [], suite) is None

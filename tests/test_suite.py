@@ -1,0 +1,113 @@
+"""Suite loading and validation: every user error is one line naming the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UserError
+from harness.suite import DEFAULT_SUITE, load_suite, quick, suite_from_record
+from harness_helpers import REPO, command_arm, write_suite
+
+PROMPTS_PRESENT = (REPO / "specdec" / "prompts.py").exists()
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(UserError) as ei:
+        load_suite(path)
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert msg.startswith(str(path))
+    return msg
+
+
+def test_fixture_suite_loads_with_defaults(tmp_path: Path) -> None:
+    (tmp_path / "prompt.txt").write_text("from a file")
+    p = write_suite(tmp_path, [command_arm("classic"), command_arm("b3", 3, {"SPECDEC_PROFILE": 1})],
+                    prompts=[{"name": "p1", "text": "inline"}, {"name": "p2", "file": "prompt.txt"}])
+    s = load_suite(p)
+    assert [a.name for a in s.arms] == ["classic", "b3"]
+    assert s.arm("b3").env == {"SPECDEC_PROFILE": "1"}          # integers become strings
+    assert s.prompt("p2").text == "from a file"                 # relative to the suite file
+    assert s.settings.repetitions == 2 and s.settings.spread_threshold == 0.04
+    assert s.settings.contention_threshold == 0.20
+    assert s.settings.override_prefixes == ("SPECDEC_", "MLX_")
+    assert len(s.sha256) == 64
+
+
+def test_default_suite_is_the_embedded_pair_classic_and_blocks() -> None:
+    if not PROMPTS_PRESENT:
+        pytest.skip("specdec/prompts.py (built-in prompts) has not landed yet")
+    s = load_suite(DEFAULT_SUITE)
+    assert [(a.name, a.block) for a in s.arms] == [("classic", 1), ("block2", 2), ("block3", 3), ("block4", 4)]
+    assert s.pairings[0].target == "embedded" and s.pairings[0].drafter == "embedded"
+    assert s.settings.repetitions == 5 and s.settings.warmups == 1
+
+
+def test_malformed_toml(tmp_path: Path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text("name = \n[[arms]\n")
+    assert "not valid TOML" in _error(p)
+
+
+@pytest.mark.parametrize("arm_extra, key, what", [
+    ({"blok": 3}, "arms[0].blok", "unknown field"),
+    ({"block": "three"}, "arms[0].block", "expected an integer"),
+    ({"block": 0}, "arms[0].block", "must be >= 1"),
+    ({"engine": "vllm"}, "arms[0].engine", "unknown engine"),
+    ({"pairing": "nope"}, "arms[0].pairing", "no pairing named 'nope'"),
+    ({"env": {"X": [1]}}, "arms[0].env.X", "env values are strings"),
+    ({"command": ["x", "{modle}"]}, "arms[0].command", "unknown placeholder {modle}"),
+    ({"tok_s_regex": "tok/s"}, "arms[0].tok_s_regex", "capture group"),
+    ({"timeout_s": -1}, "arms[0].timeout_s", "must be > 0"),
+])
+def test_bad_arm_fields(tmp_path: Path, arm_extra: dict, key: str, what: str) -> None:
+    arm = command_arm("a")
+    arm.update(arm_extra)
+    msg = _error(write_suite(tmp_path, [arm]))
+    assert f": {key}: " in msg and what in msg, msg
+
+
+@pytest.mark.parametrize("settings, key, what", [
+    ({"repetitions": 2.5}, "repetitions", "expected an integer"),
+    ({"max_tokens": True}, "max_tokens", "expected an integer"),
+    ({"cooldown_s": "long"}, "cooldown_s", "expected a number"),
+    ({"override_prefixes": "SPECDEC_"}, "override_prefixes", "list of strings"),
+    ({"frobnicate": 1}, "frobnicate", "unknown field"),
+    ({"quiet": {"enabled": "yes"}}, "quiet.enabled", "true or false"),
+])
+def test_bad_settings(tmp_path: Path, settings: dict, key: str, what: str) -> None:
+    msg = _error(write_suite(tmp_path, [command_arm("a")], **settings))
+    assert f": {key}: " in msg and what in msg, msg
+
+
+def test_two_arms_with_one_name(tmp_path: Path) -> None:
+    msg = _error(write_suite(tmp_path, [command_arm("a"), command_arm("a", 2)]))
+    assert ": arms[1].name: two arms are named 'a'" in msg
+
+
+def test_missing_model_directory(tmp_path: Path) -> None:
+    p = write_suite(tmp_path, [command_arm("a")],
+                    pairings=[{"name": "fx", "target": str(tmp_path / "nowhere")}])
+    msg = _error(p)
+    assert ": pairings[0].target: model directory not found" in msg
+
+
+def test_speculative_arm_needs_a_drafter(tmp_path: Path) -> None:
+    p = write_suite(tmp_path, [{"name": "b3", "pairing": "fx", "engine": "mlx-lm", "block": 3}],
+                    pairings=[{"name": "fx", "target": str(tmp_path / "target")}])
+    assert ": arms[0].block: block 3 needs a drafter" in _error(p)
+
+
+def test_missing_prompt_file(tmp_path: Path) -> None:
+    p = write_suite(tmp_path, [command_arm("a")], prompts=[{"name": "x", "file": "missing.txt"}])
+    assert ": prompts[0].file: cannot read prompt file" in _error(p)
+
+
+def test_record_round_trip_and_quick(tmp_path: Path) -> None:
+    s = load_suite(write_suite(tmp_path, [command_arm("a", env={"K": "v"}), command_arm("b", 2)]))
+    back = suite_from_record(s.to_dict(), "rec.json")
+    assert back.arms == s.arms and back.prompts == s.prompts and back.settings == s.settings
+    q = quick(s)
+    assert q.settings.repetitions == 2 and q.settings.cooldown_s == 0 and not q.settings.quiet.enabled
