@@ -297,7 +297,13 @@ def preload_engine_blas() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     preload_engine_blas()
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] == "project":
+        # Everything after "project", options included, belongs to the cost model's own parser.
+        args = argparse.Namespace(func=cmd_project, rest=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     if threading_is_main():
         signal.signal(signal.SIGTERM, _sigterm)
     try:

@@ -1,0 +1,155 @@
+"""The real CLI on fixture suites, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness_helpers import (EMBEDDED_PRESENT, ENGINE_PRESENT, REPO, clean_env, command_arm, harness_argv,
+                             last_json, load, run_cli, write_suite)
+
+
+def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: "), r.stderr
+    assert "Traceback" not in r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("mutate, expect", [
+    (lambda p: p.write_text("name = \n[[arms]\n"), "not valid TOML"),
+    (lambda p: p.write_text(p.read_text().replace("block = 1", "blok = 1")), "arms[0].blok: unknown field"),
+    (lambda p: p.write_text(p.read_text().replace('name = "b"', 'name = "a"')), "arms[1].name: two arms are named 'a'"),
+    (lambda p: p.write_text(p.read_text().replace("block = 2", 'block = "two"')), "arms[1].block: expected an integer"),
+    (lambda p: p.write_text(p.read_text().replace("/target", "/gone")), "pairings[0].target: model directory not found"),
+])
+def test_bad_suites_exit_2_with_one_line(tmp_path: Path, mutate, expect: str) -> None:
+    suite = write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)])
+    mutate(suite)
+    line = _one_line_exit_2(run_cli("run", str(suite), "--record", str(tmp_path / "r.json"), cwd=tmp_path))
+    assert str(suite) in line and expect in line
+    assert not (tmp_path / "r.json").exists()          # validation happens before anything runs
+
+
+def test_missing_suite_and_unavailable_extension(tmp_path: Path) -> None:
+    assert "suite file not found" in _one_line_exit_2(run_cli("check", "nope.toml", cwd=tmp_path))
+    assert "not available" in _one_line_exit_2(run_cli("nightly", cwd=tmp_path))
+
+
+def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, [command_arm("classic"), command_arm("b3", 3), command_arm("crash", 2, {"FAKE_CRASH": "1"})],
+                        warmups=1)
+    rec_path = tmp_path / "out" / "r.json"
+    r = run_cli("run", str(suite), "--record", str(rec_path), "--baselines", str(tmp_path / "b.json"), cwd=tmp_path)
+    assert r.returncode == 1                        # a failed run makes the exit status say so
+    summary = last_json(r.stdout)
+    assert summary["kind"] == "harness.summary" and summary["complete"] is True and summary["failed"] == 3
+    rec = load(rec_path)
+    assert rec["schema_version"] == 1 and rec["complete"] is True and rec["finished"]
+    assert len(rec["runs"]) == 3 + 3 * 2 and [r["index"] for r in rec["runs"]] == list(range(9))
+    assert [r["warmup"] for r in rec["runs"][:3]] == [True] * 3
+    ok = [x for x in rec["runs"] if x["arm"] != "crash"]
+    assert all(x["status"] == "ok" and x["identity"]["status"] == "no_baseline" for x in ok)
+    assert set(rec["suite"]) >= {"name", "path", "sha256", "settings", "pairings", "arms", "prompts"}
+    assert set(rec["host"]) >= {"cpu", "os", "python"}
+    b3 = next(a for a in summary["arms"] if a["arm"] == "b3")
+    assert b3["speedup"] == pytest.approx(1.0) and b3["classic_arm"] == "classic"
+    assert b3["per_step_ci"] is not None
+
+    # Never overwrite a record.
+    line = _one_line_exit_2(run_cli("run", str(suite), "--record", str(rec_path), cwd=tmp_path))
+    assert "already exists" in line
+
+
+def test_kill_then_resume_completes_the_record(tmp_path: Path) -> None:
+    arms = [command_arm("a", 1, {"FAKE_SLEEP_S": "0.4"}), command_arm("b", 2, {"FAKE_SLEEP_S": "0.4"})]
+    suite = write_suite(tmp_path, arms, repetitions=3)
+    rec_path = tmp_path / "r.json"
+    proc = subprocess.Popen(harness_argv("run", str(suite), "--record", str(rec_path), "--baselines",
+                                         str(tmp_path / "b.json")),
+                            cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if rec_path.exists() and rec_path.stat().st_size:
+                try:
+                    if load(rec_path)["runs"]:
+                        break
+                except json.JSONDecodeError:
+                    pytest.fail("the record was seen half-written")
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    rec = load(rec_path)
+    assert rec["complete"] is False and 1 <= len(rec["runs"]) < 6
+
+    r = run_cli("run", "--resume", str(rec_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rec = load(rec_path)
+    assert rec["complete"] is True and sorted(x["index"] for x in rec["runs"]) == list(range(6))
+    assert len(rec["resumes"]) == 1
+    assert last_json(r.stdout)["complete"] is True
+
+
+def test_sigterm_keeps_runs_and_says_how_to_resume(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, [command_arm("a", 1, {"FAKE_SLEEP_S": "0.3"})], repetitions=4)
+    rec_path = tmp_path / "r.json"
+    proc = subprocess.Popen(harness_argv("run", str(suite), "--record", str(rec_path)), cwd=tmp_path,
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (rec_path.exists() and rec_path.stat().st_size and load(rec_path)["runs"]):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert f"--resume {rec_path}" in err and "Traceback" not in err
+    assert load(rec_path)["complete"] is False
+
+
+def test_resume_refuses_truncated_and_other_schema(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    p.write_text('{"schema_version": 1, "kind": "harness.record", "runs": [')
+    assert "not valid JSON" in _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
+    p.write_text('{"schema_version": 7, "kind": "harness.record"}')
+    assert "schema_version 7" in _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
+
+
+def test_project_delegates_to_costmodel(tmp_path: Path) -> None:
+    r = run_cli("project", "--help", cwd=tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr and r.stdout.strip()
+
+
+@pytest.mark.skipif(not (ENGINE_PRESENT and EMBEDDED_PRESENT), reason="specdec/engine.py has not landed yet")
+def test_quick_run_on_the_real_engine(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text("\n".join([
+        'name = "real"', "max_tokens = 4", "repetitions = 2", "warmups = 0", "cooldown_s = 0",
+        "[quiet]", "enabled = false",
+        "[[pairings]]", 'name = "embedded"', 'target = "embedded"', 'drafter = "embedded"',
+        "[[arms]]", 'name = "classic"', "block = 1",
+        "[[arms]]", 'name = "block3"', "block = 3",
+        "[[arms]]", 'name = "block3-inexact"', "block = 3", 'env = { SPECDEC_ALLOW_INEXACT = "1" }',
+        "[[arms]]", 'name = "mlxlm-block3"', 'engine = "mlx-lm"', "block = 3",
+        "[[prompts]]", 'name = "p"', 'text = "def add(a, b):"', ""]))
+    r = run_cli("run", "s.toml", "--quick", "--record", "r.json", "--baselines", "b.json", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = load(tmp_path / "r.json")
+    assert rec["quick"] is True and all(x["status"] == "ok" for x in rec["runs"])
+    by = {}
+    for x in rec["runs"]:
+        by.setdefault(x["arm"], []).append(x)
+    assert all(x["generated_tokens"] == 4 for x in rec["runs"])
+    assert all(x["overrides"] == {"SPECDEC_ALLOW_INEXACT": "1"} for x in by["block3-inexact"])
+    assert all("SPECDEC_ALLOW_INEXACT" not in x["overrides"] for a in ("classic", "block3") for x in by[a])
+    assert all(x["gate"]["outcome"] == "overridden" and not x["shipping"] for x in by["block3-inexact"])
+    assert all(x["gate"]["outcome"] in ("passed", "declined") for x in by["block3"])
+    assert all(x["shipping"] for x in by["classic"])
+    # Every arm on one pairing at temp 0 decodes the same tokens when the gate is exact or declined.
+    assert by["classic"][0]["token_ids"] == by["mlxlm-block3"][0]["token_ids"]
+    assert all("do not publish" in a["flags"] for a in last_json(r.stdout)["arms"])   # quick: never publish

@@ -1,0 +1,111 @@
+"""Identity against each arm's own baseline: exact first token and byte offset, INCONCLUSIVE
+baselines, never overwriting silently, and the classic comparison as information only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.identity import (BaselineStore, classic_comparisons, compare_output, first_byte_difference,
+                              first_token_difference, identity_key, record_baselines)
+from harness_helpers import command_arm, last_json, load, run_cli, write_suite
+
+
+def test_first_difference_token_and_byte_offset() -> None:
+    # "héllo " is 7 bytes (é is two), so the first differing byte of the last word is 7.
+    base = {"token_ids": [1, 2, 3, 4], "text": "héllo world"}
+    d = compare_output([1, 2, 3, 5], "héllo wörld", base)
+    assert d["status"] == "differs" and d["first_token"] == 3
+    assert d["byte_offset"] == 8                      # 'w' at 7 matches, then ö (c3 b6) vs o
+    assert d["ours"] == "héllo wörld" and d["baseline"] == "héllo world"
+    assert d["ours_token"] == 5 and d["baseline_token"] == 4
+    assert first_byte_difference("héllo a".encode(), "héllo b".encode()) == 7
+
+
+def test_prefix_and_identical_and_missing() -> None:
+    assert first_token_difference([1, 2], [1, 2, 3]) == 2
+    assert first_token_difference([1, 2], [1, 2]) is None
+    assert compare_output([1, 2], "ab", {"token_ids": [1, 2], "text": "ab"}) == {"status": "identical"}
+    assert compare_output([1], "a", None) == {"status": "no_baseline"}
+    assert compare_output(None, None, {"token_ids": [1]}) == {"status": "no_output"}
+
+
+def _record(outputs: dict[str, list[list[int]]]) -> dict:
+    runs = []
+    for arm, outs in outputs.items():
+        for i, ids in enumerate(outs):
+            runs.append({"index": len(runs), "arm": arm, "pairing": "fx", "prompt": "p1", "repetition": i,
+                         "warmup": False, "status": "ok", "token_ids": ids, "text": "".join(map(chr, ids)),
+                         "shipping": True, "gate": {"outcome": "passed"}})
+    arms = [{"name": a, "pairing": "fx", "engine": "command", "block": 1 if a == "classic" else 3}
+            for a in outputs]
+    return {"session_id": "s", "suite": {"settings": {"max_tokens": 3, "temp": 0.0, "seed": 0}, "arms": arms},
+            "runs": runs}
+
+
+def test_disagreeing_runs_are_inconclusive_and_not_stored(tmp_path: Path) -> None:
+    store = BaselineStore.load(tmp_path / "b.json")
+    out = record_baselines(_record({"a": [[97, 98, 99], [97, 98, 100]]}), store)
+    assert out[0].status == "inconclusive" and "INCONCLUSIVE" in out[0].detail and "token 2" in out[0].detail
+    assert store.entries == {}
+
+
+def test_never_overwrite_silently_and_update_keeps_history(tmp_path: Path) -> None:
+    store = BaselineStore.load(tmp_path / "b.json")
+    key = identity_key("fx", "a", "p1", 3, 0.0, 0)
+    assert record_baselines(_record({"a": [[97, 98, 99]] * 2}), store)[0].status == "stored"
+    store.save()
+    store = BaselineStore.load(tmp_path / "b.json")
+    assert record_baselines(_record({"a": [[97, 98, 99]] * 2}), store)[0].status == "unchanged"
+    o = record_baselines(_record({"a": [[97, 120, 99]] * 2}), store)[0]
+    assert o.status == "exists_differs" and "--update" in o.detail
+    assert store.get(key)["token_ids"] == [97, 98, 99]
+    o = record_baselines(_record({"a": [[97, 120, 99]] * 2}), store, update=True)[0]
+    assert o.status == "updated"
+    assert store.get(key)["token_ids"] == [97, 120, 99]
+    assert store.get(key)["history"][0]["token_ids"] == [97, 98, 99]
+
+
+def test_classic_comparison_only_where_gate_passed_without_override() -> None:
+    rec = _record({"classic": [[97, 98]], "b3": [[97, 99]], "b3x": [[97, 98]]})
+    for r in rec["runs"]:
+        if r["arm"] == "b3x":
+            r["shipping"], r["gate"] = False, {"outcome": "overridden"}
+    cmp = classic_comparisons(rec)
+    assert cmp[("b3", "p1")]["status"] == "differs" and cmp[("b3", "p1")]["first_token"] == 1
+    assert ("b3x", "p1") not in cmp
+
+
+def test_cli_baseline_then_check_finds_the_exact_difference(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, [command_arm("classic"), command_arm("b3", 3)], max_tokens=12)
+    b = tmp_path / "base.json"
+    r = run_cli("baseline", "record", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r1.json"),
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert {o["status"] for o in last_json(r.stdout)["outcomes"]} == {"stored"}
+    assert len(load(b)["entries"]) == 2
+
+    r = run_cli("check", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r2.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    r = run_cli("check", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r3.json"),
+                cwd=tmp_path, FAKE_PERTURB_AT="5")
+    assert r.returncode == 1
+    idents = [run["identity"] for run in load(tmp_path / "r3.json")["runs"]]
+    assert all(i["status"] == "differs" and i["first_token"] == 5 and i["byte_offset"] == 5 for i in idents)
+    assert "differs at token 5, byte 5" in r.stdout
+
+    # A plain run compares too; the baseline file is not changed by run or check.
+    before = b.read_text()
+    r = run_cli("run", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r4.json"), cwd=tmp_path)
+    assert r.returncode == 0 and last_json(r.stdout)["identity_differs"] == 0
+    assert b.read_text() == before
+
+    # Recording again with different output refuses without --update, keeps the old one.
+    r = run_cli("baseline", "record", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r5.json"),
+                cwd=tmp_path, FAKE_PERTURB_AT="5")
+    assert r.returncode == 1 and {o["status"] for o in last_json(r.stdout)["outcomes"]} == {"exists_differs"}
+    assert b.read_text() == before
+    r = run_cli("baseline", "record", str(suite), "--update", "--baselines", str(b), "--record",
+                str(tmp_path / "r6.json"), cwd=tmp_path, FAKE_PERTURB_AT="5")
+    assert r.returncode == 0
+    assert all(len(e["history"]) == 1 for e in load(b)["entries"].values())

@@ -1,0 +1,49 @@
+"""Shipping labels: overrides (arm env and inherited prefixed env) and the gate's own decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.engines import overrides_in_force
+from harness.labels import NOT_SHIPPING, SHIPPING, label_run
+from harness_helpers import command_arm, last_json, load, run_cli, write_suite
+
+READING = "verify block position 0 differs from the single-token chain in 12 of 4096 logit bytes"
+
+
+def test_shipping_when_gate_engaged_on_its_own() -> None:
+    assert label_run({}, {"outcome": "passed"}).shipping
+    assert label_run({}, {"outcome": "not_applicable"}).text == SHIPPING
+
+
+def test_override_named_and_reading_quoted() -> None:
+    lab = label_run({"SPECDEC_ALLOW_INEXACT": "1"}, {"outcome": "overridden", "reading": READING})
+    assert not lab.shipping and lab.text.startswith(NOT_SHIPPING)
+    assert "SPECDEC_ALLOW_INEXACT=1" in lab.text and f'"{READING}"' in lab.text
+
+
+def test_declined_gate_is_not_shipping_even_without_override() -> None:
+    lab = label_run({}, {"outcome": "declined", "reading": READING})
+    assert not lab.shipping and "declined" in lab.text and READING in lab.text
+
+
+def test_inherited_prefixed_env_counts_and_ignore_list() -> None:
+    env = {"SPECDEC_PROFILE": "1", "MLX_X": "y", "HOME": "/root", "SPECDEC_QUIET": "1"}
+    got = overrides_in_force({"A": "b"}, env, ("SPECDEC_", "MLX_"), ignore=("SPECDEC_QUIET",))
+    assert got == {"A": "b", "MLX_X": "y", "SPECDEC_PROFILE": "1"}
+
+
+def test_cli_labels_inherited_override_in_record_and_table(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, [command_arm("classic"), command_arm("b3", 3)], repetitions=1)
+    r = run_cli("run", str(suite), "--record", str(tmp_path / "r.json"), "--baselines", str(tmp_path / "b.json"),
+                cwd=tmp_path, SPECDEC_PROFILE="1")
+    assert r.returncode == 0, r.stderr
+    for run in load(tmp_path / "r.json")["runs"]:
+        assert run["overrides"] == {"SPECDEC_PROFILE": "1"}
+        assert run["shipping"] is False and "SPECDEC_PROFILE=1" in run["label"]
+    assert "NOT shipping" in r.stdout and "SPECDEC_PROFILE=1" in r.stdout
+    assert all(not a["shipping"] for a in last_json(r.stdout)["arms"])
+
+    r = run_cli("run", str(suite), "--record", str(tmp_path / "r2.json"), "--baselines", str(tmp_path / "b.json"),
+                cwd=tmp_path)
+    assert [run["shipping"] for run in load(tmp_path / "r2.json")["runs"]] == [True, True]
