@@ -1,0 +1,116 @@
+"""Lab host profiles (hosts/*.json): chip, GPU generation, peak bandwidth, cooldown, asv name.
+
+A profile says what the vendor promises (peak bandwidth, with its source); collect_host()
+says what the machine is. match_profile() joins the two so records can quote a ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UserError
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "hosts"
+
+REQUIRED = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
+            "memory_gb": (int, float, type(None)), "peak_bandwidth_gbs": (int, float, type(None)),
+            "peak_bandwidth_source": str, "default_cooldown_s": (int, float), "match": dict}
+MATCH_RULES = {"system", "chip", "gpu_name", "no_gpu"}
+
+
+def _validate(profile: Any, path: Path) -> dict:
+    if not isinstance(profile, dict):
+        raise UserError(f"{path}: a host profile must be a JSON object")
+    for key, types in REQUIRED.items():
+        if key not in profile:
+            raise UserError(f"{path}: missing key '{key}'")
+        if not isinstance(profile[key], types) or isinstance(profile[key], bool):
+            raise UserError(f"{path}: key '{key}' has the wrong type ({type(profile[key]).__name__})")
+    if profile["name"] != path.stem:
+        raise UserError(f"{path}: name '{profile['name']}' differs from the file name '{path.stem}'")
+    unknown = set(profile["match"]) - MATCH_RULES
+    if unknown or not profile["match"]:
+        raise UserError(f"{path}: key 'match' needs rules from {sorted(MATCH_RULES)}, "
+                        f"got {sorted(profile['match'])}")
+    return profile
+
+
+def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:
+    """Every hosts/*.json profile by name; a malformed one is a UserError naming the file."""
+    d = Path(directory) if directory is not None else PROFILES_DIR
+    if not d.is_dir():
+        raise UserError(f"{d}: no host profile directory")
+    out = {}
+    for path in sorted(d.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserError(f"{path}: cannot read host profile: {exc}") from None
+        out[path.stem] = _validate(data, path)
+    return out
+
+
+def _section(host: dict, name: str) -> dict:
+    sec = host.get(name)
+    return sec if isinstance(sec, dict) and "error" not in sec else {}
+
+
+def _gpu_names(host: dict) -> list[str] | None:
+    """Names of the GPUs collect_host saw; None when its gpu section could not be read."""
+    gpu = host.get("gpu")
+    if not isinstance(gpu, dict) or "error" in gpu:
+        return None
+    names = [gpu.get("name")]
+    if isinstance(gpu.get("nvidia"), list):
+        names += [g.get("name") for g in gpu["nvidia"] if isinstance(g, dict)]
+    return [n for n in names if isinstance(n, str) and n not in ("", "unknown")]
+
+
+def _contains_any(haystacks: list[str], needles: list[str]) -> bool:
+    return any(n.lower() in h.lower() for h in haystacks for n in needles)
+
+
+def _rule_holds(rule: str, want: Any, host: dict) -> bool:
+    cpu, osys = _section(host, "cpu"), _section(host, "os")
+    if rule == "system":
+        return str(osys.get("system", "")).lower() in [w.lower() for w in want]
+    if rule == "chip":
+        chips = [str(cpu.get(k, "")) for k in ("apple_chip", "model")]
+        return _contains_any([c for c in chips if c != "unknown"], want)
+    names = _gpu_names(host)
+    if names is None:  # an unreadable gpu section proves neither a GPU nor its absence
+        return False
+    if rule == "gpu_name":
+        return _contains_any(names, want)
+    if rule == "no_gpu":
+        return (not names) == bool(want)
+    return False
+
+
+def matches(profile: dict, host: dict) -> bool:
+    return all(_rule_holds(rule, want, host) for rule, want in profile["match"].items())
+
+
+def match_profile(host: dict, profiles: dict[str, dict] | None = None) -> dict | None:
+    """The profile whose match rules all hold for collect_host()'s dict; a specific profile
+    wins over a generic fallback; None when nothing fits (then there is no peak to quote)."""
+    profiles = load_profiles() if profiles is None else profiles
+    fits = [p for _, p in sorted(profiles.items()) if matches(p, host)]
+    specific = [p for p in fits if not p.get("generic")]
+    return (specific or fits or [None])[0]
+
+
+def get_profile(name: str, directory: str | Path | None = None) -> dict:
+    profiles = load_profiles(directory)
+    if name not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise UserError(f"unknown host profile '{name}' (known: {known})")
+    return profiles[name]
+
+
+def profile_for_this_host(repo: str = ".") -> dict | None:
+    from harness.hostinfo import collect_host
+
+    return match_profile(collect_host(repo))

@@ -1,0 +1,132 @@
+"""Host metadata: every section present, "unknown" where unreadable, never an exception."""
+
+import json
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+from harness import hostinfo
+from harness.hostinfo import UNKNOWN, collect_host
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = {"cpu", "gpu", "memory", "os", "python", "mlx", "blas", "repo"}
+
+
+def test_collect_host_has_every_section_and_is_json():
+    host = collect_host()
+    assert set(host) == SECTIONS
+    json.dumps(host)  # goes into the record as is
+    for name in ("cpu", "memory", "os", "python"):
+        assert "error" not in host[name], host[name]
+    assert host["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert isinstance(host["cpu"]["logical_cores"], int) and host["cpu"]["logical_cores"] >= 1
+    assert host["memory"]["total_bytes"] > 0
+
+
+def test_unreadable_fields_are_unknown(monkeypatch):
+    # No commands, no /proc files, psutil knowing nothing: every such field says unknown.
+    import psutil
+
+    monkeypatch.setattr(hostinfo, "run_quiet", lambda *a, **k: None)
+    monkeypatch.setattr(hostinfo, "read_text", lambda path: None)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: None)
+    cpu = hostinfo.cpu_info()
+    assert cpu["model"] == cpu["logical_cores"] == cpu["physical_cores"] == UNKNOWN
+    assert hostinfo.nvidia_gpus() == UNKNOWN
+    if sys.platform.startswith("linux"):
+        monkeypatch.setattr(hostinfo, "_specdec_blas", lambda: None)
+        assert hostinfo.blas_info()["name"] == UNKNOWN
+        assert hostinfo.os_info()["distribution"] == UNKNOWN
+
+
+def test_cpu_only_linux_host_reports_no_gpu_guess():
+    host = collect_host()
+    if host["gpu"].get("mlx_backend") != "none" or host["gpu"].get("nvidia") != UNKNOWN:
+        pytest.skip("this host has a GPU")
+    # MLX's device_info() describes the CPU here; it must not be reported as a GPU.
+    assert host["gpu"]["name"] == host["gpu"]["generation"] == UNKNOWN
+    assert host["cpu"]["apple_chip"] == UNKNOWN
+
+
+def test_a_collector_that_raises_becomes_an_error_section(monkeypatch):
+    def boom():
+        raise RuntimeError("sensor on fire")
+
+    monkeypatch.setattr(hostinfo, "gpu_info", boom)
+    host = collect_host()
+    assert host["gpu"] == {"error": "RuntimeError: sensor on fire"}
+    assert "error" not in host["cpu"]
+
+
+def test_nvidia_smi_rows_are_parsed(monkeypatch):
+    out = "NVIDIA H200, 580.159.03, 143771 MiB, 9.0\nNVIDIA GB10, 580.95.05, [N/A], 12.1\n"
+    monkeypatch.setattr(hostinfo, "run_quiet", lambda *a, **k: out)
+    rows = hostinfo.nvidia_gpus()
+    assert rows[0] == {"name": "NVIDIA H200", "driver_version": "580.159.03",
+                       "memory_total": "143771 MiB", "compute_cap": "9.0", "generation": "sm_90"}
+    assert rows[1]["memory_total"] == UNKNOWN and rows[1]["generation"] == "sm_121"
+
+
+def test_generation_helpers():
+    assert hostinfo.apple_family("applegpu_g15s") == "G15"
+    assert hostinfo.apple_family("x86_64") == UNKNOWN
+    assert hostinfo.sm_generation("garbage") == UNKNOWN
+
+
+def test_blas_from_mapped_libraries():
+    maps = ("7f00-7f01 r-xp 0 08:01 1 /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3\n"
+            "7f02-7f03 r-xp 0 08:01 2 /venv/mlx_cpu.libs/libblas-bd8a282c.so.3.10.0\n"
+            "7f04-7f05 rw-p 0 00:00 0\n")
+    libs = hostinfo.mapped_blas_libraries(maps)
+    assert len(libs) == 2
+    # Debian's alternatives path shows OpenBLAS behind the generic libblas.so.3 name.
+    assert hostinfo.classify_blas(libs) == "openblas"
+    assert hostinfo.classify_blas(libs[1:]) == "reference (bundled with mlx-cpu)"
+    assert hostinfo.classify_blas(["/usr/lib/libblas.so.3"]) == "reference"
+    assert hostinfo.classify_blas([]) == UNKNOWN
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_repo_section_commit_branch_dirty_detached(tmp_path):
+    _git(tmp_path, "init", "-q", "-b", "trunk")
+    (tmp_path / "f.txt").write_text("a\n")
+    _git(tmp_path, "add", "f.txt")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c1")
+    info = hostinfo.repo_info(str(tmp_path))
+    assert info["branch"] == "trunk" and info["dirty"] is False
+    assert len(info["commit"]) == 40 and info["commit"].startswith(info["short_commit"])
+    (tmp_path / "f.txt").write_text("b\n")
+    assert hostinfo.repo_info(str(tmp_path))["dirty"] is True
+    _git(tmp_path, "checkout", "-q", "--detach")
+    assert hostinfo.repo_info(str(tmp_path))["branch"] == "detached"
+
+
+def test_repo_section_outside_a_repository(tmp_path):
+    info = hostinfo.repo_info(str(tmp_path / "nowhere"))
+    assert info["commit"] == info["branch"] == info["dirty"] == UNKNOWN
+
+
+def test_run_quiet_never_raises():
+    assert hostinfo.run_quiet(["definitely-not-a-command-xyz"]) is None
+    assert hostinfo.run_quiet([sys.executable, "-c", "raise SystemExit(3)"]) is None
+    assert hostinfo.run_quiet([sys.executable, "-c", "import time; time.sleep(5)"],
+                              timeout=0.2) is None
+    assert hostinfo.run_quiet([sys.executable, "-c", "print('hi')"]) == "hi\n"
+
+
+def test_collect_host_leaves_the_engine_blas_preload_working():
+    # In a fresh process: collecting MLX metadata must not pre-empt specdec's OpenBLAS preload.
+    pytest.importorskip("specdec.blas")
+    code = ("import json, sys; from harness.hostinfo import collect_host\n"
+            "b = collect_host()['blas']; print(json.dumps(b))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60, cwd=str(REPO))
+    blas = json.loads(out.stdout.splitlines()[-1])
+    assert blas["name"] != UNKNOWN
+    if sys.platform.startswith("linux") and "preload" in blas and blas.get("preload") != "preloaded":
+        assert "imported before" not in blas["preload"], blas
