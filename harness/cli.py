@@ -103,10 +103,29 @@ def _execute(record: Any, suite: Any, store: Any) -> None:
     record.finish(len(plan))
 
 
+def resolve_host_settings(suite: Any) -> Any:
+    """cooldown_s = "host" becomes the matching host profile's default_cooldown_s."""
+    from harness.suite import Settings, with_settings
+    if suite.settings.cooldown_source != "host":
+        return suite
+    try:
+        from harness.hosts import match_profile
+        profile = match_profile(_host())
+    except ImportError:
+        profile = None
+    if profile is None:
+        fallback = Settings().cooldown_s
+        return with_settings(suite, cooldown_s=fallback,
+                             cooldown_source=f"host: no profile matched, default {fallback:g} s")
+    return with_settings(suite, cooldown_s=float(profile["default_cooldown_s"]),
+                         cooldown_source=f"host profile {profile['name']}")
+
+
 def _new_session(suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any]) -> Any:
     from harness.identity import BaselineStore
     from harness.plan import build_plan
     from harness.record import Record
+    suite = resolve_host_settings(suite)
     store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
     record = Record.create(record_path, suite.to_dict(), _host(),
                            ["harness", *sys.argv[1:]], len(build_plan(suite)),
@@ -160,7 +179,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from harness.suite import load_suite, with_settings
     suite = load_suite(args.suite)
     # Identity does not depend on timing: no warm-up, no cooldown, no quiet gate.
-    suite = with_settings(suite, repetitions=1, warmups=0, cooldown_s=0.0,
+    suite = with_settings(suite, repetitions=1, warmups=0, cooldown_s=0.0, cooldown_source="check",
                           quiet=replace(suite.settings.quiet, enabled=False))
     record_path = Path(args.record) if args.record else default_record_path(suite.name, "check")
     baselines = Path(args.baselines) if args.baselines else default_baselines_path()
@@ -190,7 +209,7 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
     from harness.identity import BaselineStore, record_baselines
     from harness.suite import load_suite, with_settings
     suite = load_suite(args.suite)
-    suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0,
+    suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_source="baseline",
                           quiet=replace(suite.settings.quiet, enabled=False))
     baselines = Path(args.baselines) if args.baselines else default_baselines_path()
     record_path = Path(args.record) if args.record else default_record_path(suite.name, "baseline")

@@ -53,6 +53,9 @@ class Settings:
     repetitions: int = 5
     warmups: int = 1
     cooldown_s: float = 10.0
+    # "suite" (a number in the file), "host" (to be replaced by the host profile's
+    # default_cooldown_s before planning), or where a resolved value came from.
+    cooldown_source: str = "suite"
     ignore_eos: bool = True
     quiet: QuietSettings = field(default_factory=QuietSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
@@ -243,7 +246,7 @@ class _V:
 
 
 _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
-        "cooldown_s", "ignore_eos", "quiet", "watch", "spread_threshold",
+        "cooldown_s", "cooldown_source", "ignore_eos", "quiet", "watch", "spread_threshold",
         "contention_threshold", "override_prefixes", "override_ignore", "pairings", "arms",
         "prompts")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
@@ -285,13 +288,21 @@ def _settings(v: _V, d: dict) -> Settings:
         interval_s=v.num(w.get("interval_s", bw.interval_s), "watch.interval_s", 0, lo_open=True),
     )
     prefixes = v.str_list(d.get("override_prefixes", list(base.override_prefixes)), "override_prefixes")
+    cooldown_raw = d.get("cooldown_s", base.cooldown_s)
+    if cooldown_raw == "host":
+        cooldown, cooldown_source = base.cooldown_s, "host"
+    else:
+        if isinstance(cooldown_raw, str):
+            raise v.fail("cooldown_s", f"expected a number of seconds or \"host\", got {cooldown_raw!r}")
+        cooldown = v.num(cooldown_raw, "cooldown_s", 0)
+        cooldown_source = v.str_(d.get("cooldown_source", "suite"), "cooldown_source")
     return Settings(
         max_tokens=v.int_(d.get("max_tokens", base.max_tokens), "max_tokens", 1),
         temp=v.num(d.get("temp", base.temp), "temp", 0),
         seed=v.int_(d.get("seed", base.seed), "seed"),
         repetitions=v.int_(d.get("repetitions", base.repetitions), "repetitions", 1),
         warmups=v.int_(d.get("warmups", base.warmups), "warmups", 0),
-        cooldown_s=v.num(d.get("cooldown_s", base.cooldown_s), "cooldown_s", 0),
+        cooldown_s=cooldown, cooldown_source=cooldown_source,
         ignore_eos=v.bool_(d.get("ignore_eos", base.ignore_eos), "ignore_eos"),
         quiet=quiet, watch=watch,
         spread_threshold=v.num(d.get("spread_threshold", base.spread_threshold), "spread_threshold", 0, lo_open=True),
@@ -472,6 +483,6 @@ def quick(suite: Suite) -> Suite:
     """
     from dataclasses import replace
     s = suite.settings
-    return with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0,
+    return with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_source="quick",
                          max_tokens=min(s.max_tokens, 32),
                          quiet=replace(s.quiet, enabled=False))

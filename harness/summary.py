@@ -156,13 +156,17 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
         s.flags.append(f"{s.failed} failed run(s)")
     if s.quiet_gate_timeouts:
         s.flags.append(f"quiet gate timed out {s.quiet_gate_timeouts}x")
+    no_cooldown = not settings.get("cooldown_s")
     if record.get("quick"):
         s.flags.append("quick session (no cooldown, 2 repetitions)")
+    elif no_cooldown:
+        s.flags.append("no cooldown between runs (penalises the wide verify shapes)")
     if s.min_detectable_change is not None and s.speedup is not None \
             and s.min_detectable_change > abs(s.speedup - 1.0):
         s.flags.append(f"speedup inconclusive: smallest resolvable change {s.min_detectable_change:.1%}")
     s.do_not_publish = bool(
-        (s.spread is not None and s.spread > thr) or s.contended or s.runs < 2 or record.get("quick"))
+        (s.spread is not None and s.spread > thr) or s.contended or s.runs < 2 or record.get("quick")
+        or no_cooldown)
     if s.do_not_publish:
         s.flags.insert(0, "do not publish")
 

@@ -72,7 +72,7 @@ def test_bad_arm_fields(tmp_path: Path, arm_extra: dict, key: str, what: str) ->
 @pytest.mark.parametrize("settings, key, what", [
     ({"repetitions": 2.5}, "repetitions", "expected an integer"),
     ({"max_tokens": True}, "max_tokens", "expected an integer"),
-    ({"cooldown_s": "long"}, "cooldown_s", "expected a number"),
+    ({"cooldown_s": "long"}, "cooldown_s", "expected a number of seconds or \"host\""),
     ({"override_prefixes": "SPECDEC_"}, "override_prefixes", "list of strings"),
     ({"frobnicate": 1}, "frobnicate", "unknown field"),
     ({"quiet": {"enabled": "yes"}}, "quiet.enabled", "true or false"),
@@ -111,3 +111,13 @@ def test_record_round_trip_and_quick(tmp_path: Path) -> None:
     assert back.arms == s.arms and back.prompts == s.prompts and back.settings == s.settings
     q = quick(s)
     assert q.settings.repetitions == 2 and q.settings.cooldown_s == 0 and not q.settings.quiet.enabled
+
+
+def test_cooldown_from_host_profile(tmp_path: Path) -> None:
+    from harness.cli import resolve_host_settings
+    s = load_suite(write_suite(tmp_path, [command_arm("a")], cooldown_s="host"))
+    assert s.settings.cooldown_source == "host"
+    r = resolve_host_settings(s)
+    assert r.settings.cooldown_source.startswith("host")  and r.settings.cooldown_source != "host"
+    assert r.settings.cooldown_s >= 0
+    assert "cooldown_s" in _error(write_suite(tmp_path, [command_arm("a")], cooldown_s="long"))
