@@ -47,6 +47,7 @@ def host_name(host: dict[str, Any] | None = None) -> str:
 
 
 _HOST_CACHE: dict[str, Any] = {}
+_ARGV: list[str] = []   # this invocation's arguments, for the record's "command"
 
 
 def _host() -> dict[str, Any]:
@@ -128,7 +129,7 @@ def _new_session(suite: Any, record_path: Path, baselines: Path, extra: dict[str
     suite = resolve_host_settings(suite)
     store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
     record = Record.create(record_path, suite.to_dict(), _host(),
-                           ["harness", *sys.argv[1:]], len(build_plan(suite)),
+                           ["harness", *_ARGV], len(build_plan(suite)),
                            extra={**extra, "baselines": str(baselines)})
     _execute(record, suite, store)
     return record
@@ -158,7 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path())
         store = BaselineStore.load(baselines)
         if not record.data.get("complete"):
-            record.note_resume(["harness", *sys.argv[1:]], _host())
+            record.note_resume(["harness", *_ARGV], _host())
             _execute(record, suite, store)
     else:
         suite = load_suite(args.suite)
@@ -249,7 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description="Benchmark harness for MLX speculative decoding")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    r = sub.add_parser("run", help="run a suite (the default suite when none is given)")
+    r = sub.add_parser("run", help="run a suite (the default suite when none is given)",
+                       epilog="exit status: 0 all runs ok; 1 a run failed or an output differs from its "
+                              "own baseline; 2 a problem to fix (one line on stderr); 130 interrupted "
+                              "(the record keeps every finished run: resume it with --resume)")
     r.add_argument("suite", nargs="?", help="suite TOML (default: harness/suites/default.toml)")
     r.add_argument("--record", help="record path (default: records/<date-time>-<suite>-<host>.json)")
     r.add_argument("--resume", metavar="RECORD", help="finish the missing runs of an incomplete record")
@@ -258,7 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
     r.set_defaults(func=cmd_run)
 
-    c = sub.add_parser("check", help="compare each arm's output with its own baseline")
+    c = sub.add_parser("check", help="compare each arm's output with its own baseline",
+                       epilog="exit status: 0 every output identical to its baseline; 1 a difference, "
+                              "a failed run, or an arm without a baseline; 2 a problem to fix")
     c.add_argument("suite")
     c.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
     c.add_argument("--record", help="record path for the check session")
@@ -266,7 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("baseline", help="record arms' outputs as their own baselines")
     bsub = b.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
-    br = bsub.add_parser("record", help="run each arm twice and store outputs where both agree")
+    br = bsub.add_parser("record", help="run each arm twice and store outputs where both agree",
+                         epilog="exit status: 0 every baseline stored, updated or unchanged; 1 an "
+                                "INCONCLUSIVE key (the two runs disagree, or failed) or an existing, "
+                                "different baseline kept because --update was not given")
     br.add_argument("suite")
     br.add_argument("--update", action="store_true", help="replace differing baselines (old ones kept in history)")
     br.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
@@ -317,6 +326,7 @@ def preload_engine_blas() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     preload_engine_blas()
     argv = list(sys.argv[1:] if argv is None else argv)
+    _ARGV[:] = argv
     parser = build_parser()
     if argv and argv[0] == "project":
         # Everything after "project", options included, belongs to the cost model's own parser.

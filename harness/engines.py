@@ -267,14 +267,13 @@ def _mlx_lm_diagnostics(flags: list[bool], block: int, max_tokens: int) -> dict[
                 "rounds_log": []}
     k = block - 1
     rounds: list[tuple[int, int, int]] = []   # (offset, proposed, accepted)
-    done, acc, start = 0, 0, 0
+    acc, start = 0, 0
     for f in flags:
         if f:
             acc += 1
         else:
             rounds.append((start, min(k, max_tokens - start), acc))
             start, acc = start + acc + 1, 0
-        done += 1
     if acc:
         rounds.append((start, min(k, max_tokens - start), acc))
     proposed = sum(r[1] for r in rounds)
