@@ -171,18 +171,22 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: RunnerUI,
     s = suite.settings
     arm, pairing, prompt = suite.arm(planned.arm), suite.pairing(planned.pairing), suite.prompt(planned.prompt)
     marks: list[str] = []
+    begun = time.monotonic()
+
+    def left() -> float | None:   # the ETA shrinks while this run cools down, waits and runs
+        return None if eta is None else max(0.0, eta - (time.monotonic() - begun))
     # A warm-up is discarded, and the measured run after it gets its own cooldown.
     if not planned.warmup and s.cooldown_s > 0:
         _cooldown(s.cooldown_s, ui, eta)
     quiet: dict[str, Any] = {"enabled": False}
     if s.quiet.enabled:
-        ui.status("waiting for a quiet machine", eta)
+        ui.status("waiting for a quiet machine", left())
         quiet = dict(loadwatch.QuietGate(threshold_pct=s.quiet.threshold_pct, settle_s=s.quiet.settle_s,
                                          timeout_s=s.quiet.timeout_s).wait())
         quiet["enabled"] = True
         if quiet.get("timed_out"):
             marks.append("quiet_gate_timeout")
-    ui.status(f"{arm.name} on {prompt.name}" + (" (warm-up)" if planned.warmup else ""), eta)
+    ui.status(f"{arm.name} on {prompt.name}" + (" (warm-up)" if planned.warmup else ""), left())
     before = loadwatch.load_snapshot()
     thermal = loadwatch.thermal_state()
     started = now_iso()
