@@ -138,3 +138,17 @@ def test_eta_counts_cooldowns(tmp_path: Path) -> None:
                  PlannedRun(2, "c", "fx", "p1", 0, True)]
     assert runner.estimate_remaining_s(remaining, done, suite) == pytest.approx(2 + 10 + 4 + 10 + 3)
     assert runner.estimate_remaining_s(plan, [], suite) is None
+
+
+def test_mlx_lm_rounds_rebuilt_from_from_draft() -> None:
+    from harness.engines import _mlx_lm_diagnostics
+    # block 3 (2 drafts per round): R1 accepts 2 then the target token, R2 accepts 0, R3 accepts 1,
+    # R4 accepts 2 and hits max_tokens=8, so it ends without a target token.
+    flags = [True, True, False, False, True, False, True, True]
+    d = _mlx_lm_diagnostics(flags, block=3, max_tokens=8)
+    assert d["rounds"] == 4 and d["proposed"] == 8 and d["accepted"] == 5
+    assert d["per_step_tested"] == 2 + 1 + 2 + 2          # a fully accepted round tests only its drafts
+    assert d["first_miss_histogram"] == [1, 1, 2]
+    assert d["proposed_by_position"] == [4, 3] and d["accepted_by_position"] == [3, 2]
+    assert d["emitted_per_verify"] == 8 / 4
+    assert [r["offset"] for r in d["rounds_log"]] == [0, 3, 4, 6]

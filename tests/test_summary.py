@@ -1,0 +1,46 @@
+"""Summary rows: medians, spread flags, contention, speedup over classic, per-step CI."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.summary import render_table, summarize
+
+
+def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None, cooldown: float = 5.0) -> dict:
+    runs = []
+    for arm, xs in tps.items():
+        for i, x in enumerate(xs):
+            runs.append({"index": len(runs), "arm": arm, "pairing": "fx", "prompt": "p1", "repetition": i,
+                         "warmup": False, "status": "ok", "decode_tokens_per_s": x, "ms_per_token": 1000 / x,
+                         "marks": (marks or {}).get(arm, []) if i == 0 else [], "shipping": True,
+                         "label": "shipping configuration", "identity": {"status": "identical"},
+                         "diagnostics": {"proposed": 10, "accepted": 6, "per_step_tested": 8,
+                                         "emitted_per_verify": 1.6} if arm != "classic" else {}})
+    arms = [{"name": a, "pairing": "fx", "engine": "specdec", "block": 1 if a == "classic" else 3} for a in tps]
+    return {"suite": {"settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
+                                   "temp": 0.0, "seed": 0},
+                      "arms": arms, "prompts": [{"name": "p1"}]}, "runs": runs}
+
+
+def test_speedup_acceptance_and_clean_flags() -> None:
+    rows = {r.arm: r for r in summarize(_rec({"classic": [100, 101, 100], "b3": [150, 151, 150]}))}
+    b3 = rows["b3"]
+    assert b3.tok_s_median == 150 and b3.speedup == pytest.approx(1.5) and b3.classic_arm == "classic"
+    assert b3.acceptance == 0.6 and b3.per_step_acceptance == pytest.approx(18 / 24)
+    lo, hi = b3.per_step_ci
+    assert lo < 0.75 < hi
+    assert not b3.do_not_publish and b3.flags == [] and b3.shipping
+    render_table(list(rows.values()))
+
+
+def test_spread_and_contention_mean_do_not_publish() -> None:
+    rows = {r.arm: r for r in summarize(_rec({"classic": [100, 120, 100], "b3": [150, 151, 150]},
+                                             marks={"b3": ["contended"]}))}
+    assert rows["classic"].do_not_publish and any("may be unstable: spread" in f for f in rows["classic"].flags)
+    assert rows["b3"].do_not_publish and "1 contended run(s)" in rows["b3"].flags
+
+
+def test_no_cooldown_is_not_publishable() -> None:
+    rows = summarize(_rec({"classic": [100, 100]}, cooldown=0))
+    assert rows[0].do_not_publish and any("no cooldown" in f for f in rows[0].flags)
