@@ -1,0 +1,89 @@
+"""What every generation reports: counters, acceptance, and the round's time split.
+
+Default mode reads the clock at phase boundaries but syncs only where the algorithm must (the
+verify readout), so a lazy phase's device time lands in the phase that syncs. `attribution`
+says which mode produced the split; PHASE_NOTES says what each figure includes.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+PHASE_NOTES = {
+    "prefill_ms": "target and drafter forwards over the prompt, all but its last token; excluded from decode",
+    "probe_ms": "the exactness probe (K single-token steps and one K-wide block); excluded from decode",
+    "decode_ms": "wall time from the end of prefill to the last emitted token",
+    "draft_block": "host time issuing the round's K-1 drafter forwards (default mode: device work is "
+                   "asynchronous and finishes inside verify_forward; profile mode: synced here)",
+    "verify_forward": "target forward over K positions and the one host readout of drafted and verified ids "
+                      "(default mode: includes drafter device work still running)",
+    "accept_hook": "drafter catch-up on the accepted tokens (cache trim, or the pending last draft)",
+    "verify_finalize": "target KV rollback of the rejected tail",
+    "residual": "the walk over drafted vs verified ids, sampling bookkeeping, EOS checks, logging",
+    "target_step": "classic decode: one target forward per token and its readout (pipelined one step ahead)",
+}
+
+
+@dataclass
+class RoundLog:
+    offset: int          # generated-text offset (in tokens) where this round starts
+    drafted: list[int]
+    accepted: int
+
+
+@dataclass
+class Diagnostics:
+    mode: str                       # classic | speculative
+    block_size: int
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    rounds: int = 0                 # target verify forwards (speculative) or 0 (classic)
+    proposed: int = 0
+    accepted: int = 0
+    per_step_tested: int = 0        # positions tested up to and including the first miss
+    zero_accept_rounds: int = 0
+    partial_accept_rounds: int = 0
+    full_accept_rounds: int = 0
+    proposed_by_position: list[int] = field(default_factory=list)
+    accepted_by_position: list[int] = field(default_factory=list)
+    first_miss_histogram: list[int] = field(default_factory=list)  # [i]: first miss at draft i; [-1]: none
+    prefill_ms: float = 0.0
+    probe_ms: float = 0.0
+    decode_ms: float = 0.0
+    phase_ms: dict[str, float] = field(default_factory=dict)
+    profile: bool = False
+    profile_syncs: int = 0
+    profile_sync_ms: float = 0.0
+    rounds_log: list[RoundLog] = field(default_factory=list)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.proposed if self.proposed else None
+
+    @property
+    def per_step_acceptance(self) -> float | None:
+        return self.accepted / self.per_step_tested if self.per_step_tested else None
+
+    @property
+    def emitted_per_verify(self) -> float | None:
+        return self.generated_tokens / self.rounds if self.rounds else None
+
+    @property
+    def closure_error_ms(self) -> float:
+        return self.decode_ms - sum(self.phase_ms.values())
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(
+            acceptance_rate=self.acceptance_rate,
+            per_step_acceptance=self.per_step_acceptance,
+            emitted_per_verify=self.emitted_per_verify,
+            acceptance_by_position=[a / p if p else None for a, p in
+                                    zip(self.accepted_by_position, self.proposed_by_position)],
+            closure_error_ms=self.closure_error_ms,
+            decode_tokens_per_s=(self.generated_tokens / (self.decode_ms / 1e3)) if self.decode_ms else None,
+            ms_per_token=(self.decode_ms / self.generated_tokens) if self.generated_tokens else None,
+            attribution=("per-stage (profile mode: one sync after each stage)" if self.profile
+                         else "unattributed between draft_block and verify_forward (lazy; one sync per round)"),
+            phase_notes={k: v for k, v in PHASE_NOTES.items() if k in self.phase_ms or k.endswith("_ms")},
+        )
+        return d

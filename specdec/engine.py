@@ -1,0 +1,285 @@
+"""The round loop: classic decode and speculative decode, timed at phase boundaries.
+
+A token generator, a timing layer and a printer are kept apart as in mlx-lm: this module
+produces tokens and diagnostics; `cli.py` prints them.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+import specdec
+from specdec import blas, overrides
+from specdec.diagnostics import Diagnostics, RoundLog
+from specdec.drafter import DraftModelDrafter, Drafter
+from specdec.errors import SpecdecError
+from specdec.loading import Pair
+from specdec.probe import GateDecision, gate
+
+PREFILL_CHUNK = 512
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    token_ids: list[int]
+    arm: dict
+    gate: GateDecision
+    overrides: dict
+    engine: dict
+    diagnostics: Diagnostics
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "token_ids": self.token_ids,
+                "text_sha256": hashlib.sha256(self.text.encode()).hexdigest(),
+                "arm": self.arm, "gate": self.gate.to_dict(), "overrides": self.overrides,
+                "engine": self.engine, "diagnostics": self.diagnostics.to_dict()}
+
+
+def engine_info() -> dict:
+    import mlx_lm
+    return {"name": "specdec", "version": specdec.__version__, "mlx": mx.__version__,
+            "mlx_lm": mlx_lm.__version__, "device": str(mx.default_device()), "blas": blas.blas_info()["blas"]}
+
+
+class _Sampler:
+    """Greedy at temp 0; otherwise categorical from a seeded key stream (same seed, same draws)."""
+
+    def __init__(self, temp: float, seed: int):
+        self.temp = temp
+        self.key = mx.random.key(seed)
+
+    def next_key(self) -> mx.array:
+        self.key, sub = mx.random.split(self.key)
+        return sub
+
+    def __call__(self, logits: mx.array) -> tuple[mx.array, mx.array | None]:
+        if self.temp == 0:
+            return mx.argmax(logits, axis=-1).astype(mx.uint32), None
+        scaled = logits.astype(mx.float32) / self.temp
+        tok = mx.random.categorical(scaled, key=self.next_key()).astype(mx.uint32)
+        return tok, mx.softmax(scaled, axis=-1)
+
+
+def _prefill(model, cache, ids: mx.array) -> None:
+    # All but the last prompt token: the first decode forward feeds the last one.
+    for start in range(0, ids.size - 1, PREFILL_CHUNK):
+        model(ids[None, start:min(start + PREFILL_CHUNK, ids.size - 1)], cache=cache)
+        mx.eval([c.state for c in cache])
+
+
+def _encode(pair: Pair, prompt: str | list[int]) -> list[int]:
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise SpecdecError("the prompt is empty: give --prompt TEXT or --prompt-file with text in it")
+        return list(pair.tokenizer.encode(prompt))
+    if not prompt:
+        raise SpecdecError("the prompt has no tokens")
+    return list(prompt)
+
+
+def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: int = 64,
+             temp: float = 0.0, seed: int = 0, ignore_eos: bool = False) -> GenerationResult:
+    """Decode `max_tokens` after `prompt`: speculative at block K when a drafter is loaded, K >= 2
+    and the gate engages; classic otherwise. Overrides are read from the environment now."""
+    if block < 1:
+        raise SpecdecError(f"block size must be at least 1 (got {block}); 1 is classic decode")
+    if max_tokens < 1:
+        raise SpecdecError(f"max tokens must be at least 1 (got {max_tokens})")
+    if temp < 0:
+        raise SpecdecError(f"temperature must be >= 0 (got {temp})")
+    ids = _encode(pair, prompt)
+    env = overrides.in_force()
+    profile = overrides.flag("SPECDEC_PROFILE")
+    delay_s = max(0.0, overrides.number("SPECDEC_INJECT_DELAY_MS")) / 1e3
+    speculative = block >= 2 and pair.drafter is not None
+    decision = GateDecision("not_applicable", False, "no probe: classic decode requested",
+                            message="classic decode (block 1 or no drafter): no exactness probe")
+    if speculative:
+        decision = gate(pair.target, ids, block)
+        speculative = decision.engaged
+    sampler = _Sampler(temp, seed)
+    eos = set() if ignore_eos else pair.eos_ids
+    diag = Diagnostics(mode="speculative" if speculative else "classic", block_size=block if speculative else 1,
+                       prompt_tokens=len(ids), profile=profile, probe_ms=decision.probe_ms)
+    with mx.stream(generation_stream):
+        if speculative:
+            out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, delay_s)
+        else:
+            out = _classic(pair, ids, max_tokens, sampler, eos, diag, delay_s)
+    arm = {"mode": diag.mode, "requested_mode": "speculative" if block >= 2 and pair.drafter is not None else "classic",
+           "block": block, "temp": temp, "seed": seed, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
+           "target": str(pair.target_dir), "drafter": str(pair.drafter_dir) if pair.drafter_dir else None,
+           "drafter_quantization": pair.drafter_quantization or None}
+    return GenerationResult(text=pair.tokenizer.decode(out), token_ids=out, arm=arm, gate=decision,
+                            overrides=env, engine=engine_info(), diagnostics=diag)
+
+
+def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos: set[int],
+             diag: Diagnostics, delay_s: float) -> list[int]:
+    target, cache = pair.target, make_prompt_cache(pair.target)
+    prompt = mx.array(ids, dtype=mx.uint32)
+    t = time.perf_counter()
+    _prefill(target, cache, prompt)
+    start = time.perf_counter()
+    diag.prefill_ms = (start - t) * 1e3
+
+    def step(y: mx.array) -> mx.array:
+        return sampler(target(y[None], cache=cache)[:, -1, :])[0]
+
+    out: list[int] = []
+    step_ms = resid_ms = 0.0
+    t0 = start
+    nxt = step(prompt[-1:])
+    mx.async_eval(nxt)
+    while True:
+        cur = nxt
+        if len(out) + 1 < max_tokens:  # issue the next step before reading this one (pipelined)
+            nxt = step(cur)
+            mx.async_eval(nxt)
+        tok = cur.item()
+        if delay_s:
+            time.sleep(delay_s)
+        t1 = time.perf_counter()
+        step_ms += t1 - t0
+        done = tok in eos
+        if not done:
+            out.append(tok)
+        t0 = time.perf_counter()
+        resid_ms += t0 - t1
+        if done or len(out) >= max_tokens:
+            break
+    diag.decode_ms = (t0 - start) * 1e3
+    diag.generated_tokens = len(out)
+    diag.phase_ms = {"target_step": step_ms * 1e3, "residual": resid_ms * 1e3}
+    return out
+
+
+def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sampler: _Sampler,
+                 eos: set[int], diag: Diagnostics, profile: bool, delay_s: float) -> list[int]:
+    target, tcache = pair.target, make_prompt_cache(pair.target)
+    drafter: Drafter = DraftModelDrafter(pair.drafter)
+    prompt = mx.array(ids, dtype=mx.uint32)
+    t = time.perf_counter()
+    _prefill(target, tcache, prompt)
+    drafter.prefill(prompt)
+    start = time.perf_counter()
+    diag.prefill_ms = (start - t) * 1e3
+    k1 = block - 1
+    diag.proposed_by_position = [0] * k1
+    diag.accepted_by_position = [0] * k1
+    diag.first_miss_histogram = [0] * block
+    ph = dict.fromkeys(("draft_block", "verify_forward", "accept_hook", "verify_finalize", "residual"), 0.0)
+    sync_s = 0.0
+
+    def sync(arrays) -> None:
+        # Profile mode only: settle the stage's device work so its time is its own.
+        nonlocal sync_s
+        s = time.perf_counter()
+        mx.eval(arrays)
+        sync_s += time.perf_counter() - s
+        diag.profile_syncs += 1
+
+    out: list[int] = []
+    y = prompt[-1:]
+    t0 = start
+    while len(out) < max_tokens:
+        nd = min(k1, max_tokens - len(out) - 1)
+        drafts, q = drafter.draft_block(y, nd, sampler)
+        if profile and nd:
+            sync([drafts] + ([q] if q is not None else []))
+        t1 = time.perf_counter()
+        inp = mx.concatenate([y, drafts]) if nd else y
+        hidden = None
+        if drafter.wants_hidden:
+            raise SpecdecError("this engine's target forward does not expose hidden states yet")
+        logits = target(inp[None], cache=tcache)[0]
+        if sampler.temp == 0:
+            verified = mx.argmax(logits, axis=-1).astype(mx.uint32)
+            mx.eval(verified, drafts)
+            v_list, d_list = verified.tolist(), drafts.tolist()
+            accept_mask = None
+        else:
+            verified, accept_mask = _rejection_sample(logits, drafts, q, sampler)
+            mx.eval(verified, accept_mask, drafts)
+            v_list, d_list, accept_mask = verified.tolist(), drafts.tolist(), accept_mask.tolist()
+        if delay_s:
+            time.sleep(delay_s)
+        t2 = time.perf_counter()
+        n = 0
+        if accept_mask is None:
+            while n < nd and d_list[n] == v_list[n]:
+                n += 1
+        else:
+            while n < nd and accept_mask[n]:
+                n += 1
+        emitted = d_list[:n] + [v_list[n]]
+        t3 = time.perf_counter()
+        drafter.accept(n, nd, d_list, hidden)
+        if profile:
+            sync(drafter.state())
+        t4 = time.perf_counter()
+        trim_prompt_cache(tcache, nd - n)  # keep y and the accepted drafts
+        t5 = time.perf_counter()
+        diag.rounds_log.append(RoundLog(offset=len(out), drafted=d_list, accepted=n))
+        diag.rounds += 1
+        if nd:
+            diag.proposed += nd
+            diag.accepted += n
+            diag.per_step_tested += n + (1 if n < nd else 0)
+            for i in range(nd):
+                diag.proposed_by_position[i] += 1
+                diag.accepted_by_position[i] += i < n
+            diag.first_miss_histogram[n if n < nd else k1] += 1
+            if n == 0:
+                diag.zero_accept_rounds += 1
+            elif n == nd:
+                diag.full_accept_rounds += 1
+            else:
+                diag.partial_accept_rounds += 1
+        done = False
+        for tok in emitted:
+            if tok in eos:
+                done = True
+                break
+            out.append(tok)
+        y = mx.array([emitted[-1]], dtype=mx.uint32)
+        t6 = time.perf_counter()
+        ph["draft_block"] += t1 - t0
+        ph["verify_forward"] += t2 - t1
+        ph["accept_hook"] += t4 - t3
+        ph["verify_finalize"] += t5 - t4
+        ph["residual"] += (t3 - t2) + (t6 - t5)
+        t0 = t6
+        if done:
+            break
+    diag.decode_ms = (t0 - start) * 1e3
+    diag.generated_tokens = len(out)
+    diag.phase_ms = {k: v * 1e3 for k, v in ph.items()}
+    diag.profile_sync_ms = sync_s * 1e3
+    return out
+
+
+def _rejection_sample(logits: mx.array, drafts: mx.array, q: mx.array | None,
+                      sampler: _Sampler) -> tuple[mx.array, mx.array]:
+    """Speculative sampling (Leviathan et al.): accept draft i with prob min(1, p/q); at the first
+    rejection sample from max(p - q, 0); after a full accept sample the bonus from p. All lazy."""
+    p = mx.softmax(logits.astype(mx.float32) / sampler.temp, axis=-1)  # [nd+1, V]
+    nd = drafts.size
+    bonus = mx.random.categorical(mx.log(p[nd:] + 1e-30), key=sampler.next_key()).astype(mx.uint32)
+    if nd == 0:
+        return bonus, mx.array([], dtype=mx.bool_)
+    idx = drafts.astype(mx.int32)[:, None]
+    p_d = mx.take_along_axis(p[:nd], idx, axis=-1)[:, 0]
+    q_d = mx.take_along_axis(q, idx, axis=-1)[:, 0]
+    u = mx.random.uniform(shape=(nd,), key=sampler.next_key())
+    accept = u < mx.minimum(1.0, p_d / mx.maximum(q_d, 1e-30))
+    resid = mx.maximum(p[:nd] - q, 0.0)
+    resid = mx.where(resid.sum(-1, keepdims=True) > 0, resid, p[:nd])
+    corrected = mx.random.categorical(mx.log(resid + 1e-30), key=sampler.next_key()).astype(mx.uint32)
+    return mx.concatenate([corrected, bonus]), accept
