@@ -84,9 +84,13 @@ def _encode(pair: Pair, prompt: str | list[int]) -> list[int]:
 
 
 def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: int = 64,
-             temp: float = 0.0, seed: int = 0, ignore_eos: bool = False) -> GenerationResult:
+             temp: float = 0.0, seed: int = 0, ignore_eos: bool = False,
+             instrument: bool = True) -> GenerationResult:
     """Decode `max_tokens` after `prompt`: speculative at block K when a drafter is loaded, K >= 2
-    and the gate engages; classic otherwise. Overrides are read from the environment now."""
+    and the gate engages; classic otherwise. Overrides are read from the environment now.
+
+    instrument=False skips the per-round clock reads, counters and log (decode_ms and the token
+    count remain): it exists so the diagnostics' own overhead can be measured against it."""
     if block < 1:
         raise SpecdecError(f"block size must be at least 1 (got {block}); 1 is classic decode")
     if max_tokens < 1:
@@ -109,9 +113,9 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
                        prompt_tokens=len(ids), profile=profile, probe_ms=decision.probe_ms)
     with mx.stream(generation_stream):
         if speculative:
-            out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, delay_s)
+            out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, delay_s, instrument)
         else:
-            out = _classic(pair, ids, max_tokens, sampler, eos, diag, delay_s)
+            out = _classic(pair, ids, max_tokens, sampler, eos, diag, delay_s, instrument)
     arm = {"mode": diag.mode, "requested_mode": "speculative" if block >= 2 and pair.drafter is not None else "classic",
            "block": block, "temp": temp, "seed": seed, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
            "target": str(pair.target_dir), "drafter": str(pair.drafter_dir) if pair.drafter_dir else None,
@@ -120,8 +124,12 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
                             overrides=env, engine=engine_info(), diagnostics=diag)
 
 
+def _no_clock() -> float:
+    return 0.0
+
+
 def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos: set[int],
-             diag: Diagnostics, delay_s: float) -> list[int]:
+             diag: Diagnostics, delay_s: float, instrument: bool = True) -> list[int]:
     target, cache = pair.target, make_prompt_cache(pair.target)
     prompt = mx.array(ids, dtype=mx.uint32)
     t = time.perf_counter()
@@ -132,9 +140,10 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
     def step(y: mx.array) -> mx.array:
         return sampler(target(y[None], cache=cache)[:, -1, :])[0]
 
+    clock = time.perf_counter if instrument else _no_clock
     out: list[int] = []
     step_ms = resid_ms = 0.0
-    t0 = start
+    t0 = start if instrument else 0.0
     nxt = step(prompt[-1:])
     mx.async_eval(nxt)
     while True:
@@ -145,23 +154,24 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
         tok = cur.item()
         if delay_s:
             time.sleep(delay_s)
-        t1 = time.perf_counter()
+        t1 = clock()
         step_ms += t1 - t0
         done = tok in eos
         if not done:
             out.append(tok)
-        t0 = time.perf_counter()
+        t0 = clock()
         resid_ms += t0 - t1
         if done or len(out) >= max_tokens:
             break
-    diag.decode_ms = (t0 - start) * 1e3
+    diag.decode_ms = ((t0 if instrument else time.perf_counter()) - start) * 1e3
     diag.generated_tokens = len(out)
     diag.phase_ms = {"target_step": step_ms * 1e3, "residual": resid_ms * 1e3}
     return out
 
 
 def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sampler: _Sampler,
-                 eos: set[int], diag: Diagnostics, profile: bool, delay_s: float) -> list[int]:
+                 eos: set[int], diag: Diagnostics, profile: bool, delay_s: float,
+                 instrument: bool = True) -> list[int]:
     target, tcache = pair.target, make_prompt_cache(pair.target)
     drafter: Drafter = DraftModelDrafter(pair.drafter)
     prompt = mx.array(ids, dtype=mx.uint32)
@@ -185,15 +195,16 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         sync_s += time.perf_counter() - s
         diag.profile_syncs += 1
 
+    clock = time.perf_counter if instrument else _no_clock
     out: list[int] = []
     y = prompt[-1:]
-    t0 = start
+    t0 = start if instrument else 0.0
     while len(out) < max_tokens:
         nd = min(k1, max_tokens - len(out) - 1)
         drafts, q = drafter.draft_block(y, nd, sampler)
         if profile and nd:
             sync([drafts] + ([q] if q is not None else []))
-        t1 = time.perf_counter()
+        t1 = clock()
         inp = mx.concatenate([y, drafts]) if nd else y
         hidden = None
         if drafter.wants_hidden:
@@ -210,7 +221,7 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
             v_list, d_list, accept_mask = verified.tolist(), drafts.tolist(), accept_mask.tolist()
         if delay_s:
             time.sleep(delay_s)
-        t2 = time.perf_counter()
+        t2 = clock()
         n = 0
         if accept_mask is None:
             while n < nd and d_list[n] == v_list[n]:
@@ -219,29 +230,15 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
             while n < nd and accept_mask[n]:
                 n += 1
         emitted = d_list[:n] + [v_list[n]]
-        t3 = time.perf_counter()
+        t3 = clock()
         drafter.accept(n, nd, d_list, hidden)
         if profile:
             sync(drafter.state())
-        t4 = time.perf_counter()
+        t4 = clock()
         trim_prompt_cache(tcache, nd - n)  # keep y and the accepted drafts
-        t5 = time.perf_counter()
-        diag.rounds_log.append(RoundLog(offset=len(out), drafted=d_list, accepted=n))
-        diag.rounds += 1
-        if nd:
-            diag.proposed += nd
-            diag.accepted += n
-            diag.per_step_tested += n + (1 if n < nd else 0)
-            for i in range(nd):
-                diag.proposed_by_position[i] += 1
-                diag.accepted_by_position[i] += i < n
-            diag.first_miss_histogram[n if n < nd else k1] += 1
-            if n == 0:
-                diag.zero_accept_rounds += 1
-            elif n == nd:
-                diag.full_accept_rounds += 1
-            else:
-                diag.partial_accept_rounds += 1
+        t5 = clock()
+        if instrument:
+            _count_round(diag, len(out), d_list, n, nd, k1)
         done = False
         for tok in emitted:
             if tok in eos:
@@ -249,7 +246,7 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
                 break
             out.append(tok)
         y = mx.array([emitted[-1]], dtype=mx.uint32)
-        t6 = time.perf_counter()
+        t6 = clock()
         ph["draft_block"] += t1 - t0
         ph["verify_forward"] += t2 - t1
         ph["accept_hook"] += t4 - t3
@@ -258,11 +255,33 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         t0 = t6
         if done:
             break
-    diag.decode_ms = (t0 - start) * 1e3
+    diag.decode_ms = ((t0 if instrument else time.perf_counter()) - start) * 1e3
     diag.generated_tokens = len(out)
+    if not instrument:
+        diag.rounds = -1  # not counted
     diag.phase_ms = {k: v * 1e3 for k, v in ph.items()}
     diag.profile_sync_ms = sync_s * 1e3
     return out
+
+
+def _count_round(diag: Diagnostics, offset: int, drafted: list[int], n: int, nd: int, k1: int) -> None:
+    diag.rounds_log.append(RoundLog(offset=offset, drafted=drafted, accepted=n))
+    diag.rounds += 1
+    if not nd:
+        return
+    diag.proposed += nd
+    diag.accepted += n
+    diag.per_step_tested += n + (1 if n < nd else 0)
+    for i in range(nd):
+        diag.proposed_by_position[i] += 1
+        diag.accepted_by_position[i] += i < n
+    diag.first_miss_histogram[n if n < nd else k1] += 1
+    if n == 0:
+        diag.zero_accept_rounds += 1
+    elif n == nd:
+        diag.full_accept_rounds += 1
+    else:
+        diag.partial_accept_rounds += 1
 
 
 def _rejection_sample(logits: mx.array, drafts: mx.array, q: mx.array | None,

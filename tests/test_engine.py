@@ -1,0 +1,246 @@
+"""The engine on the embedded pair: exactness, counters, closure, gate, overrides, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import specdec  # noqa: F401  (BLAS preload first)
+from specdec.engine import generate
+from specdec.errors import SpecdecError
+from specdec.loading import EMBEDDED_DRAFTER, EMBEDDED_TARGET, load_pair
+from specdec.prompts import CATEGORIES, load_prompts
+
+REPO = Path(__file__).resolve().parent.parent
+CODE = load_prompts("code")[0][1]
+
+
+def cli(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "specdec", *args], capture_output=True, text=True,
+                          env=full, timeout=timeout)
+
+
+def last_json(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load_pair()
+
+
+def test_speculative_equals_classic_where_the_probe_passes():
+    # The reference BLAS makes the block forward byte-identical to the chain on CPU, so the gate
+    # passes on its own and temperature-0 speculative output must equal classic output.
+    env = {"SPECDEC_BLAS": "reference"}
+    base = last_json(cli("generate", "--block", "1", "--max-tokens", "40", "--ignore-eos", "--json", env=env))
+    for block in ("2", "3", "4"):
+        res = last_json(cli("generate", "--block", block, "--max-tokens", "40", "--ignore-eos", "--json", env=env))
+        assert res["gate"]["outcome"] == "passed", res["gate"]
+        assert res["diagnostics"]["mode"] == "speculative"
+        assert res["diagnostics"]["accepted"] > 0
+        assert res["token_ids"] == base["token_ids"]
+        assert res["text_sha256"] == base["text_sha256"]
+        assert res["overrides"] == {"SPECDEC_BLAS": "reference"}
+
+
+@pytest.mark.parametrize("block", [2, 3, 4])
+def test_counters_are_consistent(pair, monkeypatch, block):
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
+    d = generate(pair, CODE, block=block, max_tokens=60, ignore_eos=True).diagnostics
+    assert d.mode == "speculative" and d.generated_tokens == 60
+    assert 0 <= d.accepted <= d.proposed
+    assert d.accepted <= d.per_step_tested <= d.proposed
+    # every round emits its accepted drafts plus one token from the target
+    assert d.generated_tokens == d.accepted + d.rounds
+    assert sum(d.accepted_by_position) == d.accepted
+    assert sum(d.proposed_by_position) == d.proposed
+    drafted_rounds = sum(1 for r in d.rounds_log if r.drafted)
+    assert sum(d.first_miss_histogram) == drafted_rounds
+    assert d.zero_accept_rounds + d.partial_accept_rounds + d.full_accept_rounds == drafted_rounds
+    assert d.full_accept_rounds == d.first_miss_histogram[-1]
+    assert d.zero_accept_rounds == d.first_miss_histogram[0]
+    assert sum(r.accepted for r in d.rounds_log) == d.accepted
+    offsets = [r.offset for r in d.rounds_log]
+    assert offsets == sorted(offsets) and offsets[0] == 0
+    # acceptance by position cannot rise: position i+1 is only tested when i was accepted
+    assert all(a >= b for a, b in zip(d.accepted_by_position, d.accepted_by_position[1:]))
+    assert d.emitted_per_verify == pytest.approx(1 + d.accepted / d.rounds)
+
+
+@pytest.mark.parametrize("block", [1, 3])
+def test_phase_times_close_against_decode_total(pair, monkeypatch, block):
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
+    d = generate(pair, CODE, block=block, max_tokens=40, ignore_eos=True).diagnostics.to_dict()
+    assert d["decode_ms"] > 0
+    assert abs(d["closure_error_ms"]) < 1e-6 * d["decode_ms"] + 1e-6
+    expected = {"target_step", "residual"} if block == 1 else \
+        {"draft_block", "verify_forward", "accept_hook", "verify_finalize", "residual"}
+    assert set(d["phase_ms"]) == expected
+    assert all(v >= 0 for v in d["phase_ms"].values())
+    assert d["ms_per_token"] == pytest.approx(d["decode_ms"] / 40)
+
+
+def test_forced_inexact_probe_declines_and_override_engages():
+    env = {"SPECDEC_BLAS": "reference", "SPECDEC_FORCE_INEXACT": "1"}
+    declined = cli("generate", "--block", "3", "--max-tokens", "12", "--json", env=env)
+    res = last_json(declined)
+    assert res["gate"]["outcome"] == "declined" and not res["gate"]["engaged"]
+    assert res["diagnostics"]["mode"] == "classic" and res["arm"]["requested_mode"] == "speculative"
+    assert res["gate"]["differing_bytes"][0] > 0
+    assert "position 0 differs from the single-token chain in" in declined.stderr
+    assert f"of {res['gate']['logit_bytes']} logit bytes" in res["gate"]["reading"]
+    res = last_json(cli("generate", "--block", "3", "--max-tokens", "12", "--json",
+                        env={**env, "SPECDEC_ALLOW_INEXACT": "1"}))
+    assert res["gate"]["outcome"] == "overridden" and res["gate"]["engaged"]
+    assert res["diagnostics"]["mode"] == "speculative"
+    assert res["overrides"]["SPECDEC_ALLOW_INEXACT"] == "1"
+    assert res["overrides"]["SPECDEC_FORCE_INEXACT"] == "1"
+
+
+def test_gate_reading_on_this_host_is_reported(pair, monkeypatch):
+    monkeypatch.delenv("SPECDEC_ALLOW_INEXACT", raising=False)
+    r = generate(pair, CODE, block=3, max_tokens=8)
+    assert r.gate.outcome in ("passed", "declined")
+    assert r.gate.engaged == (r.gate.outcome == "passed")
+    assert r.diagnostics.mode == ("speculative" if r.gate.engaged else "classic")
+    assert len(r.gate.differing_bytes) == 3 and r.gate.logit_bytes == 1024 * 4
+
+
+def test_sampling_is_reproducible_for_a_seed(pair, monkeypatch):
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
+    a = generate(pair, CODE, block=3, max_tokens=40, temp=0.9, seed=11, ignore_eos=True)
+    b = generate(pair, CODE, block=3, max_tokens=40, temp=0.9, seed=11, ignore_eos=True)
+    c = generate(pair, CODE, block=3, max_tokens=40, temp=0.9, seed=12, ignore_eos=True)
+    assert a.token_ids == b.token_ids
+    assert a.token_ids != c.token_ids
+    k1 = generate(pair, CODE, block=1, max_tokens=40, temp=0.9, seed=11, ignore_eos=True)
+    k2 = generate(pair, CODE, block=1, max_tokens=40, temp=0.9, seed=11, ignore_eos=True)
+    assert k1.token_ids == k2.token_ids
+
+
+def test_eos_stops_unless_ignored(pair):
+    ids = generate(pair, CODE, block=1, max_tokens=30, ignore_eos=True).token_ids
+    stop = ids[10]
+    first = ids.index(stop)
+    pair_eos = type(pair)(**{**pair.__dict__})
+    pair_eos.tokenizer = _TokenizerWithEos(pair.tokenizer, stop)
+    assert generate(pair_eos, CODE, block=1, max_tokens=30).token_ids == ids[:first]
+    assert generate(pair_eos, CODE, block=1, max_tokens=30, ignore_eos=True).token_ids == ids
+
+
+class _TokenizerWithEos:
+    """The embedded tokenizer with one ordinary token declared end-of-sequence."""
+
+    def __init__(self, inner, eos: int):
+        self._inner, self.eos_token_ids = inner, {eos}
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_injected_delay_lands_on_every_target_forward(pair, monkeypatch):
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
+    base = generate(pair, CODE, block=3, max_tokens=30, ignore_eos=True).diagnostics
+    monkeypatch.setenv("SPECDEC_INJECT_DELAY_MS", "20")
+    slow = generate(pair, CODE, block=3, max_tokens=30, ignore_eos=True)
+    assert slow.overrides["SPECDEC_INJECT_DELAY_MS"] == "20"
+    d = slow.diagnostics
+    assert d.phase_ms["verify_forward"] >= 20 * d.rounds
+    assert d.decode_ms >= base.decode_ms - 5 + 20 * d.rounds * 0.95
+    classic = generate(pair, CODE, block=1, max_tokens=10, ignore_eos=True).diagnostics
+    assert classic.decode_ms >= 20 * 10
+
+
+def test_profile_mode_syncs_and_says_so(pair, monkeypatch):
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
+    monkeypatch.setenv("SPECDEC_PROFILE", "1")
+    d = generate(pair, CODE, block=3, max_tokens=30, ignore_eos=True).diagnostics.to_dict()
+    assert d["profile"] and d["profile_syncs"] >= d["rounds"]
+    assert d["attribution"].startswith("per-stage")
+    assert abs(d["closure_error_ms"]) < 1e-3
+
+
+def test_drafter_quantized_by_default_and_dense_on_request(monkeypatch):
+    assert load_pair().drafter_quantization["bits"] == 4
+    monkeypatch.setenv("SPECDEC_QUANTIZE_DRAFTER", "0")
+    assert load_pair().drafter_quantization["quantized"] is False
+
+
+def test_uninstrumented_mode_counts_nothing_but_keeps_output(pair, monkeypatch):
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
+    a = generate(pair, CODE, block=3, max_tokens=30, ignore_eos=True)
+    b = generate(pair, CODE, block=3, max_tokens=30, ignore_eos=True, instrument=False)
+    assert a.token_ids == b.token_ids
+    assert b.diagnostics.rounds_log == [] and b.diagnostics.decode_ms > 0
+
+
+def test_tokenizer_mismatch_is_refused(tmp_path):
+    bad = tmp_path / "drafter"
+    shutil.copytree(EMBEDDED_DRAFTER, bad)
+    tok = json.loads((bad / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    a, b = list(vocab)[300:302]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (bad / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(SpecdecError, match="tokenizer mismatch"):
+        load_pair(EMBEDDED_TARGET, bad)
+    proc = cli("generate", "--model", str(EMBEDDED_TARGET), "--draft-model", str(bad), "--max-tokens", "4")
+    assert proc.returncode == 2 and "tokenizer mismatch" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "/nonexistent/model"], "does not exist"),
+    (["--model", "docs"], "has no config.json"),
+    (["--block", "0"], "--block must be at least 1"),
+    (["--max-tokens", "0"], "--max-tokens must be at least 1"),
+    (["--prompt", "   "], "prompt is empty"),
+    (["--prompt-file", "/nonexistent/prompt.txt"], "does not exist"),
+    (["--block", "three"], "invalid int value"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    proc = cli("generate", *args, "--max-tokens" if "--max-tokens" not in args else "--seed", "4")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_info_reports_the_embedded_pair():
+    proc = cli("info")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["target"]["parameters"] > 4 * info["drafter"]["parameters"] > 0
+    total = info["target"]["directory_bytes"] + info["drafter"]["directory_bytes"]
+    assert total <= 20 * 1024 * 1024
+
+
+def test_prompts_ship_in_every_category():
+    for cat in CATEGORIES:
+        prompts = load_prompts(cat)
+        assert prompts and all(name and text.strip() for name, text in prompts)
+    with pytest.raises(SpecdecError):
+        load_prompts("poetry")
+
+
+def test_stock_mlx_lm_runs_on_the_pair():
+    proc = subprocess.run([sys.executable, "-m", "mlx_lm", "generate", "--model", str(EMBEDDED_TARGET),
+                           "--draft-model", str(EMBEDDED_DRAFTER), "--num-draft-tokens", "2",
+                           "--prompt", CODE, "--max-tokens", "16"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Generation: 16 tokens" in proc.stdout or "Generation:" in proc.stdout
+
+
+def test_verify_cost_scaling_measures_each_width(pair):
+    from specdec.scaling import verify_forward_cost_scaling
+    res = verify_forward_cost_scaling(pair.target, context_tokens=64, widths=(1, 2, 4), repeats=3, warmup=1)
+    assert [r["T"] for r in res["widths"]] == [1, 2, 4]
+    assert all(r["min_ms"] <= r["median_ms"] <= r["max_ms"] for r in res["widths"])
+    assert res["widths"][0]["vs_T1"] == 1.0
