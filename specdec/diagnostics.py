@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 PHASE_NOTES = {
     "prefill_ms": "target and drafter forwards over the prompt, all but its last token; excluded from decode",
-    "probe_ms": "the exactness probe (K single-token steps and one K-wide block); excluded from decode",
+    "probe_ms": "the exactness probe (K single-token steps and one K-wide block), run once per loaded pair and block (0 when reused); excluded from decode",
     "decode_ms": "wall time from the end of prefill to the last emitted token",
     "draft_block": "host time issuing the round's K-1 drafter forwards (default mode: device work is "
                    "asynchronous and finishes inside verify_forward; profile mode: synced here)",

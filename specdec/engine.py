@@ -105,7 +105,7 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
     decision = GateDecision("not_applicable", False, "no probe: classic decode requested",
                             message="classic decode (block 1 or no drafter): no exactness probe")
     if speculative:
-        decision = gate(pair.target, ids, block)
+        decision = gate(pair.target, ids, block, pair.probe_readings)
         speculative = decision.engaged
     sampler = _Sampler(temp, seed)
     eos = set() if ignore_eos else pair.eos_ids

@@ -27,6 +27,9 @@ class Pair:
     drafter: nn.Module | None = None
     drafter_dir: Path | None = None
     drafter_quantization: dict = field(default_factory=dict)
+    # Probe readings by (block, forced): the engine probes a pair once per block, as a shipping
+    # engine does at start-up, and reuses the reading; the override decision is made per call.
+    probe_readings: dict = field(default_factory=dict)
 
     @property
     def eos_ids(self) -> set[int]:
