@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -327,7 +328,7 @@ class CommandAdapter:
                 "prompt_file": str(prompt_file), "prompt": req.prompt.text,
                 "max_tokens": s.max_tokens, "block": arm.block, "num_draft": arm.block - 1,
                 "model": str(pairing.target_dir()), "draft_model": "" if dd is None else str(dd),
-                "temp": s.temp, "seed": s.seed,
+                "temp": s.temp, "seed": s.seed, "python": sys.executable,
             }
             argv = [part.format_map(values) for part in arm.command]
             stdout, stderr, rc = self._spawn(argv, env, arm.timeout_s, overrides)

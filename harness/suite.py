@@ -23,7 +23,7 @@ EMBEDDED = "embedded"
 # Placeholders a command arm's argv may use; anything else is a typo caught at load time.
 COMMAND_PLACEHOLDERS = (
     "prompt_file", "prompt", "max_tokens", "block", "num_draft", "model", "draft_model",
-    "temp", "seed",
+    "temp", "seed", "python",
 )
 DEFAULT_SUITE = Path(__file__).parent / "suites" / "default.toml"
 
@@ -463,8 +463,8 @@ def _builtin(v: _V, category: str, key: str) -> list[tuple[str, str]]:
         raise v.fail(key, f"built-in prompts need specdec.prompts, which is not importable ({e})") from None
     try:
         got = list(load_prompts(category))
-    except (KeyError, ValueError, FileNotFoundError) as e:
-        raise v.fail(key, f"unknown built-in prompt category {category!r} ({e})") from None
+    except Exception as e:  # specdec raises its own error type for an unknown category
+        raise v.fail(key, f"cannot load built-in prompts of category {category!r}: {e}") from None
     if not got:
         raise v.fail(key, f"built-in category {category!r} has no prompts")
     return [(str(n), str(t)) for n, t in got]

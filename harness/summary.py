@@ -147,23 +147,23 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
     if s.runs == 0:
         s.flags.append("no successful runs")
     elif s.runs < 2:
-        s.flags.append("fewer than 2 runs: spread unknown")
+        s.flags.append("1 run: spread unknown")
     if s.spread is not None and s.spread > thr:
-        s.flags.append(f"may be unstable: spread {s.spread:.1%} > {thr:.0%}")
+        s.flags.append(f"may be unstable (spread {s.spread:.1%} > {thr:.0%})")
     if s.contended:
-        s.flags.append(f"{s.contended} contended run(s)")
+        s.flags.append(f"{s.contended} contended")
     if s.failed:
-        s.flags.append(f"{s.failed} failed run(s)")
+        s.flags.append(f"{s.failed} failed")
     if s.quiet_gate_timeouts:
         s.flags.append(f"quiet gate timed out {s.quiet_gate_timeouts}x")
     no_cooldown = not settings.get("cooldown_s")
     if record.get("quick"):
-        s.flags.append("quick session (no cooldown, 2 repetitions)")
+        s.flags.append("quick session")
     elif no_cooldown:
-        s.flags.append("no cooldown between runs (penalises the wide verify shapes)")
+        s.flags.append("no cooldown")
     if s.min_detectable_change is not None and s.speedup is not None \
             and s.min_detectable_change > abs(s.speedup - 1.0):
-        s.flags.append(f"speedup inconclusive: smallest resolvable change {s.min_detectable_change:.1%}")
+        s.flags.append(f"speedup inconclusive (resolves {s.min_detectable_change:.1%})")
     s.do_not_publish = bool(
         (s.spread is not None and s.spread > thr) or s.contended or s.runs < 2 or record.get("quick")
         or no_cooldown)
