@@ -11,8 +11,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_ENGINE = REPO / "tests" / "fixtures" / "fake_engine.py"
-ENGINE_PRESENT = (REPO / "specdec" / "engine.py").exists()
-EMBEDDED_PRESENT = (REPO / "specdec" / "models" / "target" / "config.json").exists()
 
 
 def fake_command() -> list[str]:

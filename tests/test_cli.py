@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_helpers import (EMBEDDED_PRESENT, ENGINE_PRESENT, REPO, clean_env, command_arm, harness_argv,
+from harness_helpers import (clean_env, command_arm, harness_argv,
                              last_json, load, run_cli, write_suite)
 
 
@@ -126,7 +126,6 @@ def test_project_delegates_to_costmodel(tmp_path: Path) -> None:
     assert r.returncode == 0 and "Traceback" not in r.stderr and r.stdout.strip()
 
 
-@pytest.mark.skipif(not (ENGINE_PRESENT and EMBEDDED_PRESENT), reason="specdec/engine.py has not landed yet")
 def test_quick_run_on_the_real_engine(tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text("\n".join([
         'name = "real"', "max_tokens = 4", "repetitions = 2", "warmups = 0", "cooldown_s = 0",

@@ -11,12 +11,12 @@ import pytest
 from rich.console import Console
 
 from harness import runner
-from harness.engines import CommandAdapter, Engines, MlxLmAdapter, SpecdecAdapter
+from harness.engines import Engines
 from harness.labels import annotate_label
 from harness.plan import PlannedRun, build_plan
 from harness.record import Record
 from harness.suite import load_suite
-from harness_helpers import EMBEDDED_PRESENT, ENGINE_PRESENT, REPO, command_arm, write_suite
+from harness_helpers import command_arm, write_suite
 
 
 @pytest.fixture(autouse=True)
@@ -87,12 +87,10 @@ def _inprocess_isolation(tmp_path: Path, engine: str) -> None:
     assert "SPECDEC_ALLOW_INEXACT" not in os.environ
 
 
-@pytest.mark.skipif(not EMBEDDED_PRESENT, reason="the embedded pair is not in this checkout")
 def test_inprocess_env_is_restored_mlx_lm(tmp_path: Path) -> None:
     _inprocess_isolation(tmp_path, "mlx-lm")
 
 
-@pytest.mark.skipif(not ENGINE_PRESENT, reason="specdec/engine.py has not landed yet")
 def test_inprocess_env_is_restored_specdec(tmp_path: Path) -> None:
     _inprocess_isolation(tmp_path, "specdec")
 

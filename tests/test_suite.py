@@ -8,9 +8,7 @@ import pytest
 
 from harness.errors import UserError
 from harness.suite import DEFAULT_SUITE, load_suite, quick, suite_from_record
-from harness_helpers import REPO, command_arm, write_suite
-
-PROMPTS_PRESENT = (REPO / "specdec" / "prompts.py").exists()
+from harness_helpers import command_arm, write_suite
 
 
 def _error(path: Path) -> str:
@@ -37,8 +35,6 @@ def test_fixture_suite_loads_with_defaults(tmp_path: Path) -> None:
 
 
 def test_default_suite_is_the_embedded_pair_classic_and_blocks() -> None:
-    if not PROMPTS_PRESENT:
-        pytest.skip("specdec/prompts.py (built-in prompts) has not landed yet")
     s = load_suite(DEFAULT_SUITE)
     assert [(a.name, a.block) for a in s.arms] == [("classic", 1), ("block2", 2), ("block3", 3), ("block4", 4)]
     assert s.pairings[0].target == "embedded" and s.pairings[0].drafter == "embedded"
