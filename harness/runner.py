@@ -103,8 +103,19 @@ def live_table(runs: list[dict[str, Any]]) -> Table:
         t.add_row(str(r["index"]), r["arm"], r["prompt"], ("w" if r["warmup"] else "") + str(r["repetition"]),
                   _fmt(r.get("decode_tokens_per_s"), ".1f"), _fmt(r.get("ms_per_token"), ".2f"),
                   _fmt(acc, ".2f"), marks, (r.get("identity") or {}).get("status", "-"),
-                  r.get("label") or "-", style=style)
+                  short_label(r), style=style)
     return t
+
+
+def short_label(r: dict[str, Any]) -> str:
+    """The live table's label: the full text is in the record and under the summary table."""
+    if r.get("shipping"):
+        return "shipping"
+    why = [f"{k}={v}" for k, v in sorted((r.get("overrides") or {}).items())]
+    outcome = (r.get("gate") or {}).get("outcome")
+    if outcome not in (None, "passed", "not_applicable"):
+        why.append(f"gate {outcome}")
+    return "NOT shipping" + (f" ({', '.join(why)})" if why else "")
 
 
 def _plain_line(r: dict[str, Any], done: float, total: int) -> str:
@@ -114,7 +125,7 @@ def _plain_line(r: dict[str, Any], done: float, total: int) -> str:
     err = f" error={r['error']}" if r.get("error") else ""
     return (f"[{int(done)}/{total}] run {r['index']} arm={r['arm']} prompt={r['prompt']} "
             f"rep={'w' if r['warmup'] else ''}{r['repetition']} status={r['status']} tok/s={tps} "
-            f"identity={ident} marks={marks or '-'}{err}")
+            f"identity={ident} marks={marks or '-'} label={short_label(r)}{err}")
 
 
 def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]],
