@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install bench test blas clean
+.PHONY: install bench test check baseline blas clean
 
 # Debian/Ubuntu: MLX's CPU wheel bundles the reference BLAS; OpenBLAS is ~50x faster and
 # specdec preloads it when present. Elsewhere (macOS uses Accelerate) this step does nothing.
@@ -25,6 +25,13 @@ bench: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# Each arm's output against its own recorded baseline (record one first with `make baseline`).
+check: install
+	$(BIN)/harness check harness/suites/default.toml
+
+baseline: install
+	$(BIN)/harness baseline record harness/suites/default.toml
 
 clean:
 	rm -rf $(VENV) build *.egg-info
