@@ -1,0 +1,336 @@
+"""`harness report`: golden Markdown for frozen real records, structure, numbers, labels, bad input.
+
+The fixtures are two real sessions of tests/fixtures/report/suite.toml on a 2-core CPU host
+(see that file). Regenerate the golden files after an intended change with
+UPDATE_GOLDEN=1 python -m pytest tests/test_report.py, and read the diff before committing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import mdtable, stats
+from harness import report as rp
+from harness_helpers import REPO, run_cli
+
+FX = REPO / "tests" / "fixtures" / "report"
+RECORD = "tests/fixtures/report/record.json"
+AFTER = "tests/fixtures/report/record-after.json"
+NO_USER_TEMPLATES = REPO / "tests" / "fixtures" / "report" / "no-such-templates"
+NOT_SHIPPING = "not a shipping configuration"
+
+
+@pytest.fixture(autouse=True)
+def _at_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Record paths in the golden files are relative to the repository root.
+    monkeypatch.chdir(REPO)
+
+
+def render(path: str, compare: str | None = None, template: str = "record") -> str:
+    return rp.render(rp.build_context(path, compare), template, user_dir=NO_USER_TEMPLATES)
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    return json.loads((REPO / path).read_text())
+
+
+def write(tmp: Path, name: str, rec: dict[str, Any]) -> str:
+    p = tmp / name
+    p.write_text(json.dumps(rec))
+    return str(p)
+
+
+def section(md: str, title: str) -> str:
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", md, re.S | re.M)
+    assert m, f"no section {title!r}"
+    return m.group(1)
+
+
+def table_rows(md: str) -> list[list[list[str]]]:
+    return mdtable.parse(md)
+
+
+def arms_rows(md: str) -> dict[str, dict[str, str]]:
+    t = table_rows(section(md, "Arms"))[0]
+    head = t[0]
+    return {row[0]: dict(zip(head, row)) for row in t[1:]}
+
+
+def assert_well_formed(md: str) -> None:
+    tables = table_rows(md)
+    assert tables, "no tables"
+    for t in tables:
+        assert len(t) >= 2, f"table without rows: {t}"
+        assert all(len(row) == len(t[0]) for row in t), f"ragged table: {t}"
+
+
+# --- golden -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, args", [
+    ("record.md", (RECORD, None)),
+    ("compare.md", (RECORD, AFTER)),
+])
+def test_golden(name: str, args: tuple[str, str | None]) -> None:
+    got = render(*args)
+    golden = FX / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(got)
+    assert got == golden.read_text(), f"{name} changed; rerun with UPDATE_GOLDEN=1 and read the diff"
+
+
+# --- structure and numbers ---------------------------------------------------------------
+
+def test_sections_in_order_and_tables_well_formed() -> None:
+    md = render(RECORD)
+    heads = re.findall(r"^## (.+)$", md, re.M)
+    assert heads == ["Setup", "Arms", "Round split", "Drafter step: profiled against unprofiled", "Cost model",
+                     "Byte identity", "Acceptance", "Rows thrown away", "Limits of this record", "Reproducing"]
+    assert "Verify-forward cost scaling" not in md      # the record has none: the section is omitted
+    assert_well_formed(md)
+    setup = {r[0]: r[1] for r in table_rows(section(md, "Setup"))[0][1:]}
+    assert set(setup) >= {"host", "load average during runs", "build and commit", "harness and engine versions",
+                          "target", "drafter", "command", "prompt", "sampling", "exactness gate"}
+
+
+def test_arms_table_numbers_come_from_the_runs() -> None:
+    rec = load(RECORD)
+    md = render(RECORD)
+    rows = arms_rows(md)
+    for arm in ("classic", "block3-inexact", "block3-dense"):
+        runs = [r for r in rec["runs"] if r["arm"] == arm and not r["warmup"] and r["status"] == "ok"]
+        tps = [r["decode_tokens_per_s"] for r in runs]
+        assert rows[arm]["tok/s median"] == f"{stats.median(tps):.1f}"
+        lo, hi = stats.min_max(tps)
+        assert rows[arm]["min-max"] == f"{lo:.1f}-{hi:.1f}"
+        if arm != "classic":
+            acc = sum(r["diagnostics"]["accepted"] for r in runs) / sum(r["diagnostics"]["proposed"] for r in runs)
+            assert rows[arm]["acceptance"] == f"{acc:.3f}"
+    assert rows["classic"]["vs classic"] == "reference"
+    assert rows["block3"]["acceptance"] == "declined (classic decode)"
+    assert all(r["flags"].startswith("do not publish") for r in rows.values())   # a noisy 2-run session
+
+
+def test_round_split_closes_and_sums() -> None:
+    rec = load(RECORD)
+    md = render(RECORD)
+    split = section(md, "Round split")
+    m = re.search(r"### block3-inexact\n\n(.*?)\n\nComponents close against the decode total to within ([0-9.]+)%", split, re.S)
+    assert m and float(m.group(2)) < 0.01
+    t = mdtable.parse(m.group(1))[0]
+    runs = [r for r in rec["runs"] if r["arm"] == "block3-inexact" and not r["warmup"]]
+    verify = sum(r["diagnostics"]["phase_ms"]["verify_forward"] for r in runs)
+    rounds_ = sum(r["diagnostics"]["rounds"] for r in runs)
+    row = next(r for r in t if r[0] == "verify forward (T=3)")
+    assert row[1] == f"{verify:.2f}" and row[2] == f"{verify / rounds_:.3f}"
+    shares = [float(r[3].rstrip("%")) for r in t[1:-1]]
+    assert abs(sum(shares) - 100.0) < 0.3
+
+
+def test_profile_split_and_cost_model() -> None:
+    md = render(RECORD)
+    prof = section(md, "Drafter step: profiled against unprofiled")
+    assert "unprofiled ms/round (block3-inexact)" in prof and "profiled ms/round (block3-profile)" in prof
+    assert re.search(r"Profile mode costs [+-][0-9.]+% per round", prof)
+    cost = section(md, "Cost model")
+    assert "unknown peak" in cost                    # linux-cpu profile: no vendor figure, never a guess
+    what_if = next(t for t in table_rows(cost) if t[0][0] == "scenario")
+    names = [r[0] for r in what_if[1:]]
+    assert names[0] == "measured" and "free drafter" in names and "verify-only ceiling" in names
+    free = next(r for r in what_if if r[0] == "free drafter")
+    assert free[1] == "0.000"
+    assert "Break-even at the measured round" in cost
+    assert "10,233,600" in cost                     # the embedded target's safetensors bytes
+
+
+def test_known_peak_gives_an_efficiency(tmp_path: Path) -> None:
+    rec = load(RECORD)
+    rec["host"]["gpu"] = {"name": "NVIDIA H200", "nvidia": []}
+    md = render(write(tmp_path, "h200.json", rec))
+    cost = section(md, "Cost model")
+    assert "4800 GB/s" in cost and "unknown peak" not in cost
+    bw = next(t for t in table_rows(cost) if t[0][0] == "model")
+    assert bw[1][4].endswith("%")
+
+
+def test_acceptance_paired_and_unpaired() -> None:
+    rec = load(RECORD)
+    md = render(RECORD)
+    a = section(md, "Acceptance")
+    unpaired = table_rows(a)[0]
+    first = next(r for r in rec["runs"] if r["arm"] == "block3-dense" and not r["warmup"])
+    d = first["diagnostics"]
+    lo, hi = stats.wilson_ci(d["accepted"], d["per_step_tested"])
+    row = next(r for r in unpaired if r[0] == "block3-dense")
+    assert row[2] == str(d["per_step_tested"]) and row[4] == f"[{lo:.4f}, {hi:.4f}]"
+    assert "95% CI (Wilson)" in unpaired[0]
+    assert "### Paired: block3-inexact vs block3-dense" in a
+    assert "block3-profile vs" not in a and "vs block3-profile" not in a   # profile mode repeats its twin's tokens
+    m = re.search(r"### Paired: block3-inexact vs block3-dense.*?\n\n(.*?)\n\n", a, re.S)
+    t = {r[0]: r[1] for r in mdtable.parse(m.group(1))[0][1:]}
+    more_a, more_b = int(t["block3-inexact accepted more"]), int(t["block3-dense accepted more"])
+    assert t["sign test p (exact, two-sided)"] == f"{stats.sign_test(more_a, more_b):.3f}"
+
+
+def test_paired_matches_rounds_by_offset() -> None:
+    from harness.acceptance import paired
+    a = {"p": {"diagnostics": {"rounds_log": [{"offset": 0, "drafted": [1, 2], "accepted": 2},
+                                              {"offset": 3, "drafted": [4, 5], "accepted": 0},
+                                              {"offset": 4, "drafted": [6, 7], "accepted": 1}]}}}
+    b = {"p": {"diagnostics": {"rounds_log": [{"offset": 0, "drafted": [1, 2], "accepted": 2},
+                                              {"offset": 3, "drafted": [4, 9], "accepted": 1},
+                                              {"offset": 5, "drafted": [6, 7], "accepted": 1}]}}}
+    r = paired("a", a, "b", b)
+    assert (r.matched, r.same_proposal, r.differ, r.a_more, r.b_more) == (2, 1, 1, 0, 1)
+    assert (r.accepted_a, r.accepted_b) == (2, 3) and r.sign_p == pytest.approx(1.0)
+    # An engine that logs only counts (mlx-lm: "proposed") has no proposal to compare.
+    for run in (a, b):
+        for e in run["p"]["diagnostics"]["rounds_log"]:
+            e["proposed"] = len(e.pop("drafted"))
+    assert paired("a", a, "b", b).same_proposal is None
+
+
+def test_noise_rule() -> None:
+    from harness.compare import Cell, ComponentChange
+    inside = ComponentChange("x", "p", "c", "round", Cell(10, 9, 12), Cell(11.5, 11, 13))
+    assert inside.verdict == "noise"                      # 11.5 lies inside the before range
+    apart = ComponentChange("x", "p", "c", "round", Cell(10, 9.5, 10.5), Cell(8, 7.5, 8.5))
+    assert apart.verdict == "faster" and apart.change == pytest.approx(-0.2)
+    one_sided = ComponentChange("x", "p", "c", "round", Cell(10, 9.9, 10.1), Cell(12, 9.5, 14))
+    assert one_sided.verdict == "noise"                   # before's median is inside after's spread
+
+
+# --- shipping labels ---------------------------------------------------------------------
+
+def test_override_says_not_shipping_everywhere() -> None:
+    md = render(RECORD)
+    head = md.split("\n## Setup")[0]
+    assert NOT_SHIPPING in head
+    setup = {r[0]: r[1] for r in table_rows(section(md, "Setup"))[0][1:]}
+    gate = setup["exactness gate"]
+    assert f"block3-inexact is {NOT_SHIPPING}: SPECDEC_ALLOW_INEXACT=1" in gate
+    assert "Only classic is a shipping configuration" in gate
+    assert "declined" in gate and "1001 of 4096 logit bytes" in gate
+    rows = arms_rows(md)
+    for arm in ("block3", "block3-inexact", "block3-profile", "block3-dense", "block3-refblas"):
+        assert rows[arm]["configuration"].startswith(NOT_SHIPPING), arm
+    assert rows["classic"]["configuration"] == "shipping configuration"
+    assert "> exactness probe FAILED but SPECDEC_ALLOW_INEXACT is set" in md   # the probe quoted
+    assert any("Overrides in force" in l for l in section(md, "Limits of this record").splitlines())
+
+
+def test_shipping_only_record(tmp_path: Path) -> None:
+    rec = load(RECORD)
+    rec["suite"]["arms"] = [a for a in rec["suite"]["arms"] if a["name"] == "classic"]
+    rec["runs"] = [r for r in rec["runs"] if r["arm"] == "classic"]
+    md = render(write(tmp_path, "ship.json", rec))
+    assert NOT_SHIPPING not in md.lower()
+    assert "Every arm is a shipping configuration" in md
+
+
+# --- comparisons --------------------------------------------------------------------------
+
+def test_before_after_table() -> None:
+    md = render(RECORD, AFTER)
+    ba = section(md, "Before and after")
+    t = next(t for t in table_rows(ba) if t[0][:2] == ["component", "before ms/round"])
+    assert t[0] == ["component", "before ms/round", "after ms/round", "change"]
+    assert all(re.search(r"\((noise|faster|slower)\)$", r[3]) for r in t[1:])
+    assert "clear both spreads" in ba and "Acceptance A/B" in ba
+    assert_well_formed(md)
+
+
+def test_cross_host_table(tmp_path: Path) -> None:
+    rec = load(RECORD)
+    rec["host"]["os"]["hostname"] = "other-host"
+    for r in rec["runs"]:        # host B: this record, twice as fast in every component (made up)
+        d = r["diagnostics"]
+        d["decode_ms"] /= 2
+        d["phase_ms"] = {k: v / 2 for k, v in d["phase_ms"].items()}
+    md = render(RECORD, write(tmp_path, "b.json", rec))
+    x = section(md, "Cross-host comparison")
+    t = next(t for t in table_rows(x) if t[0][0] == "component" and t[0][-1] == "speedup")
+    assert t[0][1].startswith("A: linux-cpu vm") and t[0][2].startswith("B: linux-cpu other-host")
+    assert all(r[3] == "2.00x" for r in t[1:])
+    assert "Before and after" not in md
+    assert_well_formed(md)
+
+
+def test_index_newest_first(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    old, new = load(RECORD), load(AFTER)
+    old["created"], new["created"] = "2026-01-01T00:00:00+00:00", "2026-06-01T00:00:00+00:00"
+    write(reports, "old.json", old)
+    write(reports, "new.json", new)
+    (reports / "new.md").write_text("rendered")
+    (reports / "notes.json").write_text('{"kind": "something else"}')
+    r = run_cli("report", "--index", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "skipped" in r.stderr and "notes.json" in r.stderr
+    md = (reports / "README.md").read_text()
+    t = mdtable.parse(md)[0]
+    assert t[0] == ["date", "record", "host", "headline", "shipping status"]
+    assert [row[0] for row in t[1:]] == ["2026-06-01", "2026-01-01"]
+    assert "[new.md](new.md)" in t[1][1] and "not rendered" in t[2][1]
+    assert all(NOT_SHIPPING in row[4] for row in t[1:])
+    assert_well_formed(md)
+
+
+# --- templates, CLI, bad input ------------------------------------------------------------
+
+def test_user_template_wins(tmp_path: Path) -> None:
+    (tmp_path / "reports" / "templates").mkdir(parents=True)
+    (tmp_path / "reports" / "templates" / "record.md.j2").write_text("custom: {{ title }}\n")
+    r = run_cli("report", str(REPO / RECORD), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "custom: report-fixture on linux-cpu, 2026-12-02\n"
+
+
+def test_cli_writes_out_file(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    r = run_cli("report", str(REPO / RECORD), "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith("# report-fixture on linux-cpu")
+
+
+def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: ") and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    rec = load(RECORD)
+    other = copy.deepcopy(rec)
+    other["schema_version"] = 2
+    assert "schema_version 2" in _one_line_exit_2(run_cli("report", write(tmp_path, "v2.json", other), cwd=tmp_path))
+    text = (REPO / RECORD).read_text()
+    (tmp_path / "cut.json").write_text(text[: len(text) // 2])
+    assert "not valid JSON" in _one_line_exit_2(run_cli("report", str(tmp_path / "cut.json"), cwd=tmp_path))
+    pairing = copy.deepcopy(rec)
+    pairing["suite"]["pairings"][0]["target"] = "/models/another-target"
+    line = _one_line_exit_2(run_cli("report", str(REPO / RECORD), "--compare",
+                                    write(tmp_path, "p.json", pairing), cwd=tmp_path))
+    assert "different pairings" in line and "another-target" in line
+    assert "not found" in _one_line_exit_2(run_cli("report", str(REPO / RECORD), "--template", "nope", cwd=tmp_path))
+    assert "needs a RECORD" in _one_line_exit_2(run_cli("report", cwd=tmp_path))
+    assert "no such file" in _one_line_exit_2(run_cli("report", "missing.json", cwd=tmp_path))
+
+
+def test_scaling_section_when_the_record_has_one(tmp_path: Path) -> None:
+    rec = load(RECORD)
+    rec["scaling"] = {"context_tokens": 512, "device": "Device(cpu, 0)", "widths": [
+        {"T": 1, "median_ms": 2.0, "min_ms": 1.9, "max_ms": 2.2, "repeats": 7, "vs_T1": 1.0},
+        {"T": 3, "median_ms": 3.0, "min_ms": 2.8, "max_ms": 3.3, "repeats": 7, "vs_T1": 1.5}]}
+    md = render(write(tmp_path, "s.json", rec))
+    t = table_rows(section(md, "Verify-forward cost scaling"))[0]
+    assert t[0] == ["T (positions)", "median ms", "min-max ms", "vs T=1"] and t[2] == ["3", "3.000", "2.800-3.300", "1.50x"]
