@@ -17,6 +17,9 @@ Environment knobs (all optional):
   HARNESS_ASV_SUITE     the suite file (default benchmarks/suite.toml)
   HARNESS_ASV_RECORDS   where session records go (default $ASV_CONF_DIR/.asv/records)
   HARNESS_BASELINES     the arms' own baselines (default $ASV_CONF_DIR/.asv/baselines.json)
+  HARNESS_ASV_REPETITIONS  measured runs per arm in each session, in place of the suite's
+                        (`harness pr-check` splits the suite's runs over asv rounds that
+                        alternate base and head, so a drift of the machine hits both sides)
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 SUITE_ENV = "HARNESS_ASV_SUITE"
 RECORDS_ENV = "HARNESS_ASV_RECORDS"
 BASELINES_ENV = "HARNESS_BASELINES"
+REPETITIONS_ENV = "HARNESS_ASV_REPETITIONS"
 SESSION_TIMEOUT_S = 3000
 PHASES = ("draft_block", "verify_forward", "accept_hook", "verify_finalize", "residual")
 
@@ -151,6 +155,13 @@ def record_name(commit: str | None, env_name: str | None) -> str:
     return f"{(commit or 'checkout')[:12]}-{env}-{stamp}-{os.getpid()}.json"
 
 
+def with_repetitions(text: str, n: int) -> str:
+    """The suite's TOML text with its top-level `repetitions` set to n."""
+    line = f"repetitions = {n}"
+    new, count = re.subn(r"(?m)^repetitions\s*=\s*\d+", line, text, count=1)
+    return new if count else f"{line}\n{text}"
+
+
 def run_session() -> dict[str, Any]:
     """asv's setup_cache: one `harness run` of the suite in this environment -> figures."""
     suite = suite_path()
@@ -158,6 +169,14 @@ def run_session() -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     record = out / record_name(os.environ.get("ASV_COMMIT"), os.environ.get("ASV_ENV_NAME"))
     log = record.with_suffix(".log")
+    reps = os.environ.get(REPETITIONS_ENV, "").strip()
+    if reps:
+        if not reps.isdigit() or int(reps) < 1:
+            raise RuntimeError(f"{REPETITIONS_ENV}={reps!r}: expected a positive integer")
+        # The copy sits beside the original: the suite's relative prompt files still resolve.
+        copy = suite.with_name(f".{suite.stem}.reps{reps}.{os.getpid()}.toml")
+        copy.write_text(with_repetitions(suite.read_text(encoding="utf-8"), int(reps)), encoding="utf-8")
+        suite = copy
     argv = [sys.executable, "-m", "harness", "run", str(suite), "--record", str(record),
             "--baselines", str(baselines_path())]
     # An empty working directory: `python -m` puts it first on sys.path, and a checkout there
@@ -168,13 +187,16 @@ def run_session() -> dict[str, Any]:
                                 stdin=subprocess.DEVNULL, timeout=SESSION_TIMEOUT_S).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        finally:
+            if reps:
+                suite.unlink(missing_ok=True)
     if not record.exists():
         raise RuntimeError(f"the harness session wrote no record (exit {rc}): {' '.join(argv)}\n"
                            f"{_tail(log)}")
     data = json.loads(record.read_text(encoding="utf-8"))
     if data.get("schema_version") != 1 or data.get("kind") != "harness.record":
         raise RuntimeError(f"{record}: not a harness record of schema_version 1")
-    figs = figures_from_record(data, arm_specs(load_suite_file(suite)))
+    figs = figures_from_record(data, arm_specs(load_suite_file(suite_path())))
     figs["record"] = str(record)
     figs["exit_status"] = rc
     print(f"harness session: {record} (exit {rc})")

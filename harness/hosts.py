@@ -114,3 +114,10 @@ def profile_for_this_host(repo: str = ".") -> dict | None:
     from harness.hostinfo import collect_host
 
     return match_profile(collect_host(repo))
+
+
+def add_cli(sub: Any) -> None:
+    """`harness host ...`: the commands live in harness.machine (asv machine entries)."""
+    from harness.machine import add_host_cli
+
+    add_host_cli(sub)
