@@ -36,7 +36,9 @@ def test_fixture_suite_loads_with_defaults(tmp_path: Path) -> None:
 
 def test_default_suite_is_the_embedded_pair_classic_and_blocks() -> None:
     s = load_suite(DEFAULT_SUITE)
-    assert [(a.name, a.block) for a in s.arms] == [("classic", 1), ("block2", 2), ("block3", 3), ("block4", 4)]
+    assert [(a.name, a.block) for a in s.arms] == [("classic", 1), ("block2", 2), ("block3", 3), ("block4", 4),
+                                                   ("block3-inexact", 3)]
+    assert [a.env for a in s.arms] == [{}, {}, {}, {}, {"SPECDEC_ALLOW_INEXACT": "1"}]
     assert s.pairings[0].target == "embedded" and s.pairings[0].drafter == "embedded"
     assert s.settings.repetitions == 5 and s.settings.warmups == 1
 
