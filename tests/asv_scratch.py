@@ -1,0 +1,103 @@
+"""A scratch copy of this project with a few commits, for the asv end-to-end test and the
+PR-check sensitivity measurement (scripts/asv_sensitivity.py).
+
+The copy is of the working tree's tracked files (so uncommitted edits are what gets tested),
+in a fresh git repository:
+
+    base     the project as it is
+    slow     the engine sleeps `delay_ms` after every target decode forward, set in code as
+             the default of SPECDEC_INJECT_DELAY_MS (no env var: the run stays a shipping one)
+    comment  the slowdown reverted and a comment added: differs from `base` only in a comment
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ENGINE = Path("specdec/engine.py")
+DELAY_CALL = 'overrides.number("SPECDEC_INJECT_DELAY_MS")'
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "e2e", "GIT_AUTHOR_EMAIL": "e2e@localhost",
+           "GIT_COMMITTER_NAME": "e2e", "GIT_COMMITTER_EMAIL": "e2e@localhost"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def copy_tracked(dst: Path) -> None:
+    files = git(REPO, "ls-files", "-z").split("\0")
+    for f in files:
+        if not f:
+            continue
+        src = REPO / f
+        if src.is_file():
+            t = dst / f
+            t.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, t)
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def slow_engine(repo: Path, delay_ms: float) -> None:
+    p = repo / ENGINE
+    text = p.read_text()
+    assert DELAY_CALL in text, f"{ENGINE} no longer reads {DELAY_CALL}; update tests/asv_scratch.py"
+    p.write_text(text.replace(DELAY_CALL, f'overrides.number("SPECDEC_INJECT_DELAY_MS", {delay_ms!r})', 1))
+
+
+def make_scratch(root: Path, delay_ms: float = 2.0) -> dict[str, str]:
+    """The scratch repository at root/project with commits base, slow, comment (see above)."""
+    proj = root / "project"
+    proj.mkdir(parents=True)
+    copy_tracked(proj)
+    git(proj, "init", "-q", "-b", "main")
+    shas = {"base": commit_all(proj, "base: the project as it is")}
+    original = (proj / ENGINE).read_text()
+    slow_engine(proj, delay_ms)
+    shas["slow"] = commit_all(proj, f"slow: the engine sleeps {delay_ms} ms per target decode forward")
+    (proj / ENGINE).write_text(original + "# A comment-only change: no code differs from base.\n")
+    shas["comment"] = commit_all(proj, "comment: slowdown reverted, a comment added")
+    return shas
+
+
+def fast_suite(path: Path, repetitions: int = 8) -> Path:
+    """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate): the
+    protocol is the same, the session takes seconds. The contention watch still records load."""
+    text = (REPO / "benchmarks" / "suite.toml").read_text()
+    out = []
+    in_quiet = False
+    for line in text.splitlines():
+        if line.startswith("["):
+            in_quiet = line.startswith("[quiet]")
+        if line.startswith("cooldown_s"):
+            line = "cooldown_s = 0.2"
+        elif line.startswith("repetitions"):
+            line = f"repetitions = {repetitions}"
+        elif in_quiet and line.startswith("enabled"):
+            line = "enabled = false"
+        out.append(line)
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def harness_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "harness", *args]
+
+
+def run_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for harness/asv subprocesses: no inherited engine overrides, the project
+    importable (the scratch copy sits first on sys.path when it is the cwd)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECDEC_", "MLX_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.update(extra or {})
+    return env

@@ -1,0 +1,281 @@
+"""End-to-end proof of the asv integration, on a scratch copy of this project (asv_scratch.py).
+
+`asv run` with per-commit virtualenv installs measures three commits (base, slow, comment);
+the step at `slow` must show; `harness pr-check` must pass a comment-only change and fail the
+slowed engine; `harness nightly` must measure a branch with a commit that does not build and
+one whose engine crashes (failed there, the run goes on), publish the dashboard and push the
+results to a results repository; headless Chromium must show a graph with points for more
+than one commit. Timings land in build/artifacts/asv-e2e.json, the screenshot in
+build/artifacts/dashboard.png.
+
+Select it alone with `python -m pytest -m e2e`; `make test` runs it too (about 6 minutes here).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from asv_scratch import REPO, commit_all, fast_suite, git, harness_argv, make_scratch, run_env
+
+pytestmark = pytest.mark.e2e
+
+DELAY_MS = 2.0            # per target decode forward: classic decode here is ~2.5 ms/token
+MACHINE = "e2e"
+ARTIFACTS = REPO / "build" / "artifacts"
+TIMINGS: dict[str, float] = {}
+
+
+def _record_timing(name: str, seconds: float) -> None:
+    TIMINGS[name] = round(seconds, 1)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / "asv-e2e.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    old.update(TIMINGS)
+    path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+class Scratch:
+    def __init__(self, root: Path):
+        self.root = root
+        self.proj = root / "project"
+        self.machine_file = root / "asv-machine.json"
+        self.suite = fast_suite(root / "fast-suite.toml")
+        self.env = run_env({"HARNESS_ASV_SUITE": str(self.suite)})
+        self.shas: dict[str, str] = {}
+
+    def harness(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return _run(harness_argv(*args), self.proj, self.env, timeout)
+
+    def asv(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "harness.asvtool", "--machine-file", str(self.machine_file), "--", *args]
+        return _run(argv, self.proj, self.env, timeout)
+
+    def figures(self, sha: str) -> dict:
+        sys.path.insert(0, str(REPO))
+        from harness.asvtool import load_config, load_figures
+        return load_figures(load_config(self.proj / "asv.conf.json"), MACHINE, sha)
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory) -> Scratch:
+    s = Scratch(tmp_path_factory.mktemp("asv-e2e"))
+    s.shas = make_scratch(s.root, DELAY_MS)
+    r = s.harness("host", "register", "--machine", MACHINE, "--machine-file", str(s.machine_file))
+    assert r.returncode == 0, r.stderr
+    t0 = time.monotonic()
+    r = s.asv("run", "--record-samples", "--machine", MACHINE, "--show-stderr", "ALL", timeout=1500)
+    _record_timing("asv_run_3_commits_s", time.monotonic() - t0)
+    assert "Benchmarking virtualenv" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    return s
+
+
+def _median_ms(s: Scratch, sha: str, arm: str = "classic") -> float:
+    f = s.figures(sha)[f"bench_specdec.Decode.track_ms_per_token('{arm}')"]
+    assert f.samples and len(f.samples) >= 7, f"too few samples for a Mann-Whitney verdict: {f.samples}"
+    return float(f.value)
+
+
+def test_asv_run_measures_each_commit_and_shows_the_step(scratch):
+    base, slow, comment = (_median_ms(scratch, scratch.shas[k]) for k in ("base", "slow", "comment"))
+    # The slowdown is DELAY_MS per token on classic decode: unmistakable against this host's noise.
+    assert slow / base > 1.35, (base, slow, comment)
+    assert comment / slow < 0.75, (base, slow, comment)
+    figs = scratch.figures(scratch.shas["base"])
+    inexact = "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]"
+    assert figs[f"bench_specdec.Rounds.track_rejection_rate('{inexact}')"].value is not None
+    assert figs[f"bench_specdec.Phases.track_phase_ms_per_round('{inexact}', 'verify_forward')"].samples
+    # Classic decode has no rounds: skipped (n/a), not failed.
+    assert figs["bench_specdec.Rounds.track_ms_per_round('block3')"].skipped or \
+        figs["bench_specdec.Rounds.track_ms_per_round('block3')"].value is not None
+
+
+def test_pr_check_passes_a_comment_only_change(scratch):
+    out = scratch.root / "pr-comment.md"
+    t0 = time.monotonic()
+    r = scratch.harness("pr-check", scratch.shas["base"], scratch.shas["comment"], "--machine", MACHINE,
+                        "--machine-file", str(scratch.machine_file), "--output", str(out), timeout=1500)
+    _record_timing("pr_check_comment_only_s", time.monotonic() - t0)
+    md = out.read_text() if out.exists() else r.stdout
+    shutil.copy(out, ARTIFACTS / "pr-check-comment-only.md") if out.exists() else None
+    assert r.returncode == 0, md + r.stderr[-3000:]
+    assert "| **worse** |" not in md and "| **failed** |" not in md
+    assert "every arm byte-identical to base" in md
+    assert "[not shipping: SPECDEC_ALLOW_INEXACT]" in md
+
+
+def test_pr_check_fails_the_slowed_engine(scratch):
+    out = scratch.root / "pr-slow.md"
+    t0 = time.monotonic()
+    r = scratch.harness("pr-check", scratch.shas["base"], scratch.shas["slow"], "--machine", MACHINE,
+                        "--machine-file", str(scratch.machine_file), "--output", str(out), timeout=1500)
+    _record_timing("pr_check_slowed_s", time.monotonic() - t0)
+    md = out.read_text() if out.exists() else r.stdout
+    shutil.copy(out, ARTIFACTS / "pr-check-slowed.md") if out.exists() else None
+    assert r.returncode == 1, md + r.stderr[-3000:]
+    assert re.search(r"\| \*\*worse\*\* \| decode ms/token \| classic \|", md), md
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["exit_status"] == 1 and summary["verdicts"]["worse"] >= 1
+
+
+@pytest.fixture(scope="module")
+def nightly_run(scratch):
+    """A branch off `comment`: a commit that does not build, one whose engine crashes, a fix."""
+    p = scratch.proj
+    git(p, "checkout", "-q", "-b", "broken")
+    pyproject = p / "pyproject.toml"
+    good = pyproject.read_text()
+    pyproject.write_text(good.replace('version = "0.1.0"', 'version = "not a version"'))
+    no_build = commit_all(p, "broken: pyproject.toml with an invalid version (the wheel cannot be built)")
+    pyproject.write_text(good)
+    engine = p / "specdec" / "engine.py"
+    ok_engine = engine.read_text()
+    engine.write_text(ok_engine + "\ndef broken(:\n")
+    crash = commit_all(p, "broken: a syntax error in the engine (every run crashes)")
+    engine.write_text(ok_engine)
+    fixed = commit_all(p, "fixed")
+    git(p, "checkout", "-q", "main")
+    bare = scratch.root / "results.git"
+    git(scratch.root, "init", "-q", "--bare", "-b", "main", str(bare))
+    t0 = time.monotonic()
+    r = scratch.harness("nightly", "--results-repo", str(bare), "--checkout", str(scratch.root / "results-co"),
+                        "--branch", "broken", "--machine", MACHINE, "--machine-file", str(scratch.machine_file),
+                        timeout=1500)
+    _record_timing("nightly_3_commits_s", time.monotonic() - t0)
+    return {"r": r, "bare": bare, "no_build": no_build, "crash": crash, "fixed": fixed}
+
+
+def test_nightly_marks_broken_commits_failed_goes_on_and_pushes(scratch, nightly_run):
+    r, bare = nightly_run["r"], nightly_run["bare"]
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["pushed"] is True
+    assert set(summary["measured"]) == {nightly_run[k] for k in ("no_build", "crash", "fixed")}
+    assert set(summary["failed"]) == {nightly_run["no_build"], nightly_run["crash"]}
+    for k in ("no_build", "crash"):
+        figs = scratch.figures(nightly_run[k])
+        assert figs and all(f.failed for f in figs.values() if not f.skipped), k
+    assert _median_ms(scratch, nightly_run["fixed"]) > 0
+    # The results repository got this host's directories.
+    files = git(bare, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert any(f.startswith(f"results/{MACHINE}/{nightly_run['fixed'][:8]}") for f in files), files
+    assert f"results/{MACHINE}/machine.json" in files
+    assert any(f.startswith(f"records/{MACHINE}/") and f.endswith(".json") for f in files)
+    assert (scratch.proj / "html" / "index.html").exists()
+
+
+def test_nightly_with_an_unreachable_results_repo_is_one_line(scratch, tmp_path):
+    r = scratch.harness("nightly", "--results-repo", str(tmp_path / "no-such-repo.git"),
+                        "--checkout", str(tmp_path / "co"), "--machine", MACHINE,
+                        "--machine-file", str(scratch.machine_file), timeout=300)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: results repository") and "unreachable" in lines[0], r.stderr
+
+
+# --- the dashboard, as a person sees it ----------------------------------------------------
+
+PROBE = """<script>
+(function poll() {
+  var el = document.getElementById('harness-probe');
+  if (!el) { el = document.createElement('pre'); el.id = 'harness-probe'; document.body.appendChild(el); }
+  try {
+    var plot = window.$ && $('#main-graph').data('plot');
+    if (plot) {
+      var series = plot.getData(), xs = {}, n = 0;
+      series.forEach(function (s) { s.data.forEach(function (d) {
+        if (d && d[1] !== null && !isNaN(d[1])) { n++; xs[d[0]] = 1; } }); });
+      if (n > 0) {
+        el.textContent = 'PROBE' + JSON.stringify({series: series.length, points: n,
+          commits: Object.keys(xs).length, labels: series.map(function (s) { return s.label; })}) + 'PROBE';
+        return;
+      }
+    }
+  } catch (e) { el.textContent = 'PROBE' + JSON.stringify({error: String(e)}) + 'PROBE'; }
+  setTimeout(poll, 200);
+})();
+</script>"""
+
+
+class _ProbeHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the published dashboard as is, adding the probe script to index.html only."""
+
+    def do_GET(self):  # noqa: N802
+        if self.path.split("?")[0].split("#")[0] in ("/", "/index.html"):
+            body = (Path(self.directory) / "index.html").read_text().replace("</body>", PROBE + "</body>")
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        if shutil.which(name):
+            return shutil.which(name)
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=600)
+        subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, timeout=900,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if shutil.which("chromium"):
+            return shutil.which("chromium")
+    pytest.skip("headless Chromium is not installed and `apt-get install chromium` was not possible here")
+
+
+def _chromium_argv(exe: str, profile: Path) -> list[str]:
+    return [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=20000",
+            "--window-size=1400,900"]
+
+
+def test_dashboard_graph_shows_points_for_several_commits(scratch, nightly_run, tmp_path):
+    exe = _chromium()
+    html = scratch.proj / "html"
+    assert (html / "index.html").exists()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(_ProbeHandler, directory=str(html)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/#bench_specdec.Decode.track_ms_per_token"
+    try:
+        r = subprocess.run(_chromium_argv(exe, tmp_path / "profile-dom") + ["--dump-dom", url],
+                           capture_output=True, text=True, timeout=180)
+        m = re.search(r"PROBE(.*?)PROBE", r.stdout.replace("&quot;", '"'))
+        assert m, f"the graph did not render: {r.stdout[-1500:]} {r.stderr[-1500:]}"
+        probe = json.loads(m.group(1))
+        assert "error" not in probe, probe
+        assert probe["commits"] > 1 and probe["points"] > probe["series"], probe
+        assert any("classic" in lab for lab in probe["labels"]), probe
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / "dashboard.png"
+        shot.unlink(missing_ok=True)
+        subprocess.run(_chromium_argv(exe, tmp_path / "profile-shot") + [f"--screenshot={shot}", url],
+                       capture_output=True, text=True, timeout=180)
+        assert shot.exists() and shot.stat().st_size > 10_000
+        (ARTIFACTS / "dashboard-probe.json").write_text(json.dumps(probe, indent=1) + "\n")
+    finally:
+        server.shutdown()
