@@ -179,12 +179,14 @@ class Facts:
     def row_label(self, arm: str, prompt: str) -> str:
         return f"{arm} ({prompt})" if self.multi_prompt else arm
 
-    def classic_ms(self) -> dict[tuple[str, str], float]:
-        """(pairing, prompt) -> median ms/token of the pairing's first classic arm that ran."""
-        out: dict[tuple[str, str], float] = {}
+    def classic_ref(self) -> dict[tuple[str, str], tuple[str, float]]:
+        """(arm, prompt) -> (classic arm, its median ms/token), as the summary chose it."""
+        ms = {(s.arm, s.prompt): s.ms_per_token_median for s in self.rows if s.block == 1}
+        out = {}
         for s in self.rows:
-            if s.block == 1 and s.ms_per_token_median and (s.pairing, s.prompt) not in out:
-                out[(s.pairing, s.prompt)] = s.ms_per_token_median
+            ref = s.arm if s.block == 1 else s.classic_arm
+            if ref and ms.get((ref, s.prompt)):
+                out[(s.arm, s.prompt)] = (ref, ms[(ref, s.prompt)])
         return out
 
 
@@ -385,7 +387,7 @@ def scaling_section(fx: Facts) -> dict[str, Any] | None:
 
 
 def cost_section(fx: Facts) -> dict[str, Any]:
-    c = reportcost.build(fx.rec, fx.classic_ms(), fx.splits, fx.profiles, fx.profile)
+    c = reportcost.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile)
     out: dict[str, Any] = {"available": c.available, "reason": c.reason, "notes": list(c.notes),
                            "peak": c.peak_note}
     if c.target is not None:
@@ -401,7 +403,8 @@ def cost_section(fx: Facts) -> dict[str, Any]:
         bw = Table(["model", "bytes per step", "measured step", "effective GB/s", "efficiency vs peak"],
                    align=["l", "r", "r", "r", "r"])
         eff = c.target_eff
-        bw.add(f"target ({c.classic_arm} ms/token median)", f"{c.target.total:,}", f"{c.target_step_ms:.3f} ms",
+        on = f", {c.prompt}" if fx.multi_prompt else ""
+        bw.add(f"target ({c.classic_arm} ms/token median{on})", f"{c.target.total:,}", f"{c.target_step_ms:.3f} ms",
                f"{eff.achieved_gb_s:.2f}", "unknown peak" if eff.fraction is None else pct(eff.fraction))
         if c.drafter is not None and c.drafter_step_ms is not None and c.drafter_eff is not None:
             d = c.drafter_eff
@@ -422,10 +425,10 @@ def cost_section(fx: Facts) -> dict[str, Any]:
                                f"{next(r for r in c.what_if if r.name == 'free drafter').break_even_emitted:.3f}. "
                                "Projections from the cost model, not measurements.")
     if c.break_even:
-        be = Table(["arm", "ms/round", "emitted per verify", "break-even emitted per verify",
-                    "round cost in classic steps"], align=["l", "r", "r", "r", "r"])
-        for arm, prompt, ms, epv, brk, steps in c.break_even:
-            be.add(fx.row_label(arm, prompt), f"{ms:.3f}", f"{epv:.3f}", f"{brk:.3f}", f"{steps:.2f}")
+        be = Table(["arm", "against", "ms/round", "emitted per verify", "break-even emitted per verify",
+                    "round cost in classic steps"], align=["l", "l", "r", "r", "r", "r"])
+        for arm, prompt, ref, ms, epv, brk, steps in c.break_even:
+            be.add(fx.row_label(arm, prompt), ref, f"{ms:.3f}", f"{epv:.3f}", f"{brk:.3f}", f"{steps:.2f}")
         out["break_even"] = be
     return out
 
@@ -708,6 +711,9 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
         if worst != best:
             parts.append(f"The largest change against classic is {worst}'s {agg[worst]:.2f}x"
                          + ("" if fx.shipping(worst) else f" ({NOT_SHIPPING})") + ".")
+    elif any(r.block > 1 and fx.engaged(r.arm, r.prompt) for r in fx.rows):
+        parts.append("No classic arm of the same pairing ran, so no speedup is computed.")
+        short = "No classic reference: no speedup."
     else:
         parts.append("No speculative arm engaged, so every figure is classic decode.")
         short = "No speculative arm engaged."

@@ -96,6 +96,7 @@ class CostSection:
     target: Bytes | None = None
     drafter: Bytes | None = None
     classic_arm: str = ""
+    prompt: str = ""
     target_step_ms: float | None = None
     target_eff: cm.Efficiency | None = None
     drafter_step_ms: float | None = None
@@ -105,31 +106,41 @@ class CostSection:
     model_arm: str = ""
     model_note: str = ""
     what_if: list[cm.WhatIfRow] = field(default_factory=list)
-    break_even: list[tuple[str, str, float, float, float, float]] = field(default_factory=list)
+    break_even: list[tuple[str, str, str, float, float, float, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def build(record: dict[str, Any], classic_ms: dict[tuple[str, str], float], splits: list[RoundSplit],
+# (arm, prompt) -> (classic arm, its median ms/token): the summary's classic reference, which
+# prefers the same engine, so a reference-BLAS command arm is held against its own classic.
+ClassicRef = dict[tuple[str, str], tuple[str, float]]
+
+
+def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSplit],
           profiles: list[ProfileComparison], profile: dict[str, Any] | None) -> CostSection:
-    """classic_ms: (pairing, prompt) -> classic decode ms/token median (the summary's figure)."""
     arms = {a["name"]: a for a in record["suite"]["arms"]}
     pairings = {p["name"]: p for p in record["suite"]["pairings"]}
-    spec = [s for s in splits if s.mode == "speculative" and not s.profile]
     sec = CostSection(available=True)
     # Break-even for every engaged, unprofiled speculative arm that has a classic reference.
-    for s in spec:
-        c = classic_ms.get((arms[s.arm]["pairing"], s.prompt))
-        if c:
-            sec.break_even.append((s.arm, s.prompt, s.per_unit_ms, s.emitted_per_verify or 0.0,
-                                   cm.break_even_emitted(s.per_unit_ms, c),
-                                   cm.round_cost_in_classic_steps(s.per_unit_ms, c)))
-    if not classic_ms:
-        return CostSection(False, "no classic arm in this record: nothing to measure a step against")
-    pair_name, prompt = next(iter(classic_ms))
-    pairing = pairings.get(pair_name, {})
+    for s in splits:
+        ref = classic_ref.get((s.arm, s.prompt))
+        if s.mode == "speculative" and not s.profile and ref:
+            sec.break_even.append((s.arm, s.prompt, ref[0], s.per_unit_ms, s.emitted_per_verify or 0.0,
+                                   cm.break_even_emitted(s.per_unit_ms, ref[1]),
+                                   cm.round_cost_in_classic_steps(s.per_unit_ms, ref[1])))
+    # The modelled arm: the first profile comparison with a classic reference, else any classic.
+    prof = next((p for p in profiles if (p.unprofiled.arm, p.unprofiled.prompt) in classic_ref), None)
+    if prof is not None:
+        key = (prof.unprofiled.arm, prof.unprofiled.prompt)
+    else:
+        key = next((k for k in classic_ref if arms.get(k[0], {}).get("block", 1) > 1), None) \
+            or next(iter(classic_ref), None)
+    if key is None:
+        return CostSection(False, "no classic arm in this record: nothing to measure a step against",
+                           break_even=sec.break_even)
+    sec.classic_arm, classic_ms = classic_ref[key]
+    sec.prompt = key[1]
+    pairing = pairings.get(arms[key[0]]["pairing"], {})
     tdir, ddir = resolve_dirs(pairing)
-    sec.classic_arm = next((a["name"] for a in record["suite"]["arms"]
-                            if a["pairing"] == pair_name and a["block"] == 1), "")
     peak = (profile or {}).get("peak_bandwidth_gbs")
     if profile is None:
         sec.peak_note = "no host profile matches this host: unknown peak"
@@ -144,14 +155,11 @@ def build(record: dict[str, Any], classic_ms: dict[tuple[str, str], float], spli
         sec.target = target_bytes(tdir)
     except ValueError as e:
         return CostSection(False, f"bytes per step unknown: {e}", break_even=sec.break_even)
-    sec.target_step_ms = classic_ms[(pair_name, prompt)]
-    sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, sec.target_step_ms), peak)
-    prof = next((p for p in profiles if arms[p.profiled.arm]["pairing"] == pair_name), None)
+    sec.target_step_ms = classic_ms
+    sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), peak)
     if ddir is not None and ddir.is_dir():
         sec.drafter_dir = str(ddir)
-        quant = None
-        if prof is not None:
-            quant = _drafter_quantization(record, prof.profiled.arm)
+        quant = _drafter_quantization(record, prof.profiled.arm) if prof is not None else None
         sec.drafter = drafter_bytes(ddir, quant)
     if prof is None:
         sec.notes.append("no profile-mode arm (SPECDEC_PROFILE=1) with an unprofiled twin: the drafter step "
@@ -165,12 +173,10 @@ def build(record: dict[str, Any], classic_ms: dict[tuple[str, str], float], spli
     sec.drafter_step_ms = step
     sec.drafter_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.drafter.total, step), peak)
     sec.model_arm = prof.unprofiled.arm
-    sec.model, sec.model_note = _round_model(prof, classic_ms[(pair_name, prof.unprofiled.prompt)]
-                                             if (pair_name, prof.unprofiled.prompt) in classic_ms
-                                             else sec.target_step_ms)
-    scen = [cm.Scenario("half the step cost", step / 2)]
+    sec.model, sec.model_note = _round_model(prof, classic_ms)
     at_target = cm.ms_at_bandwidth(sec.drafter.total, sec.target_eff.achieved_gb_s)
-    scen.insert(0, cm.Scenario(f"drafter at the target's {sec.target_eff.achieved_gb_s:.1f} GB/s", at_target))
+    scen = [cm.Scenario(f"drafter at the target's {sec.target_eff.achieved_gb_s:.1f} GB/s", at_target),
+            cm.Scenario("half the step cost", step / 2)]
     sec.what_if = cm.what_if(sec.model, scen)
     return sec
 
@@ -201,7 +207,8 @@ def _round_model(p: ProfileComparison, classic_ms: float) -> tuple[cm.RoundModel
     other = u.per_unit_ms - dv
     model = cm.RoundModel(classic_ms_per_token=classic_ms, emitted_per_round=u.emitted_per_verify or 1.0,
                           verify_ms=verify, drafter_steps=steps, drafter_step_ms=step, other_ms=max(0.0, other))
-    note = (f"measured round of {u.arm} ({u.per_unit_ms:.3f} ms, unprofiled); its draft_block + verify_forward "
+    note = (f"Model: the measured round of {u.arm} on {u.prompt} ({u.per_unit_ms:.3f} ms, unprofiled) against "
+            f"classic decode at {classic_ms:.3f} ms/token; its draft_block + verify_forward "
             f"({dv:.3f} ms) split as {q.arm} splits them ({share:.1%} drafter): {steps:.2f} drafter steps of "
             f"{step:.3f} ms, verify {verify:.3f} ms, other {max(0.0, other):.3f} ms; {u.emitted_per_verify:.3f} "
             f"tokens per round held fixed")

@@ -32,7 +32,7 @@ from asv_scratch import REPO, commit_all, fast_suite, git, harness_argv, make_sc
 
 pytestmark = pytest.mark.e2e
 
-DELAY_MS = 2.0            # per target decode forward: classic decode here is ~2.5 ms/token
+DELAY_MS = 5.0            # per target decode forward (overlaps the pipelined next step: ~+60-90% per token here)
 MACHINE = "e2e"
 ARTIFACTS = REPO / "build" / "artifacts"
 TIMINGS: dict[str, float] = {}
@@ -96,8 +96,8 @@ def _median_ms(s: Scratch, sha: str, arm: str = "classic") -> float:
 def test_asv_run_measures_each_commit_and_shows_the_step(scratch):
     base, slow, comment = (_median_ms(scratch, scratch.shas[k]) for k in ("base", "slow", "comment"))
     # The slowdown is DELAY_MS per token on classic decode: unmistakable against this host's noise.
-    assert slow / base > 1.35, (base, slow, comment)
-    assert comment / slow < 0.75, (base, slow, comment)
+    assert slow / base > 1.3, (base, slow, comment)
+    assert comment / slow < 0.8, (base, slow, comment)
     figs = scratch.figures(scratch.shas["base"])
     inexact = "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]"
     assert figs[f"bench_specdec.Rounds.track_rejection_rate('{inexact}')"].value is not None

@@ -334,3 +334,24 @@ def test_scaling_section_when_the_record_has_one(tmp_path: Path) -> None:
     md = render(write(tmp_path, "s.json", rec))
     t = table_rows(section(md, "Verify-forward cost scaling"))[0]
     assert t[0] == ["T (positions)", "median ms", "min-max ms", "vs T=1"] and t[2] == ["3", "3.000", "2.800-3.300", "1.50x"]
+
+
+def test_engines_without_a_split_and_failed_runs(tmp_path: Path) -> None:
+    """An mlx-lm-shaped arm (no phase split, rounds_log with counts only) and a failed run."""
+    rec = load(RECORD)
+    for r in rec["runs"]:
+        if r["arm"] == "block3-dense":
+            d = r["diagnostics"]
+            d["phase_ms"], d["closure_error_ms"] = {}, None
+            d["rounds_log"] = [{"offset": e["offset"], "proposed": len(e["drafted"]), "accepted": e["accepted"]}
+                               for e in d["rounds_log"]]
+    bad = next(r for r in rec["runs"] if r["arm"] == "block3-inexact" and not r["warmup"])
+    bad.update(status="failed", error="EngineFailure: boom", diagnostics={}, decode_tokens_per_s=None,
+               ms_per_token=None, token_ids=None, text=None)
+    md = render(write(tmp_path, "odd.json", rec))
+    assert "### block3-dense" not in section(md, "Round split")
+    thrown = section(md, "Rows thrown away")
+    assert "failed: EngineFailure: boom" in thrown
+    paired = section(md, "Acceptance")
+    assert "not logged" in paired            # identical-proposal share needs drafted ids
+    assert_well_formed(md)
