@@ -266,9 +266,9 @@ def setup_table(fx: Facts) -> Table:
     for p in fx.suite["prompts"]:
         ptoks = next(((r.get("diagnostics") or {}).get("prompt_tokens") for rs in fx.groups.values()
                       for r in rs if r["prompt"] == p["name"]), None)
-        text = " ".join(p["text"].split())
+        text = " ".join(p["text"].split()).replace("`", "'")
         prompts.append(f"{p['name']} ({p.get('category') or 'no category'}, {ptoks if ptoks is not None else '?'} tokens): "
-                       f"\"{text[:70]}{'...' if len(text) > 70 else ''}\"")
+                       f"`{text[:70]}{'...' if len(text) > 70 else ''}`")
     t.add("prompt" + ("s" if fx.multi_prompt else ""), "; ".join(prompts))
     s = fx.settings
     t.add("sampling", f"temperature {s['temp']:g}{' (greedy)' if not s['temp'] else ''}, seed {s['seed']}, "
@@ -573,6 +573,57 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
             "changes": changes}
 
 
+def _env_diff(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    return [f"{k}={b[k]}" if k in b else f"without {k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def one_override_pairs(fx: Facts) -> list[dict[str, Any]]:
+    """Arms that differ from another arm of the same pairing and block by exactly one env var.
+
+    SPECDEC_PROFILE pairs have their own section. The ratio is of median tok/s per prompt,
+    with the bootstrap CI the summary uses.
+    """
+    from harness import stats
+    out = []
+    tps = {k: [r["decode_tokens_per_s"] for r in rs if r.get("decode_tokens_per_s")] for k, rs in fx.groups.items()}
+    for i, a in enumerate(fx.arm_order):
+        for b in fx.arm_order[i + 1:]:
+            ea, eb = fx.arms[a], fx.arms[b]
+            if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
+                continue
+            diff = _env_diff(ea.get("env") or {}, eb.get("env") or {})
+            if len(diff) != 1 or rounds.PROFILE_VAR in diff[0]:
+                continue
+            for p in fx.prompts:
+                xa, xb = tps.get((a, p)), tps.get((b, p))
+                if not xa or not xb:
+                    continue
+                ratio, lo, hi = stats.bootstrap_ratio_ci(xb, xa)
+                ga, gb = fx.groups[(a, p)][0], fx.groups[(b, p)][0]
+                out.append({"a": a, "b": b, "prompt": p, "diff": diff[0], "ratio": ratio, "lo": lo, "hi": hi,
+                            "engines": (ea["engine"], eb["engine"]),
+                            "gate": (fx.outcome(a), fx.outcome(b)),
+                            "same_tokens": ga.get("token_ids") is not None and ga.get("token_ids") == gb.get("token_ids")})
+    return out
+
+
+def override_table(fx: Facts) -> Table | None:
+    pairs = one_override_pairs(fx)
+    if not pairs:
+        return None
+    t = Table(["arm", "against"] + (["prompt"] if fx.multi_prompt else []) +
+              ["differs by", "tok/s ratio (95% CI)", "gate", "same tokens"], align=["l", "l"] +
+              (["l"] if fx.multi_prompt else []) + ["l", "r", "l", "l"])
+    for o in pairs:
+        by = o["diff"] + (f" (engine {o['engines'][1]} vs {o['engines'][0]})" if o["engines"][0] != o["engines"][1] else "")
+        verdict = "" if o["lo"] > 1 or o["hi"] < 1 else ", not resolved"
+        gate = o["gate"][0] if o["gate"][0] == o["gate"][1] else f"{o['gate'][0]} -> {o['gate'][1]}"
+        t.add(*([o["b"], o["a"]] + ([o["prompt"]] if fx.multi_prompt else []) +
+                [by, f"{o['ratio']:.2f}x ({o['lo']:.2f}-{o['hi']:.2f}){verdict}", gate,
+                 "yes" if o["same_tokens"] else "no"]))
+    return t
+
+
 def thrown_table(fx: Facts) -> Table:
     """Runs left out of the figures, and runs or rows kept but flagged, one line per arm and reason."""
     t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "treatment", "why"])
@@ -652,8 +703,10 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     if _sec(fx.host, "repo").get("dirty"):
         out.append("The working tree had uncommitted changes: the commit alone does not reproduce this build.")
     if fx.profiles:
-        out.append("The drafter step cost comes from profile mode, which inflates what it measures "
-                   f"({', '.join(signed_pct(p.cost) for p in fx.profiles)} per round here).")
+        unresolved = not all(p.resolved for p in fx.profiles)
+        out.append("The drafter step cost comes from profile mode, which changes the timing it measures "
+                   f"({', '.join(signed_pct(p.cost) for p in fx.profiles)} per round here"
+                   + (", not resolved from noise)." if unresolved else ")."))
     peak = str(cost.get("peak", ""))
     if cost.get("available") and ("unknown peak" in peak or "no host profile" in peak):
         out.append("No peak bandwidth is known for this host: efficiency is not computed.")
@@ -695,7 +748,11 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
         row = next(r for r in spec if r.arm == best)
         classic_tps = next((c.tok_s_median for c in fx.rows if c.arm == row.classic_arm and c.prompt == row.prompt), None)
         x = agg[best]
-        tps = f"{row.tok_s_median:.1f} against {classic_tps:.1f} tok/s" if classic_tps else f"{row.tok_s_median:.1f} tok/s"
+        if len(per_arm[best]) > 1:   # one pair of tok/s would not match a mean over prompts
+            tps = (f"geometric mean over {len(per_arm[best])} prompts: "
+                   + ", ".join(f"{r.speedup:.2f}x on {r.prompt}" for r in spec if r.arm == best))
+        else:
+            tps = f"{row.tok_s_median:.1f} against {classic_tps:.1f} tok/s" if classic_tps else f"{row.tok_s_median:.1f} tok/s"
         if x > 1:
             sent = f"The fastest speculative arm is {best} at {x:.2f}x classic decode ({tps})"
         else:
@@ -717,6 +774,14 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     else:
         parts.append("No speculative arm engaged, so every figure is classic decode.")
         short = "No speculative arm engaged."
+    singles: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for o in one_override_pairs(fx):
+        singles.setdefault((o["b"], o["a"], o["diff"]), []).append(o)
+    if singles:
+        parts.append("One override at a time: " + "; ".join(
+            f"{b} ({diff}) runs at {geomean([o['ratio'] for o in v]):.2f}x {a}"
+            + (" (not resolved)" if all(o["lo"] <= 1 <= o["hi"] for o in v) else "")
+            for (b, a, diff), v in singles.items()) + ".")
     declined = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
     passed = [a for a in fx.arm_order if "passed" in fx.outcome(a)]
     if declined:
@@ -772,7 +837,7 @@ def build_context(path: str, compare_path: str | None = None) -> dict[str, Any]:
         "record_path": path, "created": fx.rec.get("created"), "host": fx.host_short(),
         "headline": head, "short_headline": short, "shipping_status": shipping_status(fx),
         "setup": setup_table(fx), "probe_readings": probe_readings(fx),
-        "arms": arms, "arm_notes": arm_notes,
+        "arms": arms, "arm_notes": arm_notes, "overrides": override_table(fx),
         "splits": split_sections(fx), "profiles": profile_sections(fx),
         "scaling": scaling_section(fx), "cost": cost,
         "identity": ident, "identity_notes": ident_notes,
