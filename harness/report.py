@@ -784,6 +784,14 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
             for (b, a, diff), v in singles.items()) + ".")
     declined = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
     passed = [a for a in fx.arm_order if "passed" in fx.outcome(a)]
+    gate_short = []
+    if declined:
+        gate_short.append(f"the probe fails with BLAS {fx.blas(declined[0])} ({names(declined)} declined to classic)")
+    if passed:
+        gate_short.append(f"passes with BLAS {', '.join(sorted({fx.blas(a) for a in passed}))} ({names(passed)})")
+    if gate_short:
+        g = " and ".join(gate_short)
+        short += " " + g[0].upper() + g[1:] + "."
     if declined:
         parts.append(f"The exactness probe fails here (\"{fx.reading(declined[0])}\", BLAS {fx.blas(declined[0])}), "
                      f"so without an override {names(declined)} declined to classic decode.")
