@@ -31,6 +31,7 @@ EXTENSIONS: dict[str, str] = {
     "host": "harness.hosts",
     "pr-check": "harness.prcheck",
     "nightly": "harness.nightly",
+    "dashboard": "harness.dashboard",
 }
 
 

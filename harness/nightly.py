@@ -6,8 +6,9 @@
 2. `asv run --record-samples` on the newest commits of the branch without results for this
    machine (a commit whose engine fails to build or crashes is stored as failed and the run
    goes on to the next).
-3. `asv publish` (every host's results, so one dashboard shows them all), and Markdown for the
-   new records if this checkout has `harness report`.
+3. `asv publish` (every host's results, so one dashboard shows them all; its JavaScript made
+   local, harness.dashboard), and Markdown for the new records if this checkout has
+   `harness report`.
 4. Copy this host's files into the results repository, commit, push. A rejected push (another
    host pushed first) is fetched, merged (per-host directories never conflict) and retried.
 
@@ -289,10 +290,8 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
         out.failed = [c for c in out.measured if _all_failed(conf, m, c)] + [c for c in todo if c not in now]
     if not (conf.results_dir / "benchmarks.json").exists():
         run_asv(["run", "--bench", "just-discover", "--machine", m], conf, mf, echo=echo)
-    pub = run_asv(["publish"], conf, mf, echo=echo)
-    if not (conf.html_dir / "index.html").exists():
-        tail = " | ".join(pub.output.strip().splitlines()[-3:])
-        raise UserError(f"asv publish wrote no dashboard (exit {pub.returncode}): {tail}")
+    from harness.dashboard import publish
+    publish(str(conf.path), vendor=True, echo=echo)   # asv publish; the libraries made local
     out.reports = render_reports(records)
 
     copy_tree(conf.results_dir / m, repo_dir / "results" / m, overwrite=True)

@@ -264,7 +264,7 @@ def test_dashboard_graph_shows_points_for_several_commits(scratch, nightly_run, 
     try:
         r = subprocess.run(_chromium_argv(exe, tmp_path / "profile-dom") + ["--dump-dom", url],
                            capture_output=True, text=True, timeout=180)
-        m = re.search(r"PROBE(.*?)PROBE", r.stdout.replace("&quot;", '"'))
+        m = re.search(r'<pre id="harness-probe">PROBE(.*?)PROBE</pre>', r.stdout.replace("&quot;", '"'))
         assert m, f"the graph did not render: {r.stdout[-1500:]} {r.stderr[-1500:]}"
         probe = json.loads(m.group(1))
         assert "error" not in probe, probe
