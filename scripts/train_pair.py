@@ -16,6 +16,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+try:
+    import specdec  # noqa: F401  (preloads OpenBLAS on Linux CPU hosts, before mlx loads)
+except ImportError:
+    pass
 import mlx.core as mx
 import mlx.nn as nn
 import mlx.optimizers as optim
@@ -36,10 +40,11 @@ def drafter_args(vocab: int) -> ModelArgs:
                      rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=2048)
 
 
-def batches(ids: np.ndarray, batch: int, seq: int, rng: np.random.Generator, rows: np.ndarray | None = None):
-    """Random corpus windows; with `rows` (target-generated sequences), half of each batch from them."""
+def batches(ids: np.ndarray, batch: int, seq: int, rng: np.random.Generator, rows: np.ndarray | None = None,
+            self_share: float = 0.5):
+    """Random corpus windows; with `rows` (target-generated sequences), `self_share` of each batch from them."""
     while True:
-        n_rows = batch // 2 if rows is not None else 0
+        n_rows = int(round(batch * self_share)) if rows is not None else 0
         starts = rng.integers(0, ids.size - seq - 1, size=batch - n_rows)
         x = [ids[s:s + seq + 1] for s in starts]
         if n_rows:
@@ -80,7 +85,7 @@ def cosine_lr(step: int, frac: float, peak: float, warmup: int = 100) -> float:
 
 def train(model: Model, ids: np.ndarray, seconds: float, batch: int, seq: int, peak_lr: float,
           teacher: Model | None = None, kl_weight: float = 0.7, seed: int = 0,
-          rows: np.ndarray | None = None) -> dict:
+          rows: np.ndarray | None = None, self_share: float = 0.5) -> dict:
     rng = np.random.default_rng(seed)
     opt = optim.AdamW(learning_rate=peak_lr, weight_decay=0.01)
 
@@ -105,7 +110,7 @@ def train(model: Model, ids: np.ndarray, seconds: float, batch: int, seq: int, p
 
     # The model and optimizer state are declared so the compiled step may update them.
     update = mx.compile(step_update, inputs=state, outputs=state)
-    gen = batches(ids, batch, seq, rng, rows)
+    gen = batches(ids, batch, seq, rng, rows, self_share)
     t0 = time.perf_counter()
     step, tokens, losses = 0, 0, []
     while time.perf_counter() - t0 < seconds:
@@ -156,6 +161,11 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--stage", choices=["all", "drafter"], default="all",
                     help="drafter: keep the target already in --out, retrain only the drafter")
+    ap.add_argument("--init-drafter", action="store_true",
+                    help="start from the drafter already in --out (fine-tuning) instead of fresh weights")
+    ap.add_argument("--drafter-lr", type=float, default=3e-3)
+    ap.add_argument("--self-share", type=float, default=0.5,
+                    help="share of each drafter batch drawn from target-generated sequences")
     ap.add_argument("--self-seqs", type=int, default=8192,
                     help="target-generated sequences mixed into the drafter's batches (0: corpus only)")
     args = ap.parse_args()
@@ -176,7 +186,12 @@ def main() -> None:
         target.load_weights(str(Path(args.out) / "target" / "model.safetensors"))
         previous = Path(args.out) / "training.json"
         if previous.exists():
-            report["target_train"] = json.loads(previous.read_text()).get("target_train")
+            before = json.loads(previous.read_text())
+            report["target_train"] = before.get("target_train")
+            if args.init_drafter:  # fine-tuning: keep the history of the weights it starts from
+                report["drafter_earlier_stages"] = before.get("drafter_earlier_stages", []) + [
+                    {k: before.get(k) for k in ("device", "drafter_train", "self_generated", "val_top1_agreement",
+                                                "self_generated_top1_agreement")}]
     report["target_val_loss"] = eval_loss(target, val_ids)
     target.eval()
     rows = None
@@ -188,10 +203,14 @@ def main() -> None:
 
     dargs = drafter_args(vocab)
     drafter = Model(dargs)
+    if args.init_drafter:
+        drafter.load_weights(str(Path(args.out) / "drafter" / "model.safetensors"))
     report["drafter_params"] = sum(v.size for _, v in tree_flatten(drafter.parameters()))
     target.freeze()
-    report["drafter_train"] = train(drafter, train_ids, args.drafter_seconds, args.batch, args.seq, 3e-3,
-                                    teacher=target, seed=1, rows=rows)
+    report["drafter_train"] = train(drafter, train_ids, args.drafter_seconds, args.batch, args.seq, args.drafter_lr,
+                                    teacher=target, seed=1, rows=rows, self_share=args.self_share)
+    report["drafter_train"].update(init="previous drafter" if args.init_drafter else "fresh",
+                                   lr=args.drafter_lr, self_share=args.self_share if rows is not None else 0.0)
     report["drafter_val_loss"] = eval_loss(drafter, val_ids)
     report["val_top1_agreement"] = agreement(target, drafter, val_ids)
     if rows is not None:
