@@ -102,6 +102,8 @@ def _execute(record: Any, suite: Any, store: Any) -> None:
         print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
               f"finish with: harness run --resume {record.path}", file=sys.stderr)
         raise SystemExit(130) from None
+    if suite.settings.scaling and "scaling" not in record.data:
+        record.data["scaling"] = runner.measure_scaling(suite)
     record.finish(len(plan))
 
 

@@ -253,3 +253,18 @@ def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | No
     except Exception as e:  # an adapter bug must not end the session either
         import traceback
         return None, EngineFailure(f"{type(e).__name__}: {e}", traceback.format_exc()[-2000:])
+
+
+def measure_scaling(suite: Suite, context_tokens: int = 512) -> dict[str, Any] | None:
+    """Verify-forward cost scaling of the first specdec pairing's target (suite `scaling = true`)."""
+    arm = next((a for a in suite.arms if a.engine == "specdec"), None)
+    if arm is None:
+        return None
+    from specdec.loading import load_pair
+    from specdec.scaling import verify_forward_cost_scaling
+    pairing = suite.pairing(arm.pairing)
+    pair = load_pair(pairing.target_dir(), with_drafter=False)
+    out = verify_forward_cost_scaling(pair.target, context_tokens=context_tokens)
+    out.update(pairing=pairing.name, target=str(pairing.target_dir()))
+    return out
+

@@ -65,6 +65,8 @@ class Settings:
     override_prefixes: tuple[str, ...] = ("SPECDEC_", "MLX_")
     # Exact names under those prefixes that do not change a shipping decision.
     override_ignore: tuple[str, ...] = ()
+    # After the runs, time the first specdec pairing's target forward at T = 1, 2, 3, 4, 8.
+    scaling: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,7 +249,7 @@ class _V:
 
 _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
         "cooldown_s", "cooldown_source", "ignore_eos", "quiet", "watch", "spread_threshold",
-        "contention_threshold", "override_prefixes", "override_ignore", "pairings", "arms",
+        "contention_threshold", "override_prefixes", "override_ignore", "scaling", "pairings", "arms",
         "prompts")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
 _WATCH = ("enabled", "threshold_pct", "interval_s")
@@ -310,6 +312,7 @@ def _settings(v: _V, d: dict) -> Settings:
                                    "contention_threshold", 0, 1),
         override_prefixes=prefixes,
         override_ignore=v.str_list(d.get("override_ignore", []), "override_ignore"),
+        scaling=v.bool_(d.get("scaling", base.scaling), "scaling"),
     )
 
 

@@ -119,3 +119,22 @@ def test_cooldown_from_host_profile(tmp_path: Path) -> None:
     assert r.settings.cooldown_source.startswith("host")  and r.settings.cooldown_source != "host"
     assert r.settings.cooldown_s >= 0
     assert "cooldown_s" in _error(write_suite(tmp_path, [command_arm("a")], cooldown_s="long"))
+
+
+def test_scaling_setting_parses_and_rejects_non_bool(tmp_path: Path) -> None:
+    src = Path(DEFAULT_SUITE).read_text()
+    good = tmp_path / "s.toml"
+    good.write_text("scaling = true\n" + src)
+    assert load_suite(good).settings.scaling is True
+    assert load_suite(DEFAULT_SUITE).settings.scaling is False
+    bad = tmp_path / "b.toml"
+    bad.write_text('scaling = "yes"\n' + src)
+    assert "scaling" in _error(bad)
+
+
+def test_measure_scaling_times_the_first_specdec_target() -> None:
+    from harness.runner import measure_scaling
+    out = measure_scaling(load_suite(DEFAULT_SUITE), context_tokens=32)
+    assert out is not None and out["pairing"] == "embedded"
+    assert [w["T"] for w in out["widths"]] == [1, 2, 3, 4, 8]
+    assert all(w["min_ms"] <= w["median_ms"] <= w["max_ms"] for w in out["widths"])
