@@ -1,0 +1,409 @@
+"""The asv integration's parts, fast: figures from a record, asv's statistics and table,
+pr-check's verdicts, the machine entry, the results repository, the dashboard's libraries.
+The slow end-to-end proof is test_asv_e2e.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import asvtool, machine, nightly, prcheck
+from harness.asvtool import CompareRow, Figure
+from harness.errors import UserError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load_session():
+    spec = importlib.util.spec_from_file_location("benchmarks_session_under_test", REPO / "benchmarks" / "session.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+session = _load_session()
+
+
+# --- figures from a record -----------------------------------------------------------------
+
+def _run(arm, rep, mpt, mode="classic", rounds=0, accept=None, ident="identical", status="ok", warmup=False,
+         phase=None):
+    diag = {"mode": mode, "rounds": rounds, "decode_ms": mpt * 48, "acceptance_rate": accept,
+            "phase_ms": phase or {}}
+    return {"arm": arm, "prompt": "code/x", "repetition": rep, "warmup": warmup, "status": status,
+            "error": None if status == "ok" else "ImportError: broken", "ms_per_token": mpt,
+            "diagnostics": diag, "identity": {"status": ident}, "marks": [], "label": "shipping configuration"}
+
+
+ARMS = [session.ArmSpec("classic", "classic", 1, ()),
+        session.ArmSpec("block3", "block3", 3, ()),
+        session.ArmSpec("block3-inexact", "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]", 3,
+                        ("SPECDEC_ALLOW_INEXACT",))]
+
+
+def _record(fail_arm=None, ident="identical"):
+    runs = [_run("classic", 0, 9.0, warmup=True)]
+    for rep in range(3):
+        runs.append(_run("classic", rep, 2.0 + rep * 0.1, ident=ident))
+        runs.append(_run("block3", rep, 2.1, status="failed" if fail_arm == "block3" else "ok"))
+        runs.append(_run("block3-inexact", rep, 4.0, mode="speculative", rounds=32, accept=0.25,
+                         phase={"verify_forward": 64.0, "draft_block": 32.0}))
+    return {"schema_version": 1, "kind": "harness.record", "runs": runs}
+
+
+def test_figures_are_per_run_samples_without_warmups():
+    f = session.figures_from_record(_record(), ARMS)
+    assert f["figures"]["ms_per_token"]["classic"] == [2.0, 2.1, 2.2]
+    lab = ARMS[2].label
+    assert f["figures"]["ms_per_round"][lab] == [4.0 * 48 / 32] * 3
+    assert f["figures"]["rejection_rate"][lab] == [0.75] * 3
+    assert f["figures"]["phase_ms_per_round"][f"{lab}|verify_forward"] == [2.0] * 3
+    # Round cost: this run's ms/round over the classic run of the same repetition.
+    assert f["figures"]["round_cost_classic_steps"][lab] == pytest.approx([6.0 / 2.0, 6.0 / 2.1, 6.0 / 2.2])
+    assert "decoded classic" in f["skip"]["ms_per_round"]["block3"]
+    assert "no rounds" in f["skip"]["ms_per_round"]["classic"]
+    assert f["figures"]["identity_mismatches"]["classic"] == [0.0] * 3
+
+
+def test_a_failed_arm_fails_its_figures_and_a_missing_baseline_skips_identity():
+    f = session.figures_from_record(_record(fail_arm="block3", ident="no_baseline"), ARMS)
+    assert "3 of 3 runs failed" in f["errors"]["block3"]
+    with pytest.raises(RuntimeError, match="runs failed on this commit"):
+        session.samples_for(f, "ms_per_token", "block3")
+    with pytest.raises(NotImplementedError, match="no baseline"):
+        session.samples_for(f, "identity_mismatches", "classic")
+    with pytest.raises(NotImplementedError, match="no rounds"):
+        session.samples_for(f, "phase_ms_per_round", "classic|verify_forward")
+    assert session.samples_for(f, "ms_per_token", "classic") == {"samples": [2.0, 2.1, 2.2], "number": 1}
+
+
+def test_the_samples_shape_is_what_asv_computes_statistics_from():
+    from asv_runner.statistics import compute_stats
+    value, st = compute_stats([2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7], 1)
+    assert value == pytest.approx(2.35) and st["repeat"] == 8
+
+
+def test_asv_mann_whitney_needs_seven_samples_per_side():
+    """Why the suite measures 8 runs per arm: fully separated 6 vs 6 is never significant."""
+    from asv._stats import is_different
+    st = {"ci_99_a": 0.0, "ci_99_b": 100.0}
+    for n, expect in ((6, False), (7, True), (8, True)):
+        a, b = [1.0 + i / 100 for i in range(n)], [2.0 + i / 100 for i in range(n)]
+        assert is_different(a, b, st, st) is expect, n
+
+
+def test_arm_labels_name_their_overrides():
+    suite = {"override_prefixes": ["SPECDEC_", "MLX_"], "override_ignore": ["SPECDEC_BLAS"],
+             "arms": [{"name": "classic", "block": 1},
+                      {"name": "block3-inexact", "block": 3, "env": {"SPECDEC_ALLOW_INEXACT": "1"}},
+                      {"name": "dense", "block": 3, "env": {"SPECDEC_QUANTIZE_DRAFTER": "0"}}]}
+    labels = [a.label for a in session.arm_specs(suite, environ={"SPECDEC_BLAS": "reference"})]
+    assert labels == ["classic", "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]",
+                      "dense [not shipping: SPECDEC_QUANTIZE_DRAFTER=0]"]
+    inherited = session.arm_specs(suite, environ={"SPECDEC_PROFILE": "1"})
+    assert inherited[0].label == "classic [not shipping: SPECDEC_PROFILE]"
+
+
+def test_the_shipped_suite_has_enough_runs_and_a_labelled_override_arm():
+    assert session.SUITE["repetitions"] >= 7
+    assert "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]" in session.LABELS
+    assert session.SPEC_LABELS == [l for l in session.LABELS if l != "classic"]
+
+
+def test_version_follows_meaning_not_noise_settings():
+    s = dict(session.SUITE)
+    v = session.figure_version("ms_per_token", s)
+    assert session.figure_version("ms_per_token", {**s, "repetitions": 3, "cooldown_s": 0}) == v
+    assert session.figure_version("ms_per_token", {**s, "max_tokens": 64}) != v
+
+
+def test_with_repetitions_rewrites_or_adds_the_key():
+    assert session.with_repetitions("name = 'x'\nrepetitions = 8   # c\n[quiet]\n", 4).splitlines()[1] == "repetitions = 4   # c"
+    assert session.with_repetitions("name = 'x'\n", 3).startswith("repetitions = 3\n")
+
+
+# --- asv's comparison table ----------------------------------------------------------------
+
+COMPARE_OUT = """
+| Change   | Before [b0e27ff4]    | After [dc71bf9c]    |   Ratio | Benchmark (Parameter)                                                      |
+|----------|----------------------|---------------------|---------|----------------------------------------------------------------------------|
+| +        | 2.85±0.1             | 7.66±0.3            |    2.69 | bench_specdec.Decode.track_ms_per_token('classic')                         |
+|          | 6.1±1                | 6.5±1               |   ~1.07 | bench_specdec.Decode.track_ms_per_token('block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]') [m/virtualenv-py3.11] |
+|          | 0.7377               | 0.7377              |    1.00 | bench_specdec.Rounds.track_rejection_rate('block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]') |
+| x        | 1                    | 2                   |    2.00 | bench_specdec.Decode.track_identity_mismatches('classic')                  |
+"""
+
+
+def test_parse_compare_reads_marks_ratios_and_environments():
+    rows = asvtool.parse_compare(COMPARE_OUT)
+    assert [r.mark for r in rows] == ["+", "", "", "x"]
+    assert rows[0].name == "bench_specdec.Decode.track_ms_per_token('classic')"
+    assert rows[1].insignificant_change and rows[1].env == "m/virtualenv-py3.11"
+    assert rows[1].name.endswith("SPECDEC_ALLOW_INEXACT]')")
+    assert rows[2].env is None
+
+
+# --- pr-check's verdicts ------------------------------------------------------------------
+
+def _fig(samples, value=None, version="1", name="bench_specdec.Decode.track_ms_per_token('classic')", stderr=""):
+    import statistics
+    if value is None and samples:
+        value = statistics.median(samples)
+    return Figure(name, name.split("(")[0], ("classic",), value, samples, {"ci_99_a": 0, "ci_99_b": 9, "repeat": 8},
+                  version, "ms/token", "env", stderr)
+
+
+def _row(mark="", ratio="1.00"):
+    return CompareRow(mark, "", "", ratio, "bench_specdec.Decode.track_ms_per_token('classic')", None)
+
+
+TIGHT = [2.00, 2.01, 2.02, 1.99, 2.00, 2.01, 1.98, 2.02]
+NOISY = [2.0, 2.9, 1.6, 3.4, 2.2, 1.8, 2.7, 3.1]
+
+
+def test_unchanged_needs_a_tight_ci_and_resolving_power():
+    j = prcheck.judge(_fig(TIGHT), _fig([x * 1.01 for x in TIGHT]), _row())
+    assert j.verdict == "unchanged" and j.detectable < 0.10
+
+
+def test_noise_above_the_threshold_is_inconclusive_never_unchanged():
+    j = prcheck.judge(_fig(NOISY), _fig(list(reversed(NOISY))), _row())
+    assert j.verdict == "inconclusive" and j.detectable > 0.10
+    assert "smallest change these samples could show" in j.note
+
+
+def test_asv_significance_decides_worse_and_improved():
+    assert prcheck.judge(_fig(TIGHT), _fig([x * 1.5 for x in TIGHT]), _row("+", "1.50")).verdict == "worse"
+    assert prcheck.judge(_fig(TIGHT), _fig([x * 0.5 for x in TIGHT]), _row("-", "0.50")).verdict == "improved"
+    # A CI beyond the threshold that asv did not find significant is not "worse".
+    j = prcheck.judge(_fig(TIGHT), _fig([x * 1.3 for x in TIGHT]), _row("", "~1.30"))
+    assert j.verdict == "inconclusive"
+
+
+def test_asvs_rule_is_used_when_asv_printed_no_row():
+    j = prcheck.judge(_fig(TIGHT), _fig([x * 1.5 for x in TIGHT]), None)
+    assert j.verdict == "worse" and "computed with asv's rule" in j.asv
+
+
+def test_failures_skips_and_versions():
+    ok, failed = _fig(TIGHT), _fig(None, value=None, stderr="RuntimeError: classic: 8 of 8 runs failed")
+    failed.value = None
+    assert prcheck.judge(ok, failed, _row("!")).verdict == "failed"
+    assert prcheck.judge(ok, failed, _row("!")).fails_check
+    assert "runs failed" in prcheck.judge(ok, failed, _row("!")).note
+    assert prcheck.judge(failed, failed, _row()).verdict == "failed on both"
+    assert prcheck.judge(failed, ok, _row("*")).verdict == "fixed"
+    nan = _fig(None, value=float("nan"))
+    assert prcheck.judge(nan, nan, _row()).verdict == "n/a"
+    assert prcheck.judge(ok, nan, _row()).verdict == "inconclusive"
+    assert prcheck.judge(ok, _fig(TIGHT, version="2"), _row("x")).verdict == "not comparable"
+    assert prcheck.judge(_fig(None, value=2.0), _fig(None, value=2.0), _row()).verdict == "inconclusive"
+
+
+def _rec(outputs):
+    return {"runs": [{"arm": a, "prompt": "p", "status": "ok", "token_ids": ids, "text": t,
+                      "text_sha256": t, "warmup": False, "marks": [], "label": lab}
+                     for a, ids, t, lab in outputs]}
+
+
+def test_identity_against_the_base_commits_output():
+    base = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
+    same = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
+    other = _rec([("classic", [1, 2, 4], "abd", "shipping configuration")])
+    assert prcheck.identity_rows({"base": [base], "head": [same]})[0].status == "identical"
+    row = prcheck.identity_rows({"base": [base], "head": [other]})[0]
+    assert row.status == "differs" and "token 2" in row.detail
+
+
+def test_markdown_names_verdicts_labels_and_noise():
+    j = [prcheck.judge(_fig(TIGHT), _fig([x * 1.5 for x in TIGHT]), _row("+")),
+         prcheck.judge(_fig(NOISY), _fig(list(reversed(NOISY))), _row())]
+    ident = [prcheck.IdentityRow("classic", "p", "identical", "8 head runs vs base")]
+    meta = {"base": "a" * 40, "head": "b" * 40, "machine": "m1-ultra", "factor": 1.1, "rounds": 2,
+            "exit_status": 1, "command": "harness pr-check main HEAD", "duration_s": 600.0,
+            "results_dir": "results", "records_dir": "r", "host": {"chip": "Apple M1 Ultra"},
+            "notes": {"labels": {"block3-inexact": ["not a shipping configuration: override in force: X=1"]},
+                      "sides": {}}}
+    md = prcheck.render_markdown(j, ident, meta)
+    assert md.startswith("<!-- harness-pr-check:m1-ultra -->")
+    assert "**FAIL**" in md and "| **worse** | decode ms/token | classic |" in md
+    assert "| inconclusive |" in md and "could have gone unseen" in md
+    assert "block3-inexact: not a shipping configuration" in md
+
+
+# --- bad input: one line, exit 2 ----------------------------------------------------------
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, timeout=120)
+
+
+def test_a_config_pointing_at_a_missing_benchmark_dir_is_one_line(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text('// comment\n{"version": 1, "repo": ".", "benchmark_dir": "nope"}\n')
+    r = _cli("pr-check", "main", "HEAD", "--config", str(conf), "--machine-file", str(tmp_path / "m.json"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "benchmark_dir" in r.stderr and "is not a directory" in r.stderr
+    r = _cli("nightly", "--results-repo", str(tmp_path / "r.git"), "--config", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and r.stderr.startswith("harness: ") and r.stderr.strip().count("\n") == 0
+
+
+def test_the_project_config_loads_and_names_its_dirs():
+    conf = asvtool.load_config(REPO / "asv.conf.json")
+    assert conf.benchmark_dir == REPO / "benchmarks"
+    assert conf.results_dir == REPO / "results" and conf.html_dir == REPO / "html"
+    assert conf.data["environment_type"] == "virtualenv" and conf.data["repo"] == "."
+
+
+# --- host register ------------------------------------------------------------------------
+
+def test_unknown_profile_is_one_line_exit_2(tmp_path):
+    r = _cli("host", "register", "--profile", "no-such-host", "--machine-file", str(tmp_path / "m.json"))
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("harness: unknown host profile 'no-such-host' (known: gb10, h200, linux-cpu, "
+                                "m1-ultra, m3-ultra, m5-max)") or "unknown host profile 'no-such-host'" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and not (tmp_path / "m.json").exists()
+
+
+def test_register_a_matching_profile_keeps_other_machines(tmp_path):
+    mf = tmp_path / "m.json"
+    mf.write_text(json.dumps({"version": 1, "other": {"machine": "other"}}))
+    host = {"cpu": {"model": "Apple M1 Ultra", "apple_chip": "Apple M1 Ultra"}, "os": {"system": "Darwin"},
+            "gpu": {"name": "Apple M1 Ultra", "family": "G13", "mlx_backend": "metal"}}
+    entry, warnings, _ = machine.register(machine_file=mf, host=host)
+    assert (entry["machine"], entry["chip"], entry["gpu_generation"], entry["peak_bandwidth"]) == \
+        ("m1-ultra", "Apple M1 Ultra", "G13", "800 GB/s")
+    assert warnings == []
+    data = json.loads(mf.read_text())
+    assert set(data) == {"version", "other", "m1-ultra"} and data["m1-ultra"]["host_profile"] == "m1-ultra"
+
+
+def test_an_unknown_host_gets_unknown_peak_and_a_warning(tmp_path):
+    host = {"cpu": {"model": "RISC-V Thing", "apple_chip": "unknown"}, "os": {"system": "Plan9"},
+            "gpu": {"name": "unknown", "mlx_backend": "none"}}
+    entry, warnings, _ = machine.register(machine_file=tmp_path / "m.json", host=host, machine="lab-x")
+    assert entry["peak_bandwidth"] == "unknown peak" and entry["host_profile"] == "none"
+    assert entry["chip"] == "RISC-V Thing" and entry["machine"] == "lab-x"
+    assert any("no host profile" in w and "unknown peak" in w for w in warnings)
+
+
+def test_the_cli_writes_the_entry_and_warns_for_a_generic_profile(tmp_path):
+    r = _cli("host", "register", "--profile", "linux-cpu", "--machine-file", str(tmp_path / "m.json"))
+    assert r.returncode == 0, r.stderr
+    assert "unknown peak" in r.stderr
+    entry = json.loads(r.stdout.strip().splitlines()[-1])["entry"]
+    assert set(entry) >= {"machine", "os", "arch", "cpu", "num_cpu", "ram", "chip", "gpu_generation", "peak_bandwidth"}
+
+
+def test_the_asv_shim_reads_the_chosen_machine_file(tmp_path):
+    mf = tmp_path / "m.json"
+    machine.write_machine_entry({"machine": "shim-test", "chip": "X", "os": "o", "arch": "a", "cpu": "c",
+                                 "num_cpu": "1", "ram": "1"}, mf)
+    code = ("import sys; from harness import asvtool; from asv.machine import Machine;"
+            f"asvtool.main(['--machine-file', {str(mf)!r}, '--', '--version']);"
+            "print(Machine.load(machine_name='shim-test').chip)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert r.stdout.strip().splitlines()[-1] == "X", r.stdout + r.stderr
+
+
+# --- the results repository ---------------------------------------------------------------
+
+def _git(cwd, *args):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_a_rejected_push_is_fetched_merged_and_retried(tmp_path):
+    bare = tmp_path / "r.git"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    ours = nightly.open_results_repo(str(bare), tmp_path / "ours", "main")
+    (tmp_path / "ours" / "results" / "host-a").mkdir(parents=True)
+    (tmp_path / "ours" / "results" / "host-a" / "x.json").write_text("{}")
+    assert nightly.commit_paths(ours, ["results/host-a"], "a", "host-a")
+    assert nightly.push_with_retry(ours, "main") == 1
+    # Another host pushes meanwhile; our next push is rejected, then merged and retried.
+    _git(tmp_path, "clone", "-q", str(bare), "theirs")
+    (tmp_path / "theirs" / "results" / "host-b").mkdir(parents=True)
+    (tmp_path / "theirs" / "results" / "host-b" / "y.json").write_text("{}")
+    _git(tmp_path / "theirs", "add", "-A")
+    _git(tmp_path / "theirs", "commit", "-q", "-m", "b")
+    _git(tmp_path / "theirs", "push", "-q", "origin", "HEAD:main")
+    (tmp_path / "ours" / "results" / "host-a" / "z.json").write_text("{}")
+    assert nightly.commit_paths(ours, ["results/host-a"], "a2", "host-a")
+    assert nightly.push_with_retry(ours, "main") == 2
+    files = _git(bare, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert files == ["results/host-a/x.json", "results/host-a/z.json", "results/host-b/y.json"]
+    assert not nightly.commit_paths(ours, ["results/host-a"], "nothing new", "host-a")
+
+
+def test_an_unreachable_results_repo_is_one_clear_error_and_keeps_the_commit(tmp_path):
+    with pytest.raises(UserError, match="is unreachable"):
+        nightly.open_results_repo(str(tmp_path / "missing.git"), tmp_path / "co", "main")
+    bare = tmp_path / "r.git"
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    repo = nightly.open_results_repo(str(bare), tmp_path / "co2", "main")
+    (tmp_path / "co2" / "results" / "h").mkdir(parents=True)
+    (tmp_path / "co2" / "results" / "h" / "a.json").write_text("{}")
+    nightly.commit_paths(repo, ["results/h"], "m", "h")
+    bare.rename(tmp_path / "gone.git")
+    with pytest.raises(UserError, match="unreachable.*kept in"):
+        nightly.push_with_retry(repo, "main", url=str(bare))
+    assert nightly._ahead(repo, "main")  # the commit waits for the next push
+
+
+def test_sync_in_keeps_this_hosts_local_files(tmp_path):
+    repo, local = tmp_path / "repo", tmp_path / "results"
+    for m, content in (("me", "repo"), ("other", "repo")):
+        (repo / "results" / m).mkdir(parents=True)
+        (repo / "results" / m / "c.json").write_text(content)
+    (local / "me").mkdir(parents=True)
+    (local / "me" / "c.json").write_text("local")
+    (local / "other").mkdir(parents=True)
+    (local / "other" / "c.json").write_text("stale")
+    nightly.sync_in(repo, local, "me")
+    assert (local / "me" / "c.json").read_text() == "local"
+    assert (local / "other" / "c.json").read_text() == "repo"
+
+
+def test_branch_commits_stop_at_since(tmp_path):
+    _git(tmp_path, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(3):
+        (tmp_path / f"f{i}").write_text(str(i))
+        if i == 1:
+            (tmp_path / "asv.conf.json").write_text("{}")
+        _git(tmp_path, "add", "-A")
+        _git(tmp_path, "commit", "-q", "-m", str(i))
+        shas.append(_git(tmp_path, "rev-parse", "HEAD"))
+    assert nightly.branch_commits(tmp_path, "main", None) == [shas[2], shas[1]]
+    assert nightly.branch_commits(tmp_path, "main", shas[0]) == shas[::-1]
+    with pytest.raises(UserError, match="unknown branch"):
+        nightly.branch_commits(tmp_path, "nope", None)
+
+
+# --- the dashboard's libraries ------------------------------------------------------------
+
+def test_vendor_dashboard_points_index_at_local_copies(tmp_path):
+    from harness import dashboard
+    cache = tmp_path / "cache"
+    for a in dashboard.ASSETS:
+        for p in (a.path, *a.extra):
+            f = cache / dashboard._local_name(a, p)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(f"/* {a.npm} {p} */")
+    index = (Path(sys.modules["asv"].__file__).parent / "www" / "index.html").read_text()
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text(index)
+    assert dashboard.vendor_dashboard(html, cache) == len(dashboard.ASSETS)
+    out = (html / "index.html").read_text()
+    assert "cdn.jsdelivr.net/npm/bootstrap" not in out and "code.jquery.com" not in out
+    assert 'src="vendor/jquery-3.3.1/dist/jquery.min.js"' in out and "integrity=" not in out.split("<body")[0]
+    assert (html / "vendor" / "bootstrap-3.1.1" / "dist" / "fonts" / "glyphicons-halflings-regular.woff").exists()
+    assert dashboard.vendor_dashboard(html, cache) == 0  # idempotent
