@@ -243,7 +243,7 @@ def seed_baselines(conf: AsvConfig, path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         p = subprocess.run([sys.executable, "-m", "harness", "baseline", "record", suite, "--baselines",
                             str(path), "--record", str(Path(tmp) / "baseline.json")],
-                           capture_output=True, text=True, cwd=tmp)
+                           capture_output=True, text=True, cwd=conf.root)  # this checkout's engine
     if p.returncode != 0:
         print(f"harness: warning: recording baselines failed (exit {p.returncode}); the identity figure "
               f"stays n/a: {(p.stderr or p.stdout).strip()[-300:]}", file=sys.stderr)

@@ -4,7 +4,6 @@ The slow end-to-end proof is test_asv_e2e.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -19,14 +18,9 @@ from harness.errors import UserError
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _load_session():
-    spec = importlib.util.spec_from_file_location("benchmarks_session_under_test", REPO / "benchmarks" / "session.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-session = _load_session()
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from benchmarks import session  # noqa: E402  (the asv suite's helpers, imported as asv does)
 
 
 # --- figures from a record -----------------------------------------------------------------
