@@ -39,7 +39,8 @@ def test_bad_suites_exit_2_with_one_line(tmp_path: Path, mutate, expect: str) ->
 
 def test_missing_suite_and_unavailable_extension(tmp_path: Path) -> None:
     assert "suite file not found" in _one_line_exit_2(run_cli("check", "nope.toml", cwd=tmp_path))
-    assert "not available" in _one_line_exit_2(run_cli("nightly", cwd=tmp_path))
+    # nightly has landed (harness.nightly): without a results repository it is one line, exit 2.
+    assert "no results repository" in _one_line_exit_2(run_cli("nightly", cwd=tmp_path))
 
 
 def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
