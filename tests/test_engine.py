@@ -154,7 +154,10 @@ def test_injected_delay_lands_on_every_target_forward(pair, monkeypatch):
     assert slow.overrides["SPECDEC_INJECT_DELAY_MS"] == "20"
     d = slow.diagnostics
     assert d.phase_ms["verify_forward"] >= 20 * d.rounds
-    assert d.decode_ms >= base.decode_ms - 5 + 20 * d.rounds * 0.95
+    # A lower bound only: comparing against the undelayed run's wall time is at the mercy of
+    # the shared host's noise, but sleeps inside the timed loop can never make it shorter.
+    assert d.decode_ms >= 20 * d.rounds
+    assert d.rounds == base.rounds  # the fault changes time, never the algorithm
     classic = generate(pair, CODE, block=1, max_tokens=10, ignore_eos=True).diagnostics
     assert classic.decode_ms >= 20 * 10
 
