@@ -27,6 +27,8 @@ import numpy as np
 from mlx.utils import tree_flatten
 from mlx_lm.models.llama import Model, ModelArgs
 
+from specdec.loading import QUANT_BITS, QUANT_GROUP
+
 
 def target_args(vocab: int) -> ModelArgs:
     return ModelArgs(model_type="llama", hidden_size=192, num_hidden_layers=6, intermediate_size=512,
@@ -34,9 +36,9 @@ def target_args(vocab: int) -> ModelArgs:
                      rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=2048)
 
 
-def drafter_args(vocab: int) -> ModelArgs:
-    return ModelArgs(model_type="llama", hidden_size=128, num_hidden_layers=2, intermediate_size=384,
-                     num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=vocab,
+def drafter_args(vocab: int, hidden: int = 128, layers: int = 2, ffn: int = 384) -> ModelArgs:
+    return ModelArgs(model_type="llama", hidden_size=hidden, num_hidden_layers=layers, intermediate_size=ffn,
+                     num_attention_heads=hidden // 32, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=vocab,
                      rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=2048)
 
 
@@ -74,6 +76,32 @@ def target_generated(target: Model, ids: np.ndarray, n_seqs: int, prompt_len: in
         mx.eval(gen)
         out.append(np.concatenate([np.array(x), np.stack([np.array(g) for g in gen], axis=1)], axis=1))
     return np.concatenate(out).astype(np.uint16)
+
+
+class FakeQuantLinear(nn.Linear):
+    """A linear layer that computes with its weight rounded as the engine quantizes the drafter at
+    load (4-bit affine, group 64), passing gradients straight through to the dense weight. Same
+    parameter names as nn.Linear, so the checkpoint stays a plain dense one."""
+
+    def __call__(self, x: mx.array) -> mx.array:
+        w = self.weight
+        wq = mx.dequantize(*mx.quantize(w, group_size=QUANT_GROUP, bits=QUANT_BITS),
+                           group_size=QUANT_GROUP, bits=QUANT_BITS)
+        y = x @ (w + mx.stop_gradient(wq - w)).T
+        return y + self.bias if "bias" in self else y
+
+
+def fake_quantize(model: nn.Module) -> int:
+    """Swap every linear layer the engine would quantize for a FakeQuantLinear; returns how many."""
+    count = 0
+    for _, module in model.named_modules():
+        for name, child in list(module.children().items()):
+            if type(child) is nn.Linear and child.weight.shape[-1] % QUANT_GROUP == 0:
+                q = FakeQuantLinear(1, 1, bias="bias" in child)
+                q.update(child.parameters())
+                setattr(module, name, q)
+                count += 1
+    return count
 
 
 def cosine_lr(step: int, frac: float, peak: float, warmup: int = 100) -> float:
@@ -168,6 +196,15 @@ def main() -> None:
                     help="share of each drafter batch drawn from target-generated sequences")
     ap.add_argument("--self-seqs", type=int, default=8192,
                     help="target-generated sequences mixed into the drafter's batches (0: corpus only)")
+    ap.add_argument("--self-rows", type=Path, default=None,
+                    help="cache of the target-generated sequences (.npy): read when it exists, else written")
+    ap.add_argument("--rows-only", action="store_true",
+                    help="only generate the --self-rows cache, then stop (to share it between runs)")
+    ap.add_argument("--drafter-hidden", type=int, default=128)
+    ap.add_argument("--drafter-layers", type=int, default=2)
+    ap.add_argument("--drafter-ffn", type=int, default=384)
+    ap.add_argument("--qat", action="store_true",
+                    help="train the drafter through the 4-bit g64 rounding it will run with (straight-through)")
     args = ap.parse_args()
     data = np.load(args.corpus)
     ids, vocab, eos_id = data["ids"], int(data["vocab_size"]), int(data["eos_id"])
@@ -195,22 +232,36 @@ def main() -> None:
     report["target_val_loss"] = eval_loss(target, val_ids)
     target.eval()
     rows = None
-    if args.self_seqs:
+    if args.self_rows and args.self_rows.exists():
+        rows = np.load(args.self_rows)
+        report["self_generated"] = {"sequences": int(rows.shape[0]), "tokens": int(rows.size),
+                                    "prompt_len": 32, "from": args.self_rows.name}
+    elif args.self_seqs:
         t0 = time.perf_counter()
-        rows = target_generated(target, train_ids, args.self_seqs, 32, args.seq + 1)
+        rows = target_generated(target, train_ids, args.self_seqs, 32, args.seq + 1,
+                                batch=min(2048, args.self_seqs))
+        if args.self_rows:
+            args.self_rows.parent.mkdir(parents=True, exist_ok=True)
+            np.save(args.self_rows, rows)
         report["self_generated"] = {"sequences": int(rows.shape[0]), "tokens": int(rows.size),
                                     "seconds": round(time.perf_counter() - t0, 1), "prompt_len": 32}
+    if args.rows_only:
+        print(json.dumps(report.get("self_generated")))
+        return
 
-    dargs = drafter_args(vocab)
+    dargs = drafter_args(vocab, args.drafter_hidden, args.drafter_layers, args.drafter_ffn)
     drafter = Model(dargs)
     if args.init_drafter:
         drafter.load_weights(str(Path(args.out) / "drafter" / "model.safetensors"))
+    if args.qat:
+        report["drafter_qat_linear_layers"] = fake_quantize(drafter)
     report["drafter_params"] = sum(v.size for _, v in tree_flatten(drafter.parameters()))
     target.freeze()
     report["drafter_train"] = train(drafter, train_ids, args.drafter_seconds, args.batch, args.seq, args.drafter_lr,
                                     teacher=target, seed=1, rows=rows, self_share=args.self_share)
     report["drafter_train"].update(init="previous drafter" if args.init_drafter else "fresh",
-                                   lr=args.drafter_lr, self_share=args.self_share if rows is not None else 0.0)
+                                   lr=args.drafter_lr, self_share=args.self_share if rows is not None else 0.0,
+                                   qat=args.qat)
     report["drafter_val_loss"] = eval_loss(drafter, val_ids)
     report["val_top1_agreement"] = agreement(target, drafter, val_ids)
     if rows is not None:
