@@ -7,12 +7,21 @@ says what the machine is. match_profile() joins the two so records can quote a c
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
 
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "hosts"
+def _profiles_dir() -> Path:
+    # A checkout (or editable install) reads the repository's hosts/; a wheel install reads the
+    # copy the wheel put under the environment's prefix.
+    checkout = Path(__file__).resolve().parent.parent / "hosts"
+    installed = Path(sys.prefix) / "share" / "specdec-bench" / "hosts"
+    return checkout if checkout.is_dir() or not installed.is_dir() else installed
+
+
+PROFILES_DIR = _profiles_dir()
 
 REQUIRED = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
             "memory_gb": (int, float, type(None)), "peak_bandwidth_gbs": (int, float, type(None)),

@@ -38,6 +38,10 @@ def label_run(overrides: Mapping[str, str], gate: Mapping[str, Any], failed: boo
                 "overridden": "the gate was overridden"}.get(str(outcome), f"gate outcome {outcome or 'unknown'}")
         reasons.append(what)
     if not reasons:
+        if outcome == "not_applicable" and gate.get("engaged"):
+            # Speculative decoding in an engine with no exactness gate: it ships as configured,
+            # but nothing checked that its output matches classic decode.
+            return Label(True, f"{SHIPPING} (this engine has no exactness gate; byte identity unchecked)")
         return Label(True, SHIPPING)
     reading = (gate or {}).get("reading")
     text = f"{NOT_SHIPPING}: " + "; ".join(reasons)

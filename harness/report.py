@@ -210,6 +210,10 @@ def gate_sentence(fx: Facts) -> str:
                 why.append("the gate declined, so it decoded classic")
             txt = "; ".join(why) or fx.label(a)
             parts.append(f"{a} is {NOT_SHIPPING}: {txt}.")
+    ungated = [a for a in ship if "no exactness gate" in (fx.label(a) or "")]
+    if ungated:
+        parts.append(f"{names(ungated)} ran in an engine with no exactness gate: {'it ships' if len(ungated) == 1 else 'they ship'}"
+                     " as configured, but nothing checked the output against classic decode before it engaged.")
     readings: dict[str, list[str]] = {}
     for a in fx.arm_order:
         r = fx.reading(a)

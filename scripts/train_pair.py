@@ -198,6 +198,8 @@ def main() -> None:
                     help="target-generated sequences mixed into the drafter's batches (0: corpus only)")
     ap.add_argument("--self-rows", type=Path, default=None,
                     help="cache of the target-generated sequences (.npy): read when it exists, else written")
+    ap.add_argument("--self-seed", type=int, default=2,
+                    help="seed of the corpus windows the target continues (a new seed gives new rows)")
     ap.add_argument("--rows-only", action="store_true",
                     help="only generate the --self-rows cache, then stop (to share it between runs)")
     ap.add_argument("--drafter-hidden", type=int, default=128)
@@ -239,12 +241,13 @@ def main() -> None:
     elif args.self_seqs:
         t0 = time.perf_counter()
         rows = target_generated(target, train_ids, args.self_seqs, 32, args.seq + 1,
-                                batch=min(2048, args.self_seqs))
+                                batch=min(2048, args.self_seqs), seed=args.self_seed)
         if args.self_rows:
             args.self_rows.parent.mkdir(parents=True, exist_ok=True)
             np.save(args.self_rows, rows)
         report["self_generated"] = {"sequences": int(rows.shape[0]), "tokens": int(rows.size),
-                                    "seconds": round(time.perf_counter() - t0, 1), "prompt_len": 32}
+                                    "seconds": round(time.perf_counter() - t0, 1), "prompt_len": 32,
+                                    "seed": args.self_seed}
     if args.rows_only:
         print(json.dumps(report.get("self_generated")))
         return

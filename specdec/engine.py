@@ -148,12 +148,13 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
     mx.async_eval(nxt)
     while True:
         cur = nxt
+        if delay_s:  # the fault lands whole: settle this step and wait before issuing the next
+            cur.item()
+            time.sleep(delay_s)
         if len(out) + 1 < max_tokens:  # issue the next step before reading this one (pipelined)
             nxt = step(cur)
             mx.async_eval(nxt)
         tok = cur.item()
-        if delay_s:
-            time.sleep(delay_s)
         t1 = clock()
         step_ms += t1 - t0
         done = tok in eos

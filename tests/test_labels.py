@@ -14,6 +14,8 @@ READING = "verify block position 0 differs from the single-token chain in 12 of 
 def test_shipping_when_gate_engaged_on_its_own() -> None:
     assert label_run({}, {"outcome": "passed"}).shipping
     assert label_run({}, {"outcome": "not_applicable"}).text == SHIPPING
+    ungated = label_run({}, {"outcome": "not_applicable", "engaged": True})
+    assert ungated.shipping and ungated.text.startswith(SHIPPING) and "no exactness gate" in ungated.text
 
 
 def test_override_named_and_reading_quoted() -> None:

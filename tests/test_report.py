@@ -19,6 +19,7 @@ import pytest
 
 from harness import mdtable, stats
 from harness import report as rp
+from harness.labels import annotate_label
 from harness_helpers import REPO, run_cli
 
 FX = REPO / "tests" / "fixtures" / "report"
@@ -233,6 +234,19 @@ def test_shipping_only_record(tmp_path: Path) -> None:
     md = render(write(tmp_path, "ship.json", rec))
     assert NOT_SHIPPING not in md.lower()
     assert "Every arm is a shipping configuration" in md
+
+
+def test_an_ungated_engine_is_said_to_be_unchecked(tmp_path: Path) -> None:
+    rec = load(RECORD)
+    arm = "block3"
+    for r in rec["runs"]:
+        if r["arm"] == arm:  # as the stock mlx-lm adapter records a speculative run, no override
+            r["gate"] = {**r["gate"], "outcome": "not_applicable", "engaged": True}
+            r["overrides"] = {}
+            annotate_label(r)
+    md = render(write(tmp_path, "ungated.json", rec))
+    assert f"{arm} ran in an engine with no exactness gate" in md
+    assert "nothing checked the output against classic decode" in md
 
 
 # --- comparisons --------------------------------------------------------------------------
