@@ -200,6 +200,9 @@ def main() -> None:
                     help="cache of the target-generated sequences (.npy): read when it exists, else written")
     ap.add_argument("--self-seed", type=int, default=2,
                     help="seed of the corpus windows the target continues (a new seed gives new rows)")
+    ap.add_argument("--kl-weight", type=float, default=0.7,
+                    help="weight of KL to the target in the drafter's loss; 0 skips the teacher forward "
+                         "(cross-entropy only: on target-generated rows that is matching the target's argmax)")
     ap.add_argument("--rows-only", action="store_true",
                     help="only generate the --self-rows cache, then stop (to share it between runs)")
     ap.add_argument("--drafter-hidden", type=int, default=128)
@@ -261,10 +264,11 @@ def main() -> None:
     report["drafter_params"] = sum(v.size for _, v in tree_flatten(drafter.parameters()))
     target.freeze()
     report["drafter_train"] = train(drafter, train_ids, args.drafter_seconds, args.batch, args.seq, args.drafter_lr,
-                                    teacher=target, seed=1, rows=rows, self_share=args.self_share)
+                                    teacher=target if args.kl_weight > 0 else None, kl_weight=args.kl_weight,
+                                    seed=1, rows=rows, self_share=args.self_share)
     report["drafter_train"].update(init="previous drafter" if args.init_drafter else "fresh",
                                    lr=args.drafter_lr, self_share=args.self_share if rows is not None else 0.0,
-                                   qat=args.qat)
+                                   qat=args.qat, kl_weight=args.kl_weight)
     report["drafter_val_loss"] = eval_loss(drafter, val_ids)
     report["val_top1_agreement"] = agreement(target, drafter, val_ids)
     if rows is not None:
