@@ -18,8 +18,10 @@ Environment knobs (all optional):
   HARNESS_ASV_RECORDS   where session records go (default $ASV_CONF_DIR/.asv/records)
   HARNESS_BASELINES     the arms' own baselines (default $ASV_CONF_DIR/.asv/baselines.json)
   HARNESS_ASV_REPETITIONS  measured runs per arm in each session, in place of the suite's
-                        (`harness pr-check` splits the suite's runs over asv rounds that
-                        alternate base and head, so a drift of the machine hits both sides)
+  HARNESS_ASV_RECORD    a finished harness record of this commit: its runs become the
+                        figures and no session runs (`harness pr-check` measures both commits
+                        run by run first, then stores each side through
+                        `asv run --python=same --set-commit-hash`, so asv keeps every sample)
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ SUITE_ENV = "HARNESS_ASV_SUITE"
 RECORDS_ENV = "HARNESS_ASV_RECORDS"
 BASELINES_ENV = "HARNESS_BASELINES"
 REPETITIONS_ENV = "HARNESS_ASV_REPETITIONS"
+RECORD_ENV = "HARNESS_ASV_RECORD"
 SESSION_TIMEOUT_S = 3000
 PHASES = ("draft_block", "verify_forward", "accept_hook", "verify_finalize", "residual")
 
@@ -162,8 +165,22 @@ def with_repetitions(text: str, n: int) -> str:
     return new if count else f"{line}\n{text}"
 
 
+def _figures_of(record: Path, rc: Any) -> dict[str, Any]:
+    data = json.loads(record.read_text(encoding="utf-8"))
+    if data.get("schema_version") != 1 or data.get("kind") != "harness.record":
+        raise RuntimeError(f"{record}: not a harness record of schema_version 1")
+    figs = figures_from_record(data, arm_specs(load_suite_file(suite_path())))
+    figs["record"] = str(record)
+    figs["exit_status"] = rc
+    print(f"harness session: {record} (exit {rc})")
+    return figs
+
+
 def run_session() -> dict[str, Any]:
     """asv's setup_cache: one `harness run` of the suite in this environment -> figures."""
+    given = os.environ.get(RECORD_ENV, "").strip()
+    if given:
+        return _figures_of(Path(given), "measured by pr-check")
     suite = suite_path()
     out = records_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -193,14 +210,7 @@ def run_session() -> dict[str, Any]:
     if not record.exists():
         raise RuntimeError(f"the harness session wrote no record (exit {rc}): {' '.join(argv)}\n"
                            f"{_tail(log)}")
-    data = json.loads(record.read_text(encoding="utf-8"))
-    if data.get("schema_version") != 1 or data.get("kind") != "harness.record":
-        raise RuntimeError(f"{record}: not a harness record of schema_version 1")
-    figs = figures_from_record(data, arm_specs(load_suite_file(suite_path())))
-    figs["record"] = str(record)
-    figs["exit_status"] = rc
-    print(f"harness session: {record} (exit {rc})")
-    return figs
+    return _figures_of(record, rc)
 
 
 run_session.timeout = SESSION_TIMEOUT_S + 300  # asv reads setup_cache's own `timeout`

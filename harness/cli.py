@@ -30,6 +30,7 @@ EXTENSIONS: dict[str, str] = {
     "report": "harness.report",
     "host": "harness.hosts",
     "pr-check": "harness.prcheck",
+    "compare-commits": "harness.commits",
     "nightly": "harness.nightly",
     "dashboard": "harness.dashboard",
 }
@@ -90,39 +91,87 @@ def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]
     return annotate
 
 
+def design_for(suite: Any, figures: int) -> Any:
+    """The suite's paired design: its threshold and alpha, alpha split over its looks (only
+    when a budget makes looks repeated) and over the figures that are compared."""
+    from harness.paired import Design
+    s = suite.settings
+    return Design(threshold=s.threshold, alpha=s.alpha, looks=s.looks if s.budget_s else 1,
+                  figures=max(1, figures))
+
+
 def _execute(record: Any, suite: Any, store: Any) -> None:
-    from harness import runner
+    """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
+
+    A resumed session finishes the repetitions its record had planned and adds none."""
+    import time
+
+    from harness import runner, sequential
+    from harness.comparisons import judge_vs_classic, vs_classic
     from harness.plan import build_plan
-    plan = build_plan(suite)
+    s = suite.settings
+    started = time.monotonic()
+    annotate = _annotator(store, record.data["suite"]["settings"])
+    # The record keeps the repetitions planned so far (the minimum, then each added round), so a
+    # resumed session knows what to finish.
+    resumed = "planned_repetitions" in record.data
+    record.data.setdefault("planned_repetitions", s.repetitions)
+    min_reps = int(record.data["planned_repetitions"])
+    budget = None if resumed else s.budget_s
+    max_reps = max(min_reps, s.max_repetitions or (10_000 if budget else min_reps))
+    pacer = runner.Pacer.from_runs(record.runs)
+    design = design_for(suite, len(vs_classic({"suite": record.data["suite"], "runs": []})))
+
+    def planned() -> list[Any]:
+        return build_plan(suite, int(record.data["planned_repetitions"]))
+
+    def do_round(i: int) -> None:
+        record.data["planned_repetitions"] = max(i + 1, int(record.data["planned_repetitions"]))
+        record.data["planned_runs"] = len(planned())
+        runner.execute(build_plan(suite, max(min_reps, i + 1) if resumed else i + 1), suite, record,
+                       annotate, pacer=pacer)
+
     try:
-        runner.execute(plan, suite, record, _annotator(store, record.data["suite"]["settings"]))
+        # Resumed: one "round" that finishes every planned repetition.
+        outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
+                                 design.looks, do_round, lambda: judge_vs_classic(record.data, design),
+                                 started=started)
     except KeyboardInterrupt:
+        plan = planned()
         record.finish(len(plan))
         n = len(record.runs)
         print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
               f"finish with: harness run --resume {record.path}", file=sys.stderr)
         raise SystemExit(130) from None
+    if not resumed:
+        record.data["sequential"] = {"design": design.to_dict(), "budget_s": budget,
+                                     "min_repetitions": min_reps, "max_repetitions": max_reps,
+                                     **outcome.to_dict()}
     if suite.settings.scaling and "scaling" not in record.data:
         record.data["scaling"] = runner.measure_scaling(suite)
-    record.finish(len(plan))
+    record.finish(len(planned()))
 
 
 def resolve_host_settings(suite: Any) -> Any:
-    """cooldown_s = "host" becomes the matching host profile's default_cooldown_s."""
+    """cooldown_s = "host" takes the matching host profile's cooldown rule: its floor_s as
+    cooldown_s, its ratio and cap_s as cooldown_ratio and cooldown_cap_s."""
     from harness.suite import Settings, with_settings
     if suite.settings.cooldown_source != "host":
         return suite
     try:
-        from harness.hosts import match_profile
+        from harness.hosts import cooldown_rule, describe_cooldown, match_profile
         profile = match_profile(_host())
     except ImportError:
         profile = None
     if profile is None:
-        fallback = Settings().cooldown_s
-        return with_settings(suite, cooldown_s=fallback,
-                             cooldown_source=f"host: no profile matched, default {fallback:g} s")
-    return with_settings(suite, cooldown_s=float(profile["default_cooldown_s"]),
-                         cooldown_source=f"host profile {profile['name']}")
+        base = Settings()
+        return with_settings(suite, cooldown_s=base.cooldown_s, cooldown_ratio=base.cooldown_ratio,
+                             cooldown_cap_s=base.cooldown_cap_s,
+                             cooldown_source=f"host: no profile matched, default {base.cooldown_s:g} s")
+    rule = cooldown_rule(profile)
+    return with_settings(suite, cooldown_s=float(rule["floor_s"]), cooldown_ratio=float(rule["ratio"]),
+                         cooldown_cap_s=None if rule["cap_s"] is None else float(rule["cap_s"]),
+                         cooldown_source=f"host profile {profile['name']} ({describe_cooldown(rule)})")
 
 
 def _new_session(suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any]) -> Any:
@@ -139,10 +188,13 @@ def _new_session(suite: Any, record_path: Path, baselines: Path, extra: dict[str
 
 
 def _print_summary(record: Any, title: str) -> list[Any]:
-    from harness.summary import machine_summary, render_table, summarize
+    from harness.summary import duty_line, machine_summary, render_table, summarize
     rows = summarize(record.data)
     out = _console_out()
     out.print(render_table(rows, title=title))
+    line = duty_line(record.data)
+    if line:
+        out.print(line, highlight=False, soft_wrap=True)
     print(json.dumps(machine_summary(record.data, rows, str(record.path)), sort_keys=True), flush=True)
     return rows
 
@@ -183,7 +235,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from harness.suite import load_suite, with_settings
     suite = load_suite(args.suite)
     # Identity does not depend on timing: no warm-up, no cooldown, no quiet gate.
-    suite = with_settings(suite, repetitions=1, warmups=0, cooldown_s=0.0, cooldown_source="check",
+    suite = with_settings(suite, repetitions=1, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0, cooldown_cap_s=None,
+                          cooldown_source="check", budget_s=None,
                           quiet=replace(suite.settings.quiet, enabled=False))
     record_path = Path(args.record) if args.record else default_record_path(suite.name, "check")
     baselines = Path(args.baselines) if args.baselines else default_baselines_path()
@@ -213,7 +266,8 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
     from harness.identity import BaselineStore, record_baselines
     from harness.suite import load_suite, with_settings
     suite = load_suite(args.suite)
-    suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_source="baseline",
+    suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0, cooldown_cap_s=None,
+                          cooldown_source="baseline", budget_s=None,
                           quiet=replace(suite.settings.quiet, enabled=False))
     baselines = Path(args.baselines) if args.baselines else default_baselines_path()
     record_path = Path(args.record) if args.record else default_record_path(suite.name, "baseline")

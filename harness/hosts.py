@@ -1,4 +1,4 @@
-"""Lab host profiles (hosts/*.json): chip, GPU generation, peak bandwidth, cooldown, asv name.
+"""Lab host profiles (hosts/*.json): chip, GPU generation, peak bandwidth, cooldown rule, asv name.
 
 A profile says what the vendor promises (peak bandwidth, with its source); collect_host()
 says what the machine is. match_profile() joins the two so records can quote a ceiling.
@@ -25,8 +25,64 @@ PROFILES_DIR = _profiles_dir()
 
 REQUIRED = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
             "memory_gb": (int, float, type(None)), "peak_bandwidth_gbs": (int, float, type(None)),
-            "peak_bandwidth_source": str, "default_cooldown_s": (int, float), "match": dict}
+            "peak_bandwidth_source": str, "match": dict}
 MATCH_RULES = {"system", "chip", "gpu_name", "no_gpu"}
+# "cooldown": {"floor_s", "ratio", "cap_s"}: before a measured run, cool down for
+# clamp(ratio x the previous run's wall time, floor_s, cap_s); cap_s null: no cap. A profile
+# from before the rule may give "default_cooldown_s" instead: that floor, ratio 0, no cap.
+COOLDOWN_KEYS = ("floor_s", "ratio", "cap_s")
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+def _validate_cooldown(profile: dict, path: Path) -> dict:
+    """The profile's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key."""
+    if "cooldown" in profile and "default_cooldown_s" in profile:
+        raise UserError(f"{path}: key 'cooldown' replaces 'default_cooldown_s'; give one of them")
+    if "cooldown" not in profile:
+        if "default_cooldown_s" not in profile:
+            raise UserError(f"{path}: missing key 'cooldown'")
+        floor = profile["default_cooldown_s"]
+        if not _number(floor) or floor < 0:
+            raise UserError(f"{path}: key 'default_cooldown_s' must be a number >= 0, got {floor!r}")
+        return {"floor_s": float(floor), "ratio": 0.0, "cap_s": None}
+    c = profile["cooldown"]
+    if not isinstance(c, dict):
+        raise UserError(f"{path}: key 'cooldown' must be an object with {', '.join(COOLDOWN_KEYS)}")
+    unknown = sorted(set(c) - set(COOLDOWN_KEYS))
+    missing = [k for k in COOLDOWN_KEYS if k not in c]
+    if unknown or missing:
+        raise UserError(f"{path}: key 'cooldown' needs exactly {', '.join(COOLDOWN_KEYS)} "
+                        f"(missing: {', '.join(missing) or '-'}; unknown: {', '.join(unknown) or '-'})")
+    for k in ("floor_s", "ratio"):
+        if not _number(c[k]) or c[k] < 0:
+            raise UserError(f"{path}: key 'cooldown.{k}' must be a number >= 0, got {c[k]!r}")
+    cap = c["cap_s"]
+    if cap is not None and (not _number(cap) or cap < c["floor_s"]):
+        raise UserError(f"{path}: key 'cooldown.cap_s' must be null or a number >= floor_s "
+                        f"({c['floor_s']!r}), got {cap!r}")
+    return {"floor_s": float(c["floor_s"]), "ratio": float(c["ratio"]),
+            "cap_s": None if cap is None else float(cap)}
+
+
+def cooldown_rule(profile: dict) -> dict:
+    """A loaded profile's cooldown rule: {"floor_s", "ratio", "cap_s" (None: no cap)}."""
+    c = profile.get("cooldown")
+    if isinstance(c, dict) and all(k in c for k in COOLDOWN_KEYS):
+        return {k: c[k] for k in COOLDOWN_KEYS}
+    return {"floor_s": float(profile.get("default_cooldown_s", 0.0)), "ratio": 0.0, "cap_s": None}
+
+
+def describe_cooldown(rule: dict) -> str:
+    """"floor 5 s, 9 x previous run, cap 90 s" for cooldown_source and reports."""
+    parts = [f"floor {rule['floor_s']:g} s"]
+    if rule.get("ratio"):
+        parts.append(f"{rule['ratio']:g} x previous run")
+    if rule.get("cap_s") is not None:
+        parts.append(f"cap {rule['cap_s']:g} s")
+    return ", ".join(parts)
 
 
 def _validate(profile: Any, path: Path) -> dict:
@@ -43,7 +99,8 @@ def _validate(profile: Any, path: Path) -> dict:
     if unknown or not profile["match"]:
         raise UserError(f"{path}: key 'match' needs rules from {sorted(MATCH_RULES)}, "
                         f"got {sorted(profile['match'])}")
-    return profile
+    # Readers rely on "cooldown"; an old profile's default_cooldown_s becomes its floor.
+    return {**profile, "cooldown": _validate_cooldown(profile, path)}
 
 
 def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:

@@ -222,3 +222,51 @@ def classic_comparisons(record: dict[str, Any]) -> dict[tuple[str, str], dict[st
         cmp["classic_arm"] = ref["arm"]
         out[(r["arm"], r["prompt"])] = cmp
     return out
+
+
+# --- identity against another commit's output ---------------------------------------------
+
+@dataclass
+class IdentityRow:
+    arm: str
+    prompt: str
+    status: str          # identical | differs | unknown | nondeterministic
+    detail: str = ""
+
+
+def _outputs(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rec in records:
+        for r in rec.get("runs", []):
+            if r.get("status") == "ok" and r.get("token_ids") is not None:
+                out.setdefault((r["arm"], r["prompt"]), []).append(r)
+    return out
+
+
+def identity_rows(records: dict[str, list[dict[str, Any]]]) -> list[IdentityRow]:
+    base, head = _outputs(records.get("base", [])), _outputs(records.get("head", []))
+    rows = []
+    for key in sorted(set(base) | set(head)):
+        arm, prompt = key
+        if key not in base or key not in head:
+            rows.append(IdentityRow(arm, prompt, "unknown",
+                                    f"no successful run at {'base' if key not in base else 'head'}"))
+            continue
+        distinct_head = {r.get("text_sha256") for r in head[key]}
+        distinct_base = {r.get("text_sha256") for r in base[key]}
+        ref = base[key][0]
+        if len(distinct_base) > 1:
+            rows.append(IdentityRow(arm, prompt, "nondeterministic",
+                                    f"{len(distinct_base)} different outputs within base's own runs"))
+            continue
+        diffs = [compare_output(r["token_ids"], r.get("text"), {"token_ids": ref["token_ids"], "text": ref.get("text")})
+                 for r in head[key]]
+        bad = [d for d in diffs if d["status"] != "identical"]
+        if bad:
+            rows.append(IdentityRow(arm, prompt, "differs",
+                                    f"{len(bad)} of {len(diffs)} head runs: {describe(bad[0])}"))
+        elif len(distinct_head) > 1:
+            rows.append(IdentityRow(arm, prompt, "nondeterministic", "head's runs disagree"))
+        else:
+            rows.append(IdentityRow(arm, prompt, "identical", f"{len(diffs)} head runs vs base"))
+    return rows

@@ -2,12 +2,28 @@
 thermal / power / backup state.
 
 Background load (indexers, backups, another job) slows every arm together and a thermal
-reading does not see it, so the runner waits until the busiest *foreign* process is quiet and
-watches for one during the run. Foreign means: not this process, not its descendants (the
-engine under test may be a child) and not its parent chain (the shell or CI agent that
-started the harness), nor any pid the caller names.
+reading does not see it, so the runner waits until *foreign* CPU use is low and watches for
+it during the run. Foreign means: not this process, not its descendants (the engine under
+test may be a child) and not its parent chain (the shell or CI agent that started the
+harness), nor any pid the caller names.
 
-CPU percentages of a process are of one core, as `top` shows them (a busy loop reads ~100).
+Foreign CPU is measured the cheap way (ForeignCpuSampler): all busy CPU time on the host,
+from psutil.cpu_times(), minus the CPU time of this process, its descendants and its parent
+chain, over a wall-clock window. One reading costs a few reads of /proc (about 0.1 ms), where
+a scan of every process (ProcessSampler) costs ~10 ms and holds the GIL while an in-process
+engine runs. The per-process scan is done only to *name* the offenders, once, after a busy
+reading. Because the total counts everything, short-lived processes (a build spawning
+compilers) are seen too, which a per-process scan misses.
+
+A quiet-gate or watch sample is busy (contended) when the foreign total is at or over
+threshold_pct: the sum over all foreign processes, not the busiest one. CPU time is counted in
+clock ticks (1/100 s), each field truncated on its own, so a reading covers a window of at
+least min_window_for(threshold_pct) (0.27 s at 15 %), reaching back into the sampler's recent
+readings when samples come faster: the counters' worst rounding (RESOLUTION_TICKS ticks) then
+reads as at most the threshold. Steal time (a hypervisor running another guest) counts as
+foreign.
+
+CPU percentages are of one core, as `top` shows them (a busy loop reads ~100; two read ~200).
 """
 
 from __future__ import annotations
@@ -17,8 +33,14 @@ import re
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
 
 import psutil
 
@@ -186,6 +208,229 @@ def _descendants(root: int, ppids: dict[int, int]) -> set[int]:
     return out
 
 
+# ---------------------------------------------------------------- foreign CPU, the cheap way
+
+CLOCK_TICK_S = 0.01   # /proc/stat and per-process times count in 1/100 s (USER_HZ, CLK_TCK)
+# Worst rounding of one reading's difference, in ticks: the host's user and system counters
+# and a child engine's are each truncated to a tick. Measured with a busy child on an idle
+# host: 0.1 s windows read up to 16 % foreign, 0.2 s up to 11 %, 0.3 s up to 6 %.
+RESOLUTION_TICKS = 4
+
+
+def min_window_for(threshold_pct: float, tick_s: float = CLOCK_TICK_S) -> float:
+    """Shortest window a foreign-CPU reading may cover for this threshold: the counters' worst
+    rounding must read as at most threshold_pct (0.27 s at 15 %)."""
+    return max(0.1, RESOLUTION_TICKS * tick_s * 100.0 / max(threshold_pct, 1e-9))
+
+
+def over_threshold(s: "ForeignSample", threshold_pct: float, min_window_s: float,
+                   tick_s: float = CLOCK_TICK_S) -> bool:
+    """Busy: foreign CPU at or over threshold_pct. A reading over a window shorter than
+    min_window_s (a fresh sampler) must clear it by the counters' worst rounding as well, so
+    counter resolution alone never makes it busy."""
+    if s.window_s <= 0:
+        return False
+    margin = 100.0 * RESOLUTION_TICKS * tick_s / s.window_s if s.window_s < min_window_s - 1e-9 else 0.0
+    return s.foreign_pct >= threshold_pct + margin
+
+
+@dataclass(frozen=True)
+class ForeignSample:
+    """One reading of foreign CPU use over the window that ends now."""
+    foreign_pct: float      # all busy CPU time minus our tree's, percent of one core (>= 0)
+    window_s: float         # wall-clock window it covers; 0.0 when there was no earlier reading
+    busy_pct: float = 0.0   # all busy CPU time on the host, percent of one core
+    own_pct: float = 0.0    # this process, its descendants, its parent chain, excluded pids
+
+    def as_dict(self) -> dict:
+        return {"foreign_pct": round(self.foreign_pct, 1), "window_s": round(self.window_s, 4),
+                "busy_pct": round(self.busy_pct, 1), "own_pct": round(self.own_pct, 1)}
+
+
+def _busy_s(t: Any) -> float:
+    return _total(t) - getattr(t, "idle", 0.0) - getattr(t, "iowait", 0.0)
+
+
+def _children_files_work(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}/task/{pid}/children")
+
+
+def _linux_children(pid: int) -> list[int]:
+    """Direct children of every thread of pid, from /proc/PID/task/TID/children (cheap)."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                out.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class ForeignCpuSampler:
+    """Foreign CPU percent from two counters: the host's busy CPU time and our tree's.
+
+    Our tree is this process (time.process_time, plus reaped children through getrusage), its
+    live descendants (their own and their reaped children's time) and its parent chain, plus
+    the caller's exclude_pids. A reaped child's time moves into its parent's children fields,
+    so the tree's total carries on without a jump when a child exits.
+
+    sample() measures against the newest earlier reading at least min_window_s old (or the
+    oldest one kept), so samples may come faster than the counters' resolution allows; the
+    readings are kept for HISTORY_S, which lets a quiet gate or a watch started right after a
+    cooldown or a run look back into it. Thread-safe.
+
+    Seams for tests: `counters() -> (busy_s, own_s)` and `clock() -> seconds`.
+    """
+
+    HISTORY_S = 10.0
+    TREE_REFRESH_S = 0.25
+
+    def __init__(self, exclude_pids: Iterable[int] | None = None, min_window_s: float | None = None, *,
+                 counters: Callable[[], tuple[float, float]] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.own_pid = os.getpid()
+        self.exclude_pids = set(exclude_pids or ())
+        # Each caller may ask for its own minimum window in sample(); this is the default.
+        self.min_window_s = min_window_for(15.0) if min_window_s is None else min_window_s
+        self.denied = 0
+        self._clock = clock
+        self._counters = counters or self._read_counters
+        self._history: deque[tuple[float, float, float]] = deque()
+        self._lock = threading.Lock()
+        self._procs: dict[int, psutil.Process] = {}
+        self._ancestors: list[int] | None = None
+        self._tree: set[int] | None = None
+        self._tree_at = 0.0
+        self._tree_fresh = True
+        self._children_files = sys.platform.startswith("linux") and _children_files_work(self.own_pid)
+
+    # -- counters
+
+    def _ancestor_pids(self) -> list[int]:
+        if self._ancestors is None:
+            try:
+                self._ancestors = [p.pid for p in psutil.Process(self.own_pid).parents()]
+            except psutil.Error:
+                self._ancestors = []
+        return self._ancestors
+
+    def _descendant_pids(self, fresh: bool = False) -> set[int]:
+        if not self._children_files:
+            # psutil builds a map of every process's parent: too dear for every 5 ms sample, so
+            # it is reused for TREE_REFRESH_S, and sample() rescans before reporting a busy
+            # reading that a child started meanwhile could explain.
+            now = time.monotonic()
+            if fresh or self._tree is None or now - self._tree_at >= self.TREE_REFRESH_S:
+                try:
+                    self._tree = {p.pid for p in psutil.Process(self.own_pid).children(recursive=True)}
+                except psutil.Error:
+                    self._tree = set()
+                self._tree_at, self._tree_fresh = now, True
+            else:
+                self._tree_fresh = False
+            return set(self._tree)
+        self._tree_fresh = True
+        out: set[int] = set()
+        stack = [self.own_pid]
+        while stack:
+            for child in _linux_children(stack.pop()):
+                if child not in out and child != self.own_pid:
+                    out.add(child)
+                    stack.append(child)
+        return out
+
+    def _cpu_s(self, pid: int, with_children: bool) -> float:
+        proc = self._procs.get(pid)
+        try:
+            if proc is None:
+                proc = self._procs[pid] = psutil.Process(pid)
+            t = proc.cpu_times()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            self._procs.pop(pid, None)
+            return 0.0
+        except psutil.AccessDenied:
+            self._procs.pop(pid, None)
+            self._denied_now += 1
+            return 0.0
+        s = t.user + t.system
+        if with_children:
+            s += getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+        return s
+
+    def _own_s(self, fresh: bool = False) -> float:
+        self._denied_now = 0
+        total = time.process_time()
+        if resource is not None:
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            total += ru.ru_utime + ru.ru_stime
+        tree = self._descendant_pids(fresh)
+        for pid in tree:
+            total += self._cpu_s(pid, with_children=True)
+        ancestors = [p for p in self._ancestor_pids() if p not in tree]
+        for pid in ancestors:
+            total += self._cpu_s(pid, with_children=False)
+        for pid in self.exclude_pids - tree - set(ancestors) - {self.own_pid}:
+            total += self._cpu_s(pid, with_children=True)
+        keep = tree | set(ancestors) | self.exclude_pids
+        for pid in [p for p in self._procs if p not in keep]:
+            del self._procs[pid]
+        self.denied = self._denied_now
+        return total
+
+    def _read_counters(self, fresh: bool = False) -> tuple[float, float]:
+        return _busy_s(psutil.cpu_times()), self._own_s(fresh)
+
+    # -- readings
+
+    def prime(self) -> None:
+        """Take a reading to measure later samples against (no sample is returned)."""
+        with self._lock:
+            self._push(self._clock(), *self._counters())
+
+    def _push(self, now: float, busy: float, own: float) -> None:
+        if self._history:
+            own = max(own, self._history[-1][2])   # a race with a reaping parent never runs backwards
+        self._history.append((now, busy, own))
+        while len(self._history) > 2 and now - self._history[1][0] > self.HISTORY_S:
+            self._history.popleft()
+
+    def sample(self, min_window_s: float | None = None,
+               recheck_pct: float | None = None) -> ForeignSample:
+        """Foreign CPU over the window ending now. recheck_pct: a reading at or over it that was
+        taken with a cached process tree is taken again with a fresh one (a child the engine
+        started meanwhile is ours, not foreign)."""
+        mw = self.min_window_s if min_window_s is None else min_window_s
+        with self._lock:
+            now = self._clock()
+            busy, own = self._counters()
+            base = next((p for p in reversed(self._history) if now - p[0] >= mw - 1e-9),
+                        self._history[0] if self._history else None)
+            got = self._reading(base, now, busy, own)
+            if recheck_pct is not None and got.foreign_pct >= recheck_pct and not self._tree_fresh \
+                    and self._counters == self._read_counters:
+                now = self._clock()
+                busy, own = self._read_counters(fresh=True)
+                got = self._reading(base, now, busy, own)
+            self._push(now, busy, own)
+        return got
+
+    def _reading(self, base: tuple[float, float, float] | None, now: float, busy: float,
+                 own: float) -> ForeignSample:
+        if self._history:
+            own = max(own, self._history[-1][2])
+        if base is None or now - base[0] <= 0:
+            return ForeignSample(0.0, 0.0)
+        win = now - base[0]
+        busy_pct = 100.0 * (busy - base[1]) / win
+        own_pct = 100.0 * (own - base[2]) / win
+        return ForeignSample(max(0.0, busy_pct - own_pct), win, max(0.0, busy_pct), max(0.0, own_pct))
+
+
 class _Tally:
     """Busiest reading seen and the processes that went over the threshold."""
 
@@ -211,67 +456,196 @@ class _Tally:
         return {"busiest": self.busiest.as_dict() if self.busiest else None, "offenders": worst}
 
 
+class _Namer:
+    """Names the foreign processes behind a busy reading with one per-process scan.
+
+    The first busy sample primes a ProcessSampler (its first reading of a pid is only a
+    baseline); the first sample at least min_window_s later, or finish(), reads it. Once per
+    gate or watch, so a busy host costs two ~10 ms scans, and a quiet one none.
+    """
+
+    def __init__(self, threshold_pct: float, min_window_s: float,
+                 make: Callable[[], Any]) -> None:
+        self.tally = _Tally(threshold_pct)
+        self.min_window_s = min_window_s
+        self._make = make
+        self._sampler: Any = None
+        self._primed_at: float | None = None
+        self.window_s: float | None = None
+        self.denied = 0
+        self.top: list[dict] = []
+
+    def on_sample(self, busy: bool, now: float) -> None:
+        if self.window_s is not None:
+            return
+        if self._sampler is None:
+            if busy:
+                self._sampler = self._make()
+                self._sampler.prime()
+                self._primed_at = now
+        elif now - (self._primed_at or now) >= self.min_window_s:
+            self._read(now)
+
+    def finish(self, now: float) -> None:
+        if self._sampler is not None and self.window_s is None:
+            self._read(now)
+
+    def _read(self, now: float) -> None:
+        readings = list(self._sampler.sample())
+        self.tally.add(readings)
+        self.top = [r.as_dict() for r in sorted(readings, key=lambda r: -r.cpu_pct)[:5]]
+        self.window_s = round(max(0.0, now - (self._primed_at or now)), 3)
+        self.denied = getattr(self._sampler, "denied", 0)
+
+    def result(self) -> dict:
+        return {**self.tally.summary(), "named": self.window_s is not None,
+                "naming_window_s": self.window_s, "top_processes": self.top,
+                "unreadable_processes": self.denied}
+
+
 # ---------------------------------------------------------------- quiet gate
 
 class QuietGate:
-    """Block until the busiest foreign process stays under threshold_pct for settle_s."""
+    """Wait out a cooldown while watching foreign CPU; then wait on only if the host was busy.
+
+    wait(cooldown_s) samples every interval_s during the cooldown, the last sample exactly at
+    its end. If no sample was busy, it returns right then: the cooldown was the settle window,
+    and there is no extra wait. After a busy sample it waits on until the host has been quiet
+    for settle_s since the last busy sample, or until timeout_s past the cooldown's end
+    (timed_out). A sample whose window is shorter than the sampler's minimum (a fresh sampler
+    with no earlier readings) decides nothing; the gate then samples again once it is long
+    enough.
+
+    Seams for tests: sampler (ForeignSample readings), process_sampler (the naming scan's
+    Reading lists), clock and sleep.
+    """
 
     def __init__(self, threshold_pct: float = 15.0, settle_s: float = 3.0,
-                 timeout_s: float = 120.0, interval_s: float = 0.5,
+                 timeout_s: float = 120.0, interval_s: float = 0.25,
                  exclude_pids: Iterable[int] | None = None, *,
-                 sampler: ProcessSampler | None = None) -> None:
+                 sampler: Any = None, process_sampler: Any = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.threshold_pct = threshold_pct
         self.settle_s = settle_s
         self.timeout_s = timeout_s
         self.interval_s = interval_s
-        # sampler: a seam for tests; the default reads the real process table.
-        self.sampler = sampler or ProcessSampler(exclude_pids)
+        self.min_window_s = min_window_for(threshold_pct)
+        self.sampler = sampler or ForeignCpuSampler(exclude_pids, self.min_window_s)
+        self._make_process_sampler = (lambda: process_sampler) if process_sampler is not None \
+            else (lambda: ProcessSampler(exclude_pids))
+        self._clock = clock
+        self._sleep = sleep
 
-    def wait(self) -> dict:
-        tally = _Tally(self.threshold_pct)
+    def _sleep_until(self, t: float, on_tick: Callable[[str, float], None] | None,
+                     phase: str, ref: float) -> None:
+        while (left := t - self._clock()) > 0:
+            if on_tick is not None:
+                on_tick(phase, max(0.0, ref - self._clock()) if phase == "cooldown"
+                        else self._clock() - ref)
+            self._sleep(min(0.25, left))
+
+    def wait(self, cooldown_s: float = 0.0,
+             on_tick: Callable[[str, float], None] | None = None) -> dict:
+        """on_tick(phase, seconds): ("cooldown", seconds left) or ("quiet", seconds past it)."""
+        cooldown_s = max(0.0, float(cooldown_s))
+        start = self._clock()
+        cool_end = start + cooldown_s
+        deadline = cool_end + self.timeout_s
+        namer = _Namer(self.threshold_pct, self.min_window_s, self._make_process_sampler)
+        st = {"samples": 0, "busy": 0, "short": 0, "fmax": 0.0, "last": None, "wmin": None}
+        last_busy: float | None = None
+        at_end = True      # the next decision is the one scheduled at the cooldown's end
         self.sampler.prime()
-        start = quiet_since = time.monotonic()
+        next_t = min(start + self.interval_s, cool_end)
         while True:
-            time.sleep(self.interval_s)
-            top = tally.add(self.sampler.sample())
-            now = time.monotonic()
-            if top is not None and top.cpu_pct >= self.threshold_pct:
-                quiet_since = now
-            elif now - quiet_since >= self.settle_s:
-                return self._result(tally, now - start, timed_out=False)
-            if now - start >= self.timeout_s:
-                return self._result(tally, now - start, timed_out=True)
+            cooling = next_t < cool_end or self._clock() < cool_end
+            self._sleep_until(next_t, on_tick, "cooldown" if cooling else "quiet", cool_end)
+            s = self.sampler.sample(self.min_window_s, self.threshold_pct)
+            now = self._clock()
+            conclusive = s.window_s > 0 and s.window_s >= self.min_window_s - 1e-9
+            is_busy = conclusive and s.foreign_pct >= self.threshold_pct
+            if conclusive:
+                st["samples"] += 1
+                st["last"] = s.foreign_pct
+                st["fmax"] = max(st["fmax"], s.foreign_pct)
+                st["wmin"] = s.window_s if st["wmin"] is None else min(st["wmin"], s.window_s)
+                if is_busy:
+                    st["busy"] += 1
+                    last_busy = now
+                namer.on_sample(is_busy, now)
+            else:
+                st["short"] += 1
+            if now >= cool_end - 1e-9:
+                settled = last_busy is None or now - last_busy >= self.settle_s - 1e-9
+                if conclusive and not is_busy and settled:
+                    # Ready at the cooldown's end: no gate wait (the last sleep's overshoot, if
+                    # any, is part of the cooldown). Otherwise the wait past it is the gate's.
+                    extra = 0.0 if at_end else max(0.0, now - cool_end)
+                    return self._result(namer, now, start, cooldown_s, extra, False, st)
+                if now >= deadline - 1e-9:
+                    return self._result(namer, now, start, cooldown_s, max(0.0, now - cool_end), True, st)
+                at_end = False
+                target = [now + self.interval_s, deadline]
+                if not conclusive:
+                    target.append(now + max(1e-3, self.min_window_s - s.window_s))
+                elif last_busy is not None and not is_busy:
+                    target.append(last_busy + self.settle_s)
+                next_t = min(target)
+            else:
+                next_t = min(now + self.interval_s, cool_end)
 
-    def _result(self, tally: _Tally, waited: float, timed_out: bool) -> dict:
-        return {"waited_s": round(waited, 3), "timed_out": timed_out, **tally.summary(),
-                "threshold_pct": self.threshold_pct, "settle_s": self.settle_s,
-                "timeout_s": self.timeout_s, "unreadable_processes": self.sampler.denied}
+    def _result(self, namer: _Namer, now: float, start: float, cooldown_s: float, extra: float,
+                timed_out: bool, st: dict) -> dict:
+        namer.finish(now)
+        return {"waited_s": round(extra, 3), "cooldown_s": round(cooldown_s, 3),
+                "total_s": round(now - start, 3), "timed_out": timed_out,
+                "samples": st["samples"], "busy_samples": st["busy"], "short_samples": st["short"],
+                "foreign_pct_max": round(st["fmax"], 1),
+                "foreign_pct_last": None if st["last"] is None else round(st["last"], 1),
+                "window_s_min": None if st["wmin"] is None else round(st["wmin"], 4),
+                **namer.result(), "threshold_pct": self.threshold_pct, "settle_s": self.settle_s,
+                "timeout_s": self.timeout_s, "interval_s": self.interval_s,
+                "min_window_s": round(self.min_window_s, 4), "sampler": "foreign_cpu"}
 
 
 # ---------------------------------------------------------------- contention watch
 
 class ContentionWatch:
-    """Sample foreign processes in a background thread while the `with` body runs."""
+    """Sample foreign CPU in a background thread while the `with` body runs.
 
-    _MIN_WINDOW_S = 0.05  # below a few clock ticks a per-process percentage is noise
+    A sample is contended when the foreign total is at or over threshold_pct (over_threshold).
+    Each sample covers at least min_window_for(threshold_pct), reaching back into the
+    sampler's earlier readings (a shared sampler holds the quiet gate's and the previous
+    run's), so samples may be far denser than the counters' resolution: the runner asks for
+    about a dozen per run. A fresh sampler's first samples cover less (short_samples).
+    """
 
     def __init__(self, threshold_pct: float = 15.0, interval_s: float = 0.25,
                  exclude_pids: Iterable[int] | None = None, *,
-                 sampler: ProcessSampler | None = None) -> None:
+                 sampler: Any = None, process_sampler: Any = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.threshold_pct = threshold_pct
         self.interval_s = interval_s
-        self.sampler = sampler or ProcessSampler(exclude_pids)
-        self._tally = _Tally(threshold_pct)
+        self.min_window_s = min_window_for(threshold_pct)
+        self.sampler = sampler or ForeignCpuSampler(exclude_pids, self.min_window_s)
+        make = (lambda: process_sampler) if process_sampler is not None \
+            else (lambda: ProcessSampler(exclude_pids))
+        self._namer = _Namer(threshold_pct, self.min_window_s, make)
+        self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.samples = 0
         self.contended_samples = 0
+        self.short_samples = 0
+        self._fsum = self._fmax = 0.0
+        self._wmin: float | None = None
         self._started = self._finished = 0.0
         self._watch_cpu_s = 0.0
 
     def __enter__(self) -> "ContentionWatch":
         self.sampler.prime()  # synchronously, so the first interval is already measured
-        self._started = self._last = time.monotonic()
+        self._started = self._last = self._clock()
         self._thread = threading.Thread(target=self._loop, name="contention-watch", daemon=True)
         self._thread.start()
         return self
@@ -280,26 +654,30 @@ class ContentionWatch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._finished = time.monotonic()
+        self._finished = self._clock()
 
     def _take(self) -> None:
-        top = self._tally.add(self.sampler.sample())
-        self._last = time.monotonic()
+        s = self.sampler.sample(self.min_window_s, self.threshold_pct)
+        now = self._last = self._clock()
         self.samples += 1
-        if top is not None and top.cpu_pct >= self.threshold_pct:
+        busy = over_threshold(s, self.threshold_pct, self.min_window_s)
+        if s.window_s < self.min_window_s - 1e-9:
+            self.short_samples += 1
+        if busy:
             self.contended_samples += 1
+        self._fsum += s.foreign_pct
+        self._fmax = max(self._fmax, s.foreign_pct)
+        self._wmin = s.window_s if self._wmin is None else min(self._wmin, s.window_s)
+        self._namer.on_sample(busy, now)
 
     def _loop(self) -> None:
         cpu0 = time.thread_time()
         while not self._stop.wait(self.interval_s):
             self._take()
-        # Cover the tail of the run, but never from a window too short to mean anything.
-        tail = time.monotonic() - self._last
-        if self.samples == 0 and tail < self._MIN_WINDOW_S:
-            time.sleep(self._MIN_WINDOW_S - tail)
-            tail = self._MIN_WINDOW_S
-        if self.samples == 0 or tail >= self.interval_s / 2:
+        # Cover the tail of the run (the sampler's window reaches back as far as it must).
+        if self.samples == 0 or self._clock() - self._last >= self.interval_s / 2:
             self._take()
+        self._namer.finish(self._clock())
         # The watcher competes with the run for CPU; report what it spent.
         self._watch_cpu_s = time.thread_time() - cpu0
 
@@ -307,11 +685,14 @@ class ContentionWatch:
         frac = self.contended_samples / self.samples if self.samples else None
         return {"samples": self.samples, "contended_samples": self.contended_samples,
                 "contended_fraction": round(frac, 4) if frac is not None else None,
-                **self._tally.summary(), "threshold_pct": self.threshold_pct,
-                "interval_s": self.interval_s,
-                "duration_s": round((self._finished or time.monotonic()) - self._started, 3),
-                "watch_cpu_s": round(self._watch_cpu_s, 4),
-                "unreadable_processes": self.sampler.denied}
+                "foreign_pct_max": round(self._fmax, 1),
+                "foreign_pct_mean": round(self._fsum / self.samples, 1) if self.samples else None,
+                "window_s_min": None if self._wmin is None else round(self._wmin, 4),
+                "short_samples": self.short_samples,
+                **self._namer.result(), "threshold_pct": self.threshold_pct,
+                "interval_s": self.interval_s, "min_window_s": round(self.min_window_s, 4),
+                "duration_s": round((self._finished or self._clock()) - self._started, 3),
+                "watch_cpu_s": round(self._watch_cpu_s, 4), "sampler": "foreign_cpu"}
 
 
 # ---------------------------------------------------------------- thermal / power / backup
@@ -356,7 +737,8 @@ def _linux_state() -> dict:
                  for name, entries in groups.items() if entries}
     battery = psutil.sensors_battery() if hasattr(psutil, "sensors_battery") else None
     freq = psutil.cpu_freq()
-    return {"temperatures_c": temps or UNKNOWN,
+    zones = parse_thermal_zones(read_thermal_zone_files())
+    return {"temperatures_c": temps or UNKNOWN, "thermal_zones": zones or UNKNOWN,
             "power_plugged": UNKNOWN if battery is None or battery.power_plugged is None
             else battery.power_plugged,
             "cpu_freq_mhz": round(freq.current) if freq else UNKNOWN}
@@ -406,7 +788,8 @@ def _section(fn) -> dict:
 def thermal_state() -> dict:
     """Thermal, power and backup state; every key present, "unknown" where unreadable."""
     out = {"cpu_speed_limit": UNKNOWN, "pmset_therm": UNKNOWN, "power_source": UNKNOWN,
-           "backup_running": UNKNOWN, "temperatures_c": UNKNOWN, "power_plugged": UNKNOWN,
+           "backup_running": UNKNOWN, "temperatures_c": UNKNOWN, "thermal_zones": UNKNOWN,
+           "power_plugged": UNKNOWN,
            "cpu_freq_mhz": UNKNOWN}
     if sys.platform == "darwin":
         out.update(_section(_darwin_state))
@@ -415,3 +798,136 @@ def thermal_state() -> dict:
     nv = _section(lambda: {"nvidia": nvidia_state()})
     out.update(nv)
     return out
+
+
+# ---------------------------------------------------------------- thermal verdict and wait
+
+# NVIDIA clock-event reasons that mean the GPU is slowed by heat or power, not by idling.
+NVIDIA_HOT_REASONS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown",
+                      "hw_power_brake_slowdown", "sw_power_cap")
+
+
+def parse_thermal_zones(files: dict[str, str]) -> list[dict]:
+    """Linux /sys/class/thermal text -> one dict per zone with a readable temperature.
+
+    files maps paths relative to /sys/class/thermal ("thermal_zone0/temp",
+    "thermal_zone0/trip_point_1_type", ...) to their text. Temperatures are millidegrees C.
+    passive_c is the zone's lowest "passive" trip point (where the kernel starts throttling),
+    None when it has none.
+    """
+    zones: dict[str, dict] = {}
+    for path, text in files.items():
+        zone, _, leaf = path.partition("/")
+        if not zone.startswith("thermal_zone") or not leaf:
+            continue
+        zones.setdefault(zone, {"trips": {}})
+        value = (text or "").strip()
+        if leaf in ("type", "temp"):
+            zones[zone][leaf] = value
+        elif m := re.fullmatch(r"trip_point_(\d+)_(type|temp)", leaf):
+            zones[zone]["trips"].setdefault(m.group(1), {})[m.group(2)] = value
+    out = []
+    for zone in sorted(zones, key=lambda z: (len(z), z)):
+        z = zones[zone]
+        try:
+            temp_c = int(z.get("temp", "")) / 1000.0
+        except ValueError:
+            continue
+        passive = []
+        for trip in z["trips"].values():
+            try:
+                t = int(trip.get("temp", ""))
+            except ValueError:
+                continue
+            if trip.get("type") == "passive" and t > 0:
+                passive.append(t / 1000.0)
+        out.append({"zone": zone, "type": z.get("type", UNKNOWN), "temp_c": temp_c,
+                    "passive_c": min(passive) if passive else None})
+    return out
+
+
+def read_thermal_zone_files(root: str = "/sys/class/thermal") -> dict[str, str]:
+    """The files parse_thermal_zones reads; {} where there are none (no zones, not Linux)."""
+    out: dict[str, str] = {}
+    try:
+        zones = [z for z in os.listdir(root) if z.startswith("thermal_zone")]
+    except OSError:
+        return out
+    for zone in zones:
+        try:
+            leaves = os.listdir(os.path.join(root, zone))
+        except OSError:
+            continue
+        for leaf in leaves:
+            if leaf in ("type", "temp") or re.fullmatch(r"trip_point_\d+_(type|temp)", leaf):
+                try:
+                    with open(os.path.join(root, zone, leaf), encoding="utf-8", errors="replace") as f:
+                        out[f"{zone}/{leaf}"] = f.read()
+                except OSError:
+                    continue
+    return out
+
+
+def thermal_verdict(state: dict) -> dict:
+    """thermal_state()'s dict -> {"checked", "nominal", "reason"}; pure.
+
+    Not nominal: macOS CPU_Speed_Limit < 100; an NVIDIA GPU with a hot clock-event reason
+    (NVIDIA_HOT_REASONS); a Linux thermal zone at or above its lowest passive trip point.
+    Where none of them is readable: checked False, nominal "unknown".
+    """
+    checked, hot, seen = False, [], []
+    limit = state.get("cpu_speed_limit")
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        checked = True
+        seen.append(f"CPU_Speed_Limit {limit}")
+        if limit < 100:
+            hot.append(f"CPU_Speed_Limit {limit} < 100")
+    rows = state.get("nvidia")
+    if isinstance(rows, list):
+        for i, row in enumerate(rows):
+            reasons = row.get("throttle_reasons") if isinstance(row, dict) else None
+            if not isinstance(reasons, list):
+                continue
+            checked = True
+            seen.append(f"GPU {i} clock events")
+            bad = [r for r in reasons if r in NVIDIA_HOT_REASONS]
+            if bad:
+                hot.append(f"GPU {i}: {', '.join(bad)}")
+    zones = state.get("thermal_zones")
+    if isinstance(zones, list):
+        for z in zones:
+            if not isinstance(z, dict) or z.get("passive_c") is None:
+                continue
+            checked = True
+            seen.append(f"{z.get('zone')}")
+            if z["temp_c"] >= z["passive_c"]:
+                hot.append(f"{z.get('zone')} ({z.get('type')}) {z['temp_c']:g} C >= passive trip "
+                           f"{z['passive_c']:g} C")
+    if not checked:
+        return {"checked": False, "nominal": UNKNOWN, "reason": "no thermal state readable"}
+    if hot:
+        return {"checked": True, "nominal": False, "reason": "; ".join(hot)}
+    return {"checked": True, "nominal": True, "reason": "nominal (" + ", ".join(seen) + ")"}
+
+
+def wait_thermal(limit_s: float, *, read: Callable[[], dict] | None = None, wait: bool = True,
+                 poll_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 on_tick: Callable[[float, str], None] | None = None) -> tuple[dict, dict]:
+    """Read thermal state; while it is readable and not nominal, poll every poll_s up to
+    limit_s. Returns (thermal_wait, the last thermal_state() read). wait=False: one read.
+
+    thermal_wait: {"checked", "nominal", "reason", "waited_s", "reads"}.
+    """
+    read = read or thermal_state
+    start = clock()
+    state = read()
+    verdict, reads = thermal_verdict(state), 1
+    while wait and verdict["nominal"] is False and (elapsed := clock() - start) < limit_s:
+        if on_tick is not None:
+            on_tick(elapsed, verdict["reason"])
+        sleep(min(poll_s, max(0.0, limit_s - elapsed)))
+        state = read()
+        verdict, reads = thermal_verdict(state), reads + 1
+    waited = clock() - start if reads > 1 else 0.0
+    return {**verdict, "waited_s": round(waited, 3), "reads": reads}, state

@@ -32,11 +32,13 @@ def rotated(items: list, start: int) -> list:
     return items[k:] + items[:k]
 
 
-def build_plan(suite: Suite) -> list[PlannedRun]:
+def build_plan(suite: Suite, repetitions: int | None = None) -> list[PlannedRun]:
     """Warm-ups first (one per arm per warm-up round, on the first prompt), then measured runs.
 
     Within a repetition the order is prompt by prompt, and for each prompt every arm, starting
-    from arm (repetition mod n_arms). The plan is deterministic, which is what --resume needs.
+    from arm (repetition mod n_arms). The plan is deterministic, which is what --resume needs,
+    and a plan of more repetitions extends a shorter one (same indices), which is how a time
+    budget adds rounds. `repetitions` replaces the suite's count.
     """
     arms = list(suite.arms)
     out: list[PlannedRun] = []
@@ -45,7 +47,7 @@ def build_plan(suite: Suite) -> list[PlannedRun]:
     for w in range(suite.settings.warmups):
         for arm in rotated(arms, w):
             out.append(PlannedRun(len(out), arm.name, arm.pairing, first_prompt, w, True))
-    for r in range(suite.settings.repetitions):
+    for r in range(suite.settings.repetitions if repetitions is None else repetitions):
         for prompt in suite.prompts:
             for arm in rotated(arms, r):
                 out.append(PlannedRun(len(out), arm.name, arm.pairing, prompt.name, r, False))

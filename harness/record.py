@@ -3,6 +3,10 @@
 A temp file in the same directory plus os.replace means a reader (or a crash, Ctrl-C, or
 kill -9) only ever sees the previous complete file or the next one, never half of one. The
 record says complete: false until the last planned run lands; `--resume` finishes it.
+
+The record also keeps the session's wall time: one monotonic-clock segment per process that
+creates, or loads and writes, it (a resume is a new segment), summed into session_wall_s on
+every write. finish() writes the duty cycle: how much of that wall time was measured runs.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import datetime as _dt
 import json
 import os
 import tempfile
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +70,52 @@ def read_json(path: Path, kind: str, schema_version: int = SCHEMA_VERSION) -> di
     return data
 
 
+def duty_cycle(runs: list[dict[str, Any]], session_wall_s: float) -> dict[str, Any]:
+    """How the session's wall time was spent; pure.
+
+    run_s: every run's wall_s (warm-ups and failures too); measured_run_s: measured runs only;
+    waiting_s: cooldowns, quiet-gate waits and thermal waits; duty_cycle: measured_run_s over
+    session_wall_s (None when there is no wall time). Runs from before these keys read 0.
+    """
+    def num(x: Any) -> float:
+        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
+    run_s = sum(num(r.get("wall_s")) for r in runs)
+    measured = sum(num(r.get("wall_s")) for r in runs if not r.get("warmup"))
+    waiting = sum(num(r.get("cooldown_s")) + num(r.get("gate_wait_s"))
+                  + num(((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
+                  for r in runs)
+    wall = num(session_wall_s)
+    return {"session_wall_s": round(wall, 3), "run_s": round(run_s, 3),
+            "measured_run_s": round(measured, 3),
+            "duty_cycle": round(measured / wall, 4) if wall > 0 else None,
+            "waiting_s": round(waiting, 3), "runs": len(runs)}
+
+
+def record_duty(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A record's duty: the one finish() wrote, else computed from its session wall time
+    (over the runs made while it was kept); None for a record from before session wall time."""
+    if isinstance(data.get("duty"), dict):
+        return data["duty"]
+    if "session_wall_s" not in data:
+        return None
+    runs = data.get("runs") or []
+    return duty_cycle(runs[int(data.get("session_wall_from_run") or 0):], data["session_wall_s"])
+
+
 @dataclass
 class Record:
     path: Path
     data: dict[str, Any]
+    # This process's segment of the session's wall time, and the segments before it.
+    _segment_start: float = field(default=0.0, init=False, repr=False, compare=False)
+    _earlier_segments: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._segment_start = time.monotonic()
+        segs = self.data.get("session_segments_s")
+        self._earlier_segments = [float(x) for x in segs] if isinstance(segs, list) else []
+        # Runs already in a record from before session wall time are left out of its duty.
+        self._from_run = None if "session_segments_s" in self.data else len(self.data.get("runs") or [])
 
     @classmethod
     def create(cls, path: str | Path, suite: dict[str, Any], host: dict[str, Any],
@@ -126,7 +173,23 @@ class Record:
     def finish(self, planned: int) -> None:
         self.data["complete"] = len(self.done_indices()) >= planned
         self.data["finished"] = now_iso() if self.data["complete"] else None
+        self._update_wall()
+        tracked = self.runs[int(self.data.get("session_wall_from_run") or 0):]
+        self.data["duty"] = duty_cycle(tracked, self.data["session_wall_s"])
         self.write()
 
+    def session_wall_s(self) -> float:
+        """The session's wall time so far: earlier segments plus this one."""
+        return sum(self._earlier_segments) + (time.monotonic() - self._segment_start)
+
+    def _update_wall(self) -> None:
+        if self._from_run is not None:
+            self.data["session_wall_from_run"] = self._from_run
+            self._from_run = None
+        this = time.monotonic() - self._segment_start
+        self.data["session_segments_s"] = [round(x, 3) for x in self._earlier_segments + [this]]
+        self.data["session_wall_s"] = round(self.session_wall_s(), 3)
+
     def write(self) -> None:
+        self._update_wall()
         write_json_atomic(self.path, self.data)

@@ -30,7 +30,7 @@ OVERRIDE_WHY = {
     "SPECDEC_PROFILE": "syncs after every round stage to attribute time (changes the timing it measures)",
     "SPECDEC_QUANTIZE_DRAFTER": "0 keeps the drafter dense instead of quantizing it to 4-bit at load",
     "SPECDEC_BLAS": "reference runs MLX's bundled reference BLAS instead of the preloaded OpenBLAS",
-    "SPECDEC_INJECT_DELAY_MS": "test-only fault: adds a delay to every target forward",
+    "SPECDEC_INJECT_WORK": "test-only fault: adds a fraction of a forward's device work to every target decode forward",
     "SPECDEC_FORCE_INEXACT": "test-only: perturbs the probe so the gate fails",
 }
 

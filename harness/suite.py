@@ -52,10 +52,14 @@ class Settings:
     seed: int = 0
     repetitions: int = 5
     warmups: int = 1
+    # The cooldown before a measured run is clamp(cooldown_ratio x the previous run's wall_s,
+    # cooldown_s, cooldown_cap_s): cooldown_s is the floor; ratio 0 (the default) keeps it fixed.
     cooldown_s: float = 10.0
-    # "suite" (a number in the file), "host" (to be replaced by the host profile's
-    # default_cooldown_s before planning), or where a resolved value came from.
+    # "suite" (a number in the file), "host" (to be replaced by the host profile's cooldown
+    # rule, floor, ratio and cap, before planning), or where a resolved value came from.
     cooldown_source: str = "suite"
+    cooldown_ratio: float = 0.0
+    cooldown_cap_s: float | None = None      # None: no cap
     ignore_eos: bool = True
     quiet: QuietSettings = field(default_factory=QuietSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
@@ -67,6 +71,12 @@ class Settings:
     override_ignore: tuple[str, ...] = ()
     # After the runs, time the first specdec pairing's target forward at T = 1, 2, 3, 4, 8.
     scaling: bool = False
+    # For the time-budget feature (parsed, validated and recorded here; used elsewhere):
+    budget_s: float | None = None            # session time budget in seconds; None: no budget
+    max_repetitions: int | None = None       # most repetitions a budgeted session may add (>= repetitions)
+    threshold: float = 0.10                  # relative change to detect, in (0, 1)
+    alpha: float = 0.05                      # significance level, in (0, 0.5]
+    looks: int = 4                           # interim looks at the data, >= 1
 
 
 @dataclass(frozen=True)
@@ -211,14 +221,16 @@ class _V:
         return v
 
     def num(self, v: Any, key: str, lo: float | None = None, hi: float | None = None,
-            lo_open: bool = False) -> float:
+            lo_open: bool = False, hi_open: bool = False) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(key, f"expected a number, got {v!r}")
         v = float(v)
+        if v != v:
+            raise self.fail(key, "expected a number, got nan")
         if lo is not None and (v < lo or (lo_open and v == lo)):
             raise self.fail(key, f"must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
-        if hi is not None and v > hi:
-            raise self.fail(key, f"must be <= {hi:g}, got {v:g}")
+        if hi is not None and (v > hi or (hi_open and v == hi)):
+            raise self.fail(key, f"must be {'<' if hi_open else '<='} {hi:g}, got {v:g}")
         return v
 
     def str_(self, v: Any, key: str) -> str:
@@ -248,8 +260,9 @@ class _V:
 
 
 _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
-        "cooldown_s", "cooldown_source", "ignore_eos", "quiet", "watch", "spread_threshold",
-        "contention_threshold", "override_prefixes", "override_ignore", "scaling", "pairings", "arms",
+        "cooldown_s", "cooldown_source", "cooldown_ratio", "cooldown_cap_s", "ignore_eos", "quiet",
+        "watch", "spread_threshold", "contention_threshold", "override_prefixes", "override_ignore",
+        "scaling", "budget_s", "max_repetitions", "threshold", "alpha", "looks", "pairings", "arms",
         "prompts")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
 _WATCH = ("enabled", "threshold_pct", "interval_s")
@@ -290,21 +303,23 @@ def _settings(v: _V, d: dict) -> Settings:
         interval_s=v.num(w.get("interval_s", bw.interval_s), "watch.interval_s", 0, lo_open=True),
     )
     prefixes = v.str_list(d.get("override_prefixes", list(base.override_prefixes)), "override_prefixes")
-    cooldown_raw = d.get("cooldown_s", base.cooldown_s)
-    if cooldown_raw == "host":
-        cooldown, cooldown_source = base.cooldown_s, "host"
-    else:
-        if isinstance(cooldown_raw, str):
-            raise v.fail("cooldown_s", f"expected a number of seconds or \"host\", got {cooldown_raw!r}")
-        cooldown = v.num(cooldown_raw, "cooldown_s", 0)
-        cooldown_source = v.str_(d.get("cooldown_source", "suite"), "cooldown_source")
+    cooldown, cooldown_source, ratio, cap = _cooldown_rule(v, d, base)
+    repetitions = v.int_(d.get("repetitions", base.repetitions), "repetitions", 1)
+    # A record's settings say null for an unset optional value; TOML has no null.
+    budget = d.get("budget_s")
+    max_reps = d.get("max_repetitions")
+    if max_reps is not None:
+        max_reps = v.int_(max_reps, "max_repetitions")
+        if max_reps < repetitions:
+            raise v.fail("max_repetitions", f"must be >= repetitions ({repetitions}), got {max_reps}")
     return Settings(
         max_tokens=v.int_(d.get("max_tokens", base.max_tokens), "max_tokens", 1),
         temp=v.num(d.get("temp", base.temp), "temp", 0),
         seed=v.int_(d.get("seed", base.seed), "seed"),
-        repetitions=v.int_(d.get("repetitions", base.repetitions), "repetitions", 1),
+        repetitions=repetitions,
         warmups=v.int_(d.get("warmups", base.warmups), "warmups", 0),
         cooldown_s=cooldown, cooldown_source=cooldown_source,
+        cooldown_ratio=ratio, cooldown_cap_s=cap,
         ignore_eos=v.bool_(d.get("ignore_eos", base.ignore_eos), "ignore_eos"),
         quiet=quiet, watch=watch,
         spread_threshold=v.num(d.get("spread_threshold", base.spread_threshold), "spread_threshold", 0, lo_open=True),
@@ -313,7 +328,41 @@ def _settings(v: _V, d: dict) -> Settings:
         override_prefixes=prefixes,
         override_ignore=v.str_list(d.get("override_ignore", []), "override_ignore"),
         scaling=v.bool_(d.get("scaling", base.scaling), "scaling"),
+        budget_s=None if budget is None else v.num(budget, "budget_s", 0, lo_open=True),
+        max_repetitions=max_reps,
+        threshold=v.num(_given(d, "threshold", base.threshold), "threshold", 0, 1, lo_open=True, hi_open=True),
+        alpha=v.num(_given(d, "alpha", base.alpha), "alpha", 0, 0.5, lo_open=True),
+        looks=v.int_(_given(d, "looks", base.looks), "looks", 1),
     )
+
+
+def _given(d: dict, key: str, default: Any) -> Any:
+    """d[key], or default when it is absent or null (a record's settings)."""
+    x = d.get(key)
+    return default if x is None else x
+
+
+def _cooldown_rule(v: _V, d: dict, base: Settings) -> tuple[float, str, float, float | None]:
+    """(cooldown_s, cooldown_source, cooldown_ratio, cooldown_cap_s) from the file."""
+    cooldown_raw = d.get("cooldown_s", base.cooldown_s)
+    ratio_raw, cap_raw = d.get("cooldown_ratio"), d.get("cooldown_cap_s")
+    if cooldown_raw == "host":
+        for key, raw in (("cooldown_ratio", ratio_raw), ("cooldown_cap_s", cap_raw)):
+            if raw is not None:
+                raise v.fail(key, "the host profile gives it when cooldown_s = \"host\"; "
+                             "drop it or give cooldown_s in seconds")
+        return base.cooldown_s, "host", base.cooldown_ratio, base.cooldown_cap_s
+    if isinstance(cooldown_raw, str):
+        raise v.fail("cooldown_s", f"expected a number of seconds or \"host\", got {cooldown_raw!r}")
+    cooldown = v.num(cooldown_raw, "cooldown_s", 0)
+    source = v.str_(d.get("cooldown_source", "suite"), "cooldown_source")
+    ratio = v.num(base.cooldown_ratio if ratio_raw is None else ratio_raw, "cooldown_ratio", 0)
+    cap = None
+    if cap_raw is not None:
+        cap = v.num(cap_raw, "cooldown_cap_s", 0)
+        if cap < cooldown:
+            raise v.fail("cooldown_cap_s", f"must be >= cooldown_s ({cooldown:g}), got {cap:g}")
+    return cooldown, source, ratio, cap
 
 
 def _model_dir(v: _V, raw: Any, key: str, base_dir: Path) -> str:
@@ -480,12 +529,14 @@ def with_settings(suite: Suite, **changes: Any) -> Suite:
 
 
 def quick(suite: Suite) -> Suite:
-    """Smoke-test settings: 2 repetitions, no warm-up, no cooldown, no quiet gate.
+    """Smoke-test settings: 2 repetitions, no warm-up, no cooldown, no quiet gate, no budget.
 
     Figures from a quick session break the protocol, so summaries flag them not to publish.
     """
     from dataclasses import replace
     s = suite.settings
     return with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_source="quick",
+                         cooldown_ratio=0.0, cooldown_cap_s=None, budget_s=None,
+                         max_repetitions=None if s.max_repetitions is None else max(2, s.max_repetitions),
                          max_tokens=min(s.max_tokens, 32),
                          quiet=replace(s.quiet, enabled=False))

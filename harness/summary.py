@@ -16,6 +16,7 @@ from rich.text import Text
 
 from harness import stats
 from harness.identity import classic_comparisons, describe
+from harness.record import record_duty
 
 
 @dataclass
@@ -29,6 +30,9 @@ class ArmSummary:
     failed: int
     contended: int
     quiet_gate_timeouts: int
+    contended_samples: int = 0      # contended watch samples in the contended runs
+    contention_samples: int = 0     # all watch samples in the contended runs
+    watch_undersampled: int = 0     # runs the watch sampled fewer than 10 times
     tok_s_median: float | None = None
     tok_s_min: float | None = None
     tok_s_max: float | None = None
@@ -78,7 +82,13 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
                        block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
                        contended=sum("contended" in (r.get("marks") or []) for r in runs),
-                       quiet_gate_timeouts=sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs))
+                       quiet_gate_timeouts=sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs),
+                       watch_undersampled=sum("watch_undersampled" in (r.get("marks") or []) for r in runs))
+        for r in runs:
+            if "contended" in (r.get("marks") or []):
+                c = (r.get("load") or {}).get("contention") or {}
+                s.contended_samples += int(c.get("contended_samples") or 0)
+                s.contention_samples += int(c.get("samples") or 0)
         tps, mpt = _vals(ok, "decode_tokens_per_s"), _vals(ok, "ms_per_token")
         if tps:
             s.tok_s_median = stats.median(tps)
@@ -151,12 +161,16 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
     if s.spread is not None and s.spread > thr:
         s.flags.append(f"may be unstable (spread {s.spread:.1%} > {thr:.0%})")
     if s.contended:
-        s.flags.append(f"{s.contended} contended")
+        # Counts from the runs' watches; records from before the counts say only how many runs.
+        counts = f" ({s.contended_samples} of {s.contention_samples} samples)" if s.contention_samples else ""
+        s.flags.append(f"{s.contended} contended{counts}")
+    if s.watch_undersampled:
+        s.flags.append(f"{s.watch_undersampled} watch undersampled")
     if s.failed:
         s.flags.append(f"{s.failed} failed")
     if s.quiet_gate_timeouts:
         s.flags.append(f"quiet gate timed out {s.quiet_gate_timeouts}x")
-    no_cooldown = not settings.get("cooldown_s")
+    no_cooldown = not has_cooldown(settings)
     if record.get("quick"):
         s.flags.append("quick session")
     elif no_cooldown:
@@ -169,6 +183,15 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
         or no_cooldown)
     if s.do_not_publish:
         s.flags.insert(0, "do not publish")
+
+
+def has_cooldown(settings: dict[str, Any]) -> bool:
+    """Whether measured runs got a cooldown: a floor, or a ratio with no zero cap. Settings
+    from old records lack the ratio and cap."""
+    if settings.get("cooldown_s"):
+        return True
+    cap = settings.get("cooldown_cap_s")
+    return bool(settings.get("cooldown_ratio")) and (cap is None or cap > 0)
 
 
 def _f(x: float | None, spec: str) -> str:
@@ -217,5 +240,24 @@ def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path:
         "complete": record.get("complete"), "runs": len(record["runs"]),
         "failed": sum(r["status"] == "failed" for r in record["runs"]),
         "identity_differs": sum((r.get("identity") or {}).get("status") == "differs" for r in record["runs"]),
+        "duty": record_duty(record),
         "arms": [s.to_dict() for s in rows],
     }
+
+
+def _secs(x: float) -> str:
+    return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
+
+
+def duty_line(record: Any) -> str:
+    """One line for people under the table: "duty cycle 63%: 112 s of measured runs in 178 s of
+    session wall (waiting 21 s)". record: a Record or its data; "" for a record from before
+    session wall time."""
+    data = getattr(record, "data", record)
+    duty = record_duty(data) if isinstance(data, dict) else None
+    if not duty or not duty.get("session_wall_s"):
+        return ""
+    cycle = duty.get("duty_cycle")
+    head = "duty cycle -" if cycle is None else f"duty cycle {cycle:.0%}"
+    return (f"{head}: {_secs(duty['measured_run_s'])} of measured runs in "
+            f"{_secs(duty['session_wall_s'])} of session wall (waiting {_secs(duty['waiting_s'])})")

@@ -1,23 +1,29 @@
-"""How large a slowdown does `harness pr-check` catch on this host, and how long does it take?
+"""What does the paired check catch on this host, how often does it cry wolf, and how long does
+it take? A sensitivity curve: detection rate against the true effect, false alarms over A/A.
 
 Builds a scratch copy of the project (tests/asv_scratch.py) with a base commit, a comment-only
-commit and one commit per injected delay (the engine sleeps D ms after every target decode
-forward, set in code), then runs `harness pr-check base HEAD` REPEATS times per head and
-prints, per head: the measured classic ms/token change, how often the check failed (exit 1),
-the verdict on classic decode ms/token, the smallest detectable change, and the duration.
+commit (A/A: no code differs) and one commit per calibrated fault (the engine adds F of a
+target decode forward's own work to every target decode forward, set in code as the default of
+SPECDEC_INJECT_WORK: a shipping configuration, no output byte changes). Then runs the check
+(`harness pr-check`, with asv storage, or `harness compare-commits`) CHECKS times per head and
+prints, per head: how often the check failed (exit 1) and was inconclusive (exit 3), the
+classic ms/token verdicts, the smallest detectable change, the duration, and the effect the
+fault really had on this host (all checks' pairs pooled: F is a fraction of a forward's work,
+not of a decode step's wall time, so the true effect is measured, not assumed).
 
-    PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --delays 0.25,0.5,1,2 --repeats 2
-    PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --real-suite --delays 5 --repeats 1
+    PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --work 0.07 --checks 10 --aa 10
+    PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --command compare-commits \
+        --suite my-gpu-suite.toml --work 0.03 --checks 1 --aa 5 --budget-s 100 --threshold 0.02
 
---real-suite uses benchmarks/suite.toml as CI does (10 s cooldowns, quiet gate); the default
-takes the waiting out (0.2 s cooldowns, no quiet gate) and keeps everything else.
-Writes build/artifacts/asv-sensitivity.json.
+The suite defaults to benchmarks/suite.toml (what CI's pr-check uses). Writes --out (default
+build/artifacts/asv-sensitivity.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -27,11 +33,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from asv_scratch import (commit_all, copy_tracked, fast_suite, git, harness_argv,  # noqa: E402
-                         run_env, slow_engine)
+from asv_scratch import commit_all, copy_tracked, git, harness_argv, run_env, slow_engine  # noqa: E402
 
 
-def build(root: Path, delays: list[float]) -> dict[str, str]:
+def build(root: Path, works: list[float]) -> dict[str, str]:
     proj = root / "project"
     proj.mkdir(parents=True)
     copy_tracked(proj)
@@ -40,66 +45,113 @@ def build(root: Path, delays: list[float]) -> dict[str, str]:
     engine = proj / "specdec" / "engine.py"
     original = engine.read_text()
     engine.write_text(original + "# A comment-only change.\n")
-    shas["comment"] = commit_all(proj, "comment only")
-    for d in delays:
+    shas["A/A"] = commit_all(proj, "comment only")
+    for w in works:
         git(proj, "checkout", "-q", shas["base"])
-        git(proj, "checkout", "-q", "-b", f"slow-{d:g}")
-        slow_engine(proj, d)
-        shas[f"slow {d:g} ms"] = commit_all(proj, f"slow {d:g} ms")
+        git(proj, "checkout", "-q", "-b", f"work-{w:g}")
+        slow_engine(proj, w)
+        shas[f"F={w:g}"] = commit_all(proj, f"fault: {w:g} of a target forward's work added to each")
     git(proj, "checkout", "-q", "main")
     return shas
 
 
+def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, extra: list[str],
+              mf: Path) -> dict:
+    argv = harness_argv(cmd, base, head, *extra)
+    if cmd == "pr-check":
+        argv += ["--machine", "sensitivity", "--machine-file", str(mf), "--json", str(out)]
+    t0 = time.monotonic()
+    r = subprocess.run(argv, cwd=proj, env=env, capture_output=True, text=True)
+    row: dict = {"exit": r.returncode, "duration_s": round(time.monotonic() - t0, 1)}
+    data = None
+    if cmd == "pr-check" and out.exists():
+        data = json.loads(out.read_text())
+    elif cmd == "compare-commits" and r.stdout.strip():
+        try:
+            data = json.loads(r.stdout.strip().splitlines()[-1])
+        except ValueError:
+            data = None
+    if data is None:
+        row["error"] = (r.stderr or r.stdout).strip().splitlines()[-1:]
+        return row
+    row["headline"] = data["headline"]
+    row["rounds"] = data.get("rounds")
+    row["stopped"] = data.get("stopped")
+    row["worse_gated"] = [f"{f['arm']} {f['figure']}" for f in data["figures"] if f["gated"] and f["verdict"] == "worse"]
+    for f in data["figures"]:
+        if f["gated"] and f["arm"] == "classic":
+            row.update(classic_verdict=f["verdict"], classic_ratio=f["ratio"], classic_n=f["n"],
+                       classic_detectable=f["detectable_value"])
+    return row
+
+
+def pooled_effect(rows: list[dict]) -> float | None:
+    """The fault's effect on classic ms/token over every check of one head (n-weighted log mean)."""
+    pts = [(r["classic_n"], math.log(r["classic_ratio"])) for r in rows if r.get("classic_ratio")]
+    n = sum(k for k, _ in pts)
+    return math.exp(sum(k * x for k, x in pts) / n) - 1.0 if n else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--delays", default="0.25,0.5,1,2", help="ms per target decode forward, comma-separated")
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--real-suite", action="store_true", help="benchmarks/suite.toml as is (CI's settings)")
+    ap.add_argument("--work", default="0.07", help="fault sizes F (fractions of a forward), comma-separated")
+    ap.add_argument("--checks", type=int, default=10, help="checks per fault")
+    ap.add_argument("--aa", type=int, default=10, help="A/A checks (comment-only head)")
+    ap.add_argument("--command", default="pr-check", choices=("pr-check", "compare-commits"))
+    ap.add_argument("--suite", default=str(REPO / "benchmarks" / "suite.toml"))
+    ap.add_argument("--budget-s", type=float)
+    ap.add_argument("--threshold", type=float)
     ap.add_argument("--workdir", help="keep the scratch repository here (default: a temp dir)")
+    ap.add_argument("--out", default=str(REPO / "build" / "artifacts" / "asv-sensitivity.json"))
     args = ap.parse_args()
-    delays = [float(x) for x in args.delays.split(",") if x]
-    root = Path(args.workdir or tempfile.mkdtemp(prefix="asv-sensitivity-"))
-    shas = build(root, delays)
+    works = [float(x) for x in args.work.split(",") if x.strip()]
+    root = Path(args.workdir or tempfile.mkdtemp(prefix="sensitivity-"))
+    shas = build(root, works)
     proj = root / "project"
-    extra = {} if args.real_suite else {"HARNESS_ASV_SUITE": str(fast_suite(root / "fast-suite.toml"))}
-    env = run_env(extra)
+    env = run_env({"HARNESS_ASV_SUITE": str(Path(args.suite).resolve())})
     mf = root / "machine.json"
-    subprocess.run(harness_argv("host", "register", "--machine", "sensitivity", "--machine-file", str(mf)),
-                   cwd=proj, env=env, check=True, capture_output=True)
+    if args.command == "pr-check":
+        subprocess.run(harness_argv("host", "register", "--machine", "sensitivity", "--machine-file", str(mf)),
+                       cwd=proj, env=env, check=True, capture_output=True)
+    extra = ["--suite", str(Path(args.suite).resolve())]
+    extra += ["--budget-s", f"{args.budget_s:g}"] if args.budget_s else []
+    extra += ["--threshold", f"{args.threshold:g}"] if args.threshold else []
+    plan = [("A/A", i) for i in range(args.aa)] + [(f"F={w:g}", i) for w in works for i in range(args.checks)]
+    # Interleave heads so a slow drift of the host over the hour does not land on one head.
+    plan.sort(key=lambda hi: (hi[1], hi[0]))
     rows = []
-    for head in ["comment"] + [f"slow {d:g} ms" for d in delays]:
-        for rep in range(args.repeats):
-            out = root / f"pr-{head.replace(' ', '_')}-{rep}.json"
-            t0 = time.monotonic()
-            r = subprocess.run(harness_argv("pr-check", shas["base"], shas[head], "--machine", "sensitivity",
-                                            "--machine-file", str(mf), "--json", str(out)),
-                               cwd=proj, env=env, capture_output=True, text=True)
-            took = time.monotonic() - t0
-            row = {"head": head, "repeat": rep, "exit": r.returncode, "duration_s": round(took, 1)}
-            if out.exists():
-                data = json.loads(out.read_text())
-                for f in data["figures"]:
-                    if f["name"] == "bench_specdec.Decode.track_ms_per_token('classic')":
-                        row.update(classic_change=None if f["ratio"] is None else round(f["ratio"] - 1, 3),
-                                   classic_verdict=f["verdict"],
-                                   classic_detectable=None if f["detectable"] is None else round(f["detectable"], 3))
-                row["worse"] = data["verdicts"].get("worse", 0)
-                row["inconclusive"] = data["verdicts"].get("inconclusive", 0)
-            else:
-                row["error"] = (r.stderr or r.stdout).strip().splitlines()[-1:]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    art = REPO / "build" / "artifacts"
-    art.mkdir(parents=True, exist_ok=True)
-    (art / "asv-sensitivity.json").write_text(json.dumps({"real_suite": args.real_suite, "rows": rows},
-                                                         indent=1) + "\n")
-    print(f"\n{'head':<14} {'exit':>4} {'classic change':>15} {'verdict':>13} {'detectable':>11} {'worse':>5} {'s':>6}")
-    for r in rows:
-        ch = r.get("classic_change")
-        det = r.get("classic_detectable")
-        print(f"{r['head']:<14} {r['exit']:>4} {('-' if ch is None else f'{ch:+.1%}'):>15} "
-              f"{r.get('classic_verdict', '-'):>13} {('-' if det is None else f'{det:.1%}'):>11} "
-              f"{r.get('worse', '-'):>5} {r['duration_s']:>6.0f}")
+    for head, i in plan:
+        out = root / f"check-{head.replace('/', '').replace('=', '')}-{i}.json"
+        row = {"head": head, "check": i, **one_check(args.command, proj, env, shas["base"], shas[head], out, extra, mf)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    summary = {}
+    for head in ["A/A"] + [f"F={w:g}" for w in works]:
+        rs = [r for r in rows if r["head"] == head]
+        if not rs:
+            continue
+        dets = [r["classic_detectable"] for r in rs if r.get("classic_detectable") is not None]
+        summary[head] = {"checks": len(rs), "exit_1": sum(r["exit"] == 1 for r in rs),
+                         "exit_3": sum(r["exit"] == 3 for r in rs), "exit_0": sum(r["exit"] == 0 for r in rs),
+                         "other_exit": sum(r["exit"] not in (0, 1, 3) for r in rs),
+                         "classic_worse": sum(r.get("classic_verdict") == "worse" for r in rs),
+                         "any_gated_worse": sum(bool(r.get("worse_gated")) for r in rs),
+                         "classic_detectable_max": max(dets) if dets else None,
+                         "classic_detectable_median": sorted(dets)[len(dets) // 2] if dets else None,
+                         "true_effect_pooled": pooled_effect(rs),
+                         "duration_s_max": max(r["duration_s"] for r in rs),
+                         "duration_s_median": sorted(r["duration_s"] for r in rs)[len(rs) // 2]}
+    result = {"command": args.command, "suite": args.suite, "budget_s": args.budget_s, "threshold": args.threshold,
+              "argv": sys.argv, "rows": rows, "summary": summary}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"\n{'head':<8} {'checks':>6} {'fail':>5} {'inconcl':>7} {'pass':>5} {'classic worse':>13} "
+          f"{'detectable (median, max)':>25} {'true effect':>11} {'s (median, max)':>16}")
+    for head, s in summary.items():
+        dm, dx, te = s["classic_detectable_median"], s["classic_detectable_max"], s["true_effect_pooled"]
+        print(f"{head:<8} {s['checks']:>6} {s['exit_1']:>5} {s['exit_3']:>7} {s['exit_0']:>5} {s['classic_worse']:>13} "
+              f"{('-' if dm is None else f'{dm:.1%}, {dx:.1%}'):>25} {('-' if te is None else f'{te:+.1%}'):>11} "
+              f"{s['duration_s_median']:>7.0f}, {s['duration_s_max']:.0f}")
     return 0
 
 

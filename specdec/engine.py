@@ -6,6 +6,7 @@ produces tokens and diagnostics; `cli.py` prints them.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -100,7 +101,9 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
     ids = _encode(pair, prompt)
     env = overrides.in_force()
     profile = overrides.flag("SPECDEC_PROFILE")
-    delay_s = max(0.0, overrides.number("SPECDEC_INJECT_DELAY_MS")) / 1e3
+    work = overrides.number("SPECDEC_INJECT_WORK")
+    if not (math.isfinite(work) and work >= 0):
+        raise SpecdecError(f"SPECDEC_INJECT_WORK must be a finite number >= 0 (got {work})")
     speculative = block >= 2 and pair.drafter is not None
     decision = GateDecision("not_applicable", False, "no probe: classic decode requested",
                             message="classic decode (block 1 or no drafter): no exactness probe")
@@ -108,14 +111,15 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
         decision = gate(pair.target, ids, block, pair.probe_readings)
         speculative = decision.engaged
     sampler = _Sampler(temp, seed)
+    inject = _InjectedWork(pair.target, work)
     eos = set() if ignore_eos else pair.eos_ids
     diag = Diagnostics(mode="speculative" if speculative else "classic", block_size=block if speculative else 1,
                        prompt_tokens=len(ids), profile=profile, probe_ms=decision.probe_ms)
     with mx.stream(generation_stream):
         if speculative:
-            out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, delay_s, instrument)
+            out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, inject, instrument)
         else:
-            out = _classic(pair, ids, max_tokens, sampler, eos, diag, delay_s, instrument)
+            out = _classic(pair, ids, max_tokens, sampler, eos, diag, inject, instrument)
     arm = {"mode": diag.mode, "requested_mode": "speculative" if block >= 2 and pair.drafter is not None else "classic",
            "block": block, "temp": temp, "seed": seed, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
            "target": str(pair.target_dir), "drafter": str(pair.drafter_dir) if pair.drafter_dir else None,
@@ -128,8 +132,31 @@ def _no_clock() -> float:
     return 0.0
 
 
+class _InjectedWork:
+    """Test-only fault SPECDEC_INJECT_WORK=F: adds F of a target decode forward's device work to
+    every one (classic step, verify forward), evaluated at the sync the step already has. Credit
+    n*F - extra after n forwards; each whole unit runs one extra target forward, output discarded.
+    The extra work is the same layers and LM head on the same tokens, not attention over the cached
+    context (no KV cache): slightly less than F of a forward at long contexts."""
+
+    def __init__(self, model, fraction: float):
+        self.model, self.fraction = model, fraction
+        self.forwards = self.extra = 0
+
+    def __call__(self, out: mx.array, inp: mx.array) -> mx.array:
+        """`out` (the real forward's output on `inp`), made to depend on any extra forwards due."""
+        if not self.fraction:
+            return out
+        self.forwards += 1
+        due = math.floor(self.forwards * self.fraction + 1e-9) - self.extra
+        if due <= 0:
+            return out
+        self.extra += due
+        return mx.depends(out, [self.model(inp) for _ in range(due)])
+
+
 def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos: set[int],
-             diag: Diagnostics, delay_s: float, instrument: bool = True) -> list[int]:
+             diag: Diagnostics, inject: _InjectedWork, instrument: bool = True) -> list[int]:
     target, cache = pair.target, make_prompt_cache(pair.target)
     prompt = mx.array(ids, dtype=mx.uint32)
     t = time.perf_counter()
@@ -138,7 +165,8 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
     diag.prefill_ms = (start - t) * 1e3
 
     def step(y: mx.array) -> mx.array:
-        return sampler(target(y[None], cache=cache)[:, -1, :])[0]
+        logits = inject(target(y[None], cache=cache), y[None])
+        return sampler(logits[:, -1, :])[0]
 
     clock = time.perf_counter if instrument else _no_clock
     out: list[int] = []
@@ -148,9 +176,6 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
     mx.async_eval(nxt)
     while True:
         cur = nxt
-        if delay_s:  # the fault lands whole: settle this step and wait before issuing the next
-            cur.item()
-            time.sleep(delay_s)
         if len(out) + 1 < max_tokens:  # issue the next step before reading this one (pipelined)
             nxt = step(cur)
             mx.async_eval(nxt)
@@ -171,7 +196,7 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
 
 
 def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sampler: _Sampler,
-                 eos: set[int], diag: Diagnostics, profile: bool, delay_s: float,
+                 eos: set[int], diag: Diagnostics, profile: bool, inject: _InjectedWork,
                  instrument: bool = True) -> list[int]:
     target, tcache = pair.target, make_prompt_cache(pair.target)
     drafter: Drafter = DraftModelDrafter(pair.drafter)
@@ -210,7 +235,7 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         hidden = None
         if drafter.wants_hidden:
             raise SpecdecError("this engine's target forward does not expose hidden states yet")
-        logits = target(inp[None], cache=tcache)[0]
+        logits = inject(target(inp[None], cache=tcache), inp[None])[0]
         if sampler.temp == 0:
             verified = mx.argmax(logits, axis=-1).astype(mx.uint32)
             mx.eval(verified, drafts)
@@ -220,8 +245,6 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
             verified, accept_mask = _rejection_sample(logits, drafts, q, sampler)
             mx.eval(verified, accept_mask, drafts)
             v_list, d_list, accept_mask = verified.tolist(), drafts.tolist(), accept_mask.tolist()
-        if delay_s:
-            time.sleep(delay_s)
         t2 = clock()
         n = 0
         if accept_mask is None:

@@ -9,7 +9,7 @@ KNOWN = {
     "SPECDEC_ALLOW_INEXACT": "engage speculative decoding even when the exactness probe fails",
     "SPECDEC_QUANTIZE_DRAFTER": "0 keeps the drafter dense instead of 4-bit affine, group 64",
     "SPECDEC_PROFILE": "1 syncs after every round stage for attribution (changes timing)",
-    "SPECDEC_INJECT_DELAY_MS": "test-only fault: adds this many ms to every target decode forward",
+    "SPECDEC_INJECT_WORK": "test-only fault: adds this fraction of a forward's work to every target decode forward",
     "SPECDEC_FORCE_INEXACT": "test-only: perturbs the probe's block logits so the gate fails",
     "SPECDEC_BLAS": "reference skips the OpenBLAS preload",
 }

@@ -5,8 +5,9 @@ The copy is of the working tree's tracked files (so uncommitted edits are what g
 in a fresh git repository:
 
     base     the project as it is
-    slow     the engine sleeps `delay_ms` after every target decode forward, set in code as
-             the default of SPECDEC_INJECT_DELAY_MS (no env var: the run stays a shipping one)
+    slow     the engine adds `work` of a target decode forward's device work to every target
+             decode forward, set in code as the default of SPECDEC_INJECT_WORK (no env var: the
+             run stays a shipping one; no output byte changes)
     comment  the slowdown reverted and a comment added: differs from `base` only in a comment
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE = Path("specdec/engine.py")
-DELAY_CALL = 'overrides.number("SPECDEC_INJECT_DELAY_MS")'
+WORK_CALL = 'overrides.number("SPECDEC_INJECT_WORK")'
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -48,14 +49,15 @@ def commit_all(repo: Path, message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def slow_engine(repo: Path, delay_ms: float) -> None:
+def slow_engine(repo: Path, work: float) -> None:
+    """The engine at `repo` slowed by `work` (a fraction >= 0) of a target decode forward per forward."""
     p = repo / ENGINE
     text = p.read_text()
-    assert DELAY_CALL in text, f"{ENGINE} no longer reads {DELAY_CALL}; update tests/asv_scratch.py"
-    p.write_text(text.replace(DELAY_CALL, f'overrides.number("SPECDEC_INJECT_DELAY_MS", {delay_ms!r})', 1))
+    assert WORK_CALL in text, f"{ENGINE} no longer reads {WORK_CALL}; update tests/asv_scratch.py"
+    p.write_text(text.replace(WORK_CALL, f'overrides.number("SPECDEC_INJECT_WORK", {float(work)!r})', 1))
 
 
-def make_scratch(root: Path, delay_ms: float = 2.0) -> dict[str, str]:
+def make_scratch(root: Path, work: float = 1.0) -> dict[str, str]:
     """The scratch repository at root/project with commits base, slow, comment (see above)."""
     proj = root / "project"
     proj.mkdir(parents=True)
@@ -63,22 +65,25 @@ def make_scratch(root: Path, delay_ms: float = 2.0) -> dict[str, str]:
     git(proj, "init", "-q", "-b", "main")
     shas = {"base": commit_all(proj, "base: the project as it is")}
     original = (proj / ENGINE).read_text()
-    slow_engine(proj, delay_ms)
-    shas["slow"] = commit_all(proj, f"slow: the engine sleeps {delay_ms} ms per target decode forward")
+    slow_engine(proj, work)
+    shas["slow"] = commit_all(proj, f"slow: the engine adds {work:g} of a target decode forward's work to each")
     (proj / ENGINE).write_text(original + "# A comment-only change: no code differs from base.\n")
     shas["comment"] = commit_all(proj, "comment: slowdown reverted, a comment added")
     return shas
 
 
 def fast_suite(path: Path, repetitions: int = 8) -> Path:
-    """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate): the
-    protocol is the same, the session takes seconds. The contention watch still records load."""
+    """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate) and a
+    fixed number of runs (no time budget): the protocol is the same, the session takes seconds.
+    The contention watch still records load."""
     text = (REPO / "benchmarks" / "suite.toml").read_text()
     out = []
     in_quiet = False
     for line in text.splitlines():
         if line.startswith("["):
             in_quiet = line.startswith("[quiet]")
+        if line.startswith(("budget_s", "max_repetitions", "cooldown_ratio", "cooldown_cap_s")):
+            continue
         if line.startswith("cooldown_s"):
             line = "cooldown_s = 0.2"
         elif line.startswith("repetitions"):

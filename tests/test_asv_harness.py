@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from harness import asvtool, machine, nightly, prcheck
-from harness.asvtool import CompareRow, Figure
 from harness.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -144,59 +143,62 @@ def test_parse_compare_reads_marks_ratios_and_environments():
 
 # --- pr-check's verdicts ------------------------------------------------------------------
 
-def _fig(samples, value=None, version="1", name="bench_specdec.Decode.track_ms_per_token('classic')", stderr=""):
-    import statistics
-    if value is None and samples:
-        value = statistics.median(samples)
-    return Figure(name, name.split("(")[0], ("classic",), value, samples, {"ci_99_a": 0, "ci_99_b": 9, "repeat": 8},
-                  version, "ms/token", "env", stderr)
+def _cmp(verdict_change, noise=0.01, n=24, identity=None, head_fail=False):
+    """A Comparison of two sides built from synthetic paired runs, judged by the real code."""
+    import numpy as np
+
+    from harness import commits, paired
+    from harness.identity import IdentityRow
+
+    rng = np.random.default_rng(0)
+    design = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=2)
+    base, head = [], []
+    for rep in range(n):
+        drift = float(np.exp(rng.normal(0, 0.3)))
+        for arm, change in (("classic", verdict_change), ("block3-inexact", 1.0)):
+            b = 2.0 * drift * float(np.exp(rng.normal(0, noise)))
+            h = 2.0 * drift * change * float(np.exp(rng.normal(0, noise)))
+            base.append(_run(arm, rep, b, mode="speculative" if arm != "classic" else "classic",
+                             rounds=16 if arm != "classic" else 0, phase={"verify_forward": b * 10}))
+            head.append(_run(arm, rep, h, mode="speculative" if arm != "classic" else "classic",
+                             rounds=16 if arm != "classic" else 0, phase={"verify_forward": h * 10},
+                             status="failed" if head_fail and arm == "classic" else "ok"))
+    figs = commits.judge(base, head, ["classic", "block3-inexact"], design)
+    fails = {"base": {}, "head": {"classic": n} if head_fail else {}}
+    return commits.Comparison("a" * 40, "b" * 40, design, figs,
+                              identity or [IdentityRow("classic", "p", "identical", "24 head runs vs base")],
+                              fails, {"base": "rb.json", "head": "rh.json"},
+                              {"rounds": n, "stopped": "resolved", "stopped_because": "every compared figure resolved"},
+                              120.0, labels={"block3-inexact": ["not a shipping configuration: override in force: X=1"]})
 
 
-def _row(mark="", ratio="1.00"):
-    return CompareRow(mark, "", "", ratio, "bench_specdec.Decode.track_ms_per_token('classic')", None)
+def test_a_clear_slowdown_fails_with_its_figure_in_the_headline():
+    c = _cmp(1.3)
+    assert c.exit_status == 1
+    assert c.headline().startswith("FAIL: classic ms/token +")
+    gated = {f.arm: f.result.verdict for f in c.gated}
+    assert gated == {"classic": "worse", "block3-inexact": "unchanged"}
 
 
-TIGHT = [2.00, 2.01, 2.02, 1.99, 2.00, 2.01, 1.98, 2.02]
-NOISY = [2.0, 2.9, 1.6, 3.4, 2.2, 1.8, 2.7, 3.1]
+def test_pass_only_when_every_gated_figure_is_unchanged_or_improved():
+    c = _cmp(1.0)
+    assert c.exit_status == 0 and c.headline().startswith("pass: every gated figure unchanged within ±10%")
+    assert _cmp(0.7).exit_status == 0
 
 
-def test_unchanged_needs_a_tight_ci_and_resolving_power():
-    j = prcheck.judge(_fig(TIGHT), _fig([x * 1.01 for x in TIGHT]), _row())
-    assert j.verdict == "unchanged" and j.detectable < 0.10
+def test_noise_that_hides_the_threshold_is_inconclusive_first_never_pass():
+    c = _cmp(1.0, noise=0.4, n=6)
+    assert c.exit_status == 3
+    assert c.headline().startswith("inconclusive: this host could not see changes under")
+    assert "classic ms/token" in c.headline() or "block3-inexact ms/token" in c.headline()
 
 
-def test_noise_above_the_threshold_is_inconclusive_never_unchanged():
-    j = prcheck.judge(_fig(NOISY), _fig(list(reversed(NOISY))), _row())
-    assert j.verdict == "inconclusive" and j.detectable > 0.10
-    assert "smallest change these samples could show" in j.note
-
-
-def test_asv_significance_decides_worse_and_improved():
-    assert prcheck.judge(_fig(TIGHT), _fig([x * 1.5 for x in TIGHT]), _row("+", "1.50")).verdict == "worse"
-    assert prcheck.judge(_fig(TIGHT), _fig([x * 0.5 for x in TIGHT]), _row("-", "0.50")).verdict == "improved"
-    # A CI beyond the threshold that asv did not find significant is not "worse".
-    j = prcheck.judge(_fig(TIGHT), _fig([x * 1.3 for x in TIGHT]), _row("", "~1.30"))
-    assert j.verdict == "inconclusive"
-
-
-def test_asvs_rule_is_used_when_asv_printed_no_row():
-    j = prcheck.judge(_fig(TIGHT), _fig([x * 1.5 for x in TIGHT]), None)
-    assert j.verdict == "worse" and "computed with asv's rule" in j.asv
-
-
-def test_failures_skips_and_versions():
-    ok, failed = _fig(TIGHT), _fig(None, value=None, stderr="RuntimeError: classic: 8 of 8 runs failed")
-    failed.value = None
-    assert prcheck.judge(ok, failed, _row("!")).verdict == "failed"
-    assert prcheck.judge(ok, failed, _row("!")).fails_check
-    assert "runs failed" in prcheck.judge(ok, failed, _row("!")).note
-    assert prcheck.judge(failed, failed, _row()).verdict == "failed on both"
-    assert prcheck.judge(failed, ok, _row("*")).verdict == "fixed"
-    nan = _fig(None, value=float("nan"))
-    assert prcheck.judge(nan, nan, _row()).verdict == "n/a"
-    assert prcheck.judge(ok, nan, _row()).verdict == "inconclusive"
-    assert prcheck.judge(ok, _fig(TIGHT, version="2"), _row("x")).verdict == "not comparable"
-    assert prcheck.judge(_fig(None, value=2.0), _fig(None, value=2.0), _row()).verdict == "inconclusive"
+def test_identity_breaks_and_runs_failing_at_head_only_fail():
+    from harness.identity import IdentityRow
+    c = _cmp(1.0, identity=[IdentityRow("classic", "p", "differs", "1 of 8 head runs: differs at token 3")])
+    assert c.exit_status == 1 and "no longer byte-identical" in c.headline()
+    c = _cmp(1.0, head_fail=True)
+    assert c.exit_status == 1 and "classic: runs fail at head only" in c.headline()
 
 
 def _rec(outputs):
@@ -206,28 +208,39 @@ def _rec(outputs):
 
 
 def test_identity_against_the_base_commits_output():
+    from harness.identity import identity_rows
     base = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
     same = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
     other = _rec([("classic", [1, 2, 4], "abd", "shipping configuration")])
-    assert prcheck.identity_rows({"base": [base], "head": [same]})[0].status == "identical"
-    row = prcheck.identity_rows({"base": [base], "head": [other]})[0]
+    assert identity_rows({"base": [base], "head": [same]})[0].status == "identical"
+    row = identity_rows({"base": [base], "head": [other]})[0]
     assert row.status == "differs" and "token 2" in row.detail
 
 
-def test_markdown_names_verdicts_labels_and_noise():
-    j = [prcheck.judge(_fig(TIGHT), _fig([x * 1.5 for x in TIGHT]), _row("+")),
-         prcheck.judge(_fig(NOISY), _fig(list(reversed(NOISY))), _row())]
-    ident = [prcheck.IdentityRow("classic", "p", "identical", "8 head runs vs base")]
-    meta = {"base": "a" * 40, "head": "b" * 40, "machine": "m1-ultra", "factor": 1.1, "rounds": 2,
-            "exit_status": 1, "command": "harness pr-check main HEAD", "duration_s": 600.0,
-            "results_dir": "results", "records_dir": "r", "host": {"chip": "Apple M1 Ultra"},
-            "notes": {"labels": {"block3-inexact": ["not a shipping configuration: override in force: X=1"]},
-                      "sides": {}}}
-    md = prcheck.render_markdown(j, ident, meta)
-    assert md.startswith("<!-- harness-pr-check:m1-ultra -->")
-    assert "**FAIL**" in md and "| **worse** | decode ms/token | classic |" in md
-    assert "| inconclusive |" in md and "could have gone unseen" in md
+def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
+    c = _cmp(1.3)
+    rows = asvtool.parse_compare(COMPARE_OUT)
+    meta = {"machine": "m1-ultra", "host": {"chip": "Apple M1 Ultra"}, "command": "harness pr-check main HEAD",
+            "duration_s": 600.0, "load": {"base": {"runs": 48, "failed": 0, "contended": 1, "quiet_gate_timeouts": 0}}}
+    md = prcheck.render_markdown(c, meta, rows, COMPARE_OUT)
+    lines = md.splitlines()
+    assert lines[0] == "<!-- harness-pr-check:m1-ultra -->"
+    assert lines[3].startswith("**FAIL: classic ms/token +")
+    assert "| **worse** | ms/token | classic |" in md
+    assert "| worse |" not in md.split("| **worse** | ms/token | classic |")[0]
+    assert "(diagnostic)" in md and "phase ms/round: verify_forward" in md
+    assert "split over 4 look(s) and 2 gated figure(s)" in md and "80% power" in md
     assert "block3-inexact: not a shipping configuration" in md
+    assert "asv compare over the same samples" in md
+    # asv's reading of the same figure sits beside the paired verdict.
+    assert "| 24 | +" in md and "| worse |" in md.split("| **worse** | ms/token | classic |")[1].split("\n")[0]
+
+
+def test_asv_word_matches_arm_labels_with_overrides():
+    rows = asvtool.parse_compare(COMPARE_OUT)
+    assert prcheck.asv_word(rows, "classic", "ms/token") == "worse"
+    assert prcheck.asv_word(rows, "block3-inexact", "ms/token") == "changed, not significant"
+    assert prcheck.asv_word(rows, "block3", "ms/token") == ""
 
 
 # --- bad input: one line, exit 2 ----------------------------------------------------------

@@ -146,20 +146,78 @@ class _TokenizerWithEos:
         return getattr(self._inner, name)
 
 
-def test_injected_delay_lands_on_every_target_forward(pair, monkeypatch):
+@pytest.mark.parametrize("block", [1, 3])
+def test_injected_work_changes_no_output_byte_and_is_reported(pair, monkeypatch, block):
     monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
-    base = generate(pair, CODE, block=3, max_tokens=30, ignore_eos=True).diagnostics
-    monkeypatch.setenv("SPECDEC_INJECT_DELAY_MS", "20")
-    slow = generate(pair, CODE, block=3, max_tokens=30, ignore_eos=True)
-    assert slow.overrides["SPECDEC_INJECT_DELAY_MS"] == "20"
-    d = slow.diagnostics
-    assert d.phase_ms["verify_forward"] >= 20 * d.rounds
-    # A lower bound only: comparing against the undelayed run's wall time is at the mercy of
-    # the shared host's noise, but sleeps inside the timed loop can never make it shorter.
-    assert d.decode_ms >= 20 * d.rounds
-    assert d.rounds == base.rounds  # the fault changes time, never the algorithm
-    classic = generate(pair, CODE, block=1, max_tokens=10, ignore_eos=True).diagnostics
-    assert classic.decode_ms >= 20 * 10
+    monkeypatch.delenv("SPECDEC_INJECT_WORK", raising=False)
+    base = generate(pair, CODE, block=block, max_tokens=40, ignore_eos=True)
+    monkeypatch.setenv("SPECDEC_INJECT_WORK", "1.0")
+    slow = generate(pair, CODE, block=block, max_tokens=40, ignore_eos=True)
+    assert slow.diagnostics.mode == ("classic" if block == 1 else "speculative")
+    assert slow.token_ids == base.token_ids and slow.text == base.text
+    assert slow.diagnostics.rounds == base.diagnostics.rounds  # the fault changes time, never the algorithm
+    assert slow.overrides["SPECDEC_INJECT_WORK"] == "1.0"
+    assert "SPECDEC_INJECT_WORK" not in base.overrides
+
+
+def _target_calls(pair, monkeypatch) -> list[tuple[str, tuple]]:
+    """Every call of the target model from now on: ("cached" | "extra", input shape)."""
+    calls: list[tuple[str, tuple]] = []
+    cls = type(pair.target)
+    real = cls.__call__
+
+    def counting(self, inputs, cache=None, *args, **kwargs):
+        if self is pair.target:
+            calls.append(("cached" if cache is not None else "extra", tuple(inputs.shape)))
+        return real(self, inputs, cache, *args, **kwargs)
+
+    monkeypatch.setattr(cls, "__call__", counting)
+    return calls
+
+
+@pytest.mark.parametrize("block, work", [(1, "0.5"), (1, "0.15"), (1, "0.1"), (1, "2"), (1, "0"), (3, "0.5")])
+def test_injected_work_runs_floor_n_times_f_extra_forwards_on_the_same_tokens(pair, monkeypatch, block, work):
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
+    monkeypatch.setenv("SPECDEC_INJECT_WORK", work)
+    generate(pair, CODE, block=block, max_tokens=8, ignore_eos=True)  # gate probe settled before counting
+    calls = _target_calls(pair, monkeypatch)
+    d = generate(pair, CODE, block=block, max_tokens=41, ignore_eos=True).diagnostics
+    prefill, decode = calls[0], calls[1:]  # one prefill chunk: the prompt is under 512 tokens
+    assert prefill == ("cached", (1, d.prompt_tokens - 1)) and d.prompt_tokens - 1 > block
+    forwards = [c for c in decode if c[0] == "cached"]
+    n = 41 if block == 1 else d.rounds
+    assert len(forwards) == n
+    f = float(work)
+    assert sum(c[0] == "extra" for c in decode) == int(n * f + 1e-9)
+    # each extra forward follows its own target forward, on the same tokens, and the schedule is
+    # the credit's: after the i-th forward, floor(i*F) - floor((i-1)*F) extra forwards
+    i, due = 0, []
+    for kind, shape in decode:
+        if kind == "cached":
+            i += 1
+            due.append(0)
+            last = shape
+        else:
+            assert i > 0 and shape == last
+            due[-1] += 1
+    assert due == [int(k * f + 1e-9) - int((k - 1) * f + 1e-9) for k in range(1, n + 1)]
+
+
+def test_injected_work_lands_in_the_timed_decode(pair, monkeypatch):
+    # A lower bound the shared host's noise cannot break: F=2 measured about 4x here (min of runs).
+    def fastest(work: str) -> float:
+        monkeypatch.setenv("SPECDEC_INJECT_WORK", work)
+        return min(generate(pair, CODE, block=1, max_tokens=64, ignore_eos=True).diagnostics.decode_ms
+                   for _ in range(3))
+    fastest("0")
+    assert fastest("2") > 1.3 * fastest("0")
+
+
+@pytest.mark.parametrize("work", ["-1", "inf", "nan"])
+def test_injected_work_must_be_a_finite_fraction(pair, monkeypatch, work):
+    monkeypatch.setenv("SPECDEC_INJECT_WORK", work)
+    with pytest.raises(SpecdecError, match="SPECDEC_INJECT_WORK"):
+        generate(pair, CODE, block=1, max_tokens=4)
 
 
 def test_profile_mode_syncs_and_says_so(pair, monkeypatch):

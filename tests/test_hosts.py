@@ -20,9 +20,13 @@ def _host(system="Linux", model="Intel(R) Xeon(R) Processor", chip="unknown",
 def test_every_lab_host_has_a_valid_profile():
     profiles = hosts.load_profiles()
     assert set(profiles) == LAB
-    cooldown = {p["name"]: p["default_cooldown_s"] for p in profiles.values()}
-    assert cooldown == {"m1-ultra": 90, "m3-ultra": 90, "m5-max": 90, "gb10": 30, "h200": 30,
-                        "linux-cpu": 2}
+    cooldown = {p["name"]: tuple(p["cooldown"][k] for k in ("floor_s", "ratio", "cap_s"))
+                for p in profiles.values()}
+    mac, gpu = (5, 9, 90), (0.2, 1.0, 30)
+    assert cooldown == {"m1-ultra": mac, "m3-ultra": mac, "m5-max": mac, "gb10": gpu, "h200": gpu,
+                        "linux-cpu": (0.05, 0.25, 2)}
+    assert all("default_cooldown_s" not in json.loads((hosts.PROFILES_DIR / f"{n}.json").read_text())
+               for n in LAB)
     # A missing vendor figure is said to be unknown, never left silent.
     for p in profiles.values():
         if p["peak_bandwidth_gbs"] is None:
@@ -97,3 +101,64 @@ def test_malformed_profile_names_file_and_key(tmp_path):
     (tmp_path / "h200.json").write_text("{not json")
     with pytest.raises(UserError, match="cannot read"):
         hosts.load_profiles(tmp_path)
+
+
+def _write_profile(tmp_path, **changes):
+    profile = {k: v for k, v in json.loads((hosts.PROFILES_DIR / "h200.json").read_text()).items()}
+    for k, v in changes.items():
+        if v is None:
+            profile.pop(k, None)
+        else:
+            profile[k] = v
+    (tmp_path / "h200.json").write_text(json.dumps(profile))
+
+
+@pytest.mark.parametrize("cooldown, what", [
+    ("30", "must be an object"),
+    ({"floor_s": 1, "ratio": 1}, "missing: cap_s"),
+    ({"floor_s": 1, "ratio": 1, "cap_s": 5, "max_s": 9}, "unknown: max_s"),
+    ({"floor_s": -1, "ratio": 1, "cap_s": 5}, "'cooldown.floor_s' must be a number >= 0"),
+    ({"floor_s": 1, "ratio": True, "cap_s": 5}, "'cooldown.ratio' must be a number >= 0"),
+    ({"floor_s": 10, "ratio": 1, "cap_s": 5}, "'cooldown.cap_s' must be null or a number >= floor_s"),
+])
+def test_bad_cooldown_rule_names_the_key(tmp_path, cooldown, what):
+    _write_profile(tmp_path, cooldown=cooldown)
+    with pytest.raises(UserError) as err:
+        hosts.load_profiles(tmp_path)
+    msg = str(err.value)
+    assert msg.startswith(str(tmp_path / "h200.json")) and "cooldown" in msg and what in msg, msg
+    assert "\n" not in msg
+
+
+def test_cooldown_missing_or_given_twice(tmp_path):
+    _write_profile(tmp_path, cooldown=None)
+    with pytest.raises(UserError, match="missing key 'cooldown'"):
+        hosts.load_profiles(tmp_path)
+    _write_profile(tmp_path, default_cooldown_s=30)
+    with pytest.raises(UserError, match="replaces 'default_cooldown_s'"):
+        hosts.load_profiles(tmp_path)
+
+
+def test_old_profile_with_default_cooldown_s_reads_as_a_fixed_floor(tmp_path):
+    _write_profile(tmp_path, cooldown=None, default_cooldown_s=30)
+    p = hosts.load_profiles(tmp_path)["h200"]
+    assert p["cooldown"] == {"floor_s": 30.0, "ratio": 0.0, "cap_s": None}
+    assert hosts.cooldown_rule(p) == {"floor_s": 30.0, "ratio": 0.0, "cap_s": None}
+    _write_profile(tmp_path, cooldown={"floor_s": 1, "ratio": 2, "cap_s": None})
+    assert hosts.load_profiles(tmp_path)["h200"]["cooldown"]["cap_s"] is None   # null: no cap
+
+
+def test_host_cooldown_setting_takes_the_whole_rule(tmp_path, monkeypatch):
+    from harness import cli
+    from harness.suite import load_suite
+    from harness_helpers import command_arm, write_suite
+    s = load_suite(write_suite(tmp_path, [command_arm("a")], cooldown_s="host"))
+    monkeypatch.setattr(hosts, "match_profile", lambda host: hosts.get_profile("m3-ultra"))
+    monkeypatch.setattr(cli, "_host", lambda: {})
+    r = cli.resolve_host_settings(s).settings
+    assert (r.cooldown_s, r.cooldown_ratio, r.cooldown_cap_s) == (5.0, 9.0, 90.0)
+    assert r.cooldown_source.startswith("host profile m3-ultra") and "cap 90 s" in r.cooldown_source
+    monkeypatch.setattr(hosts, "match_profile", lambda host: None)
+    r = cli.resolve_host_settings(s).settings
+    assert (r.cooldown_s, r.cooldown_ratio, r.cooldown_cap_s) == (10.0, 0.0, None)
+    assert r.cooldown_source.startswith("host: no profile matched")

@@ -1,7 +1,10 @@
-"""Quiet gate and contention watch against real busy processes, plus thermal parsing.
+"""Quiet gate and contention watch against real busy processes and scripted readings, plus
+thermal parsing and the thermal wait.
 
 A busy loop started as our child must be ignored (it is the engine under test); one started
 through a launcher that exits (a double fork, so it is orphaned) is foreign and must be seen.
+The scripted tests drive the gate, the watch and the sampler with fake readings and a fake
+clock, so they assert exact waits without depending on this host's timing.
 """
 
 import os
@@ -15,7 +18,8 @@ import pytest
 
 from harness import loadwatch
 from harness.hostinfo import UNKNOWN
-from harness.loadwatch import ContentionWatch, ProcessSampler, QuietGate, Reading
+from harness.loadwatch import (ContentionWatch, ForeignCpuSampler, ForeignSample, ProcessSampler,
+                               QuietGate, Reading)
 
 # The loop ends itself after 30 s, so a test that dies cannot leave it spinning.
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
@@ -70,72 +74,86 @@ def _pids(result: dict) -> set[int]:
 
 # ---------------------------------------------------------------- real processes
 
+def _host_busy_besides_us(seconds: float = 0.5) -> float:
+    """Independent of ForeignCpuSampler: the host's busy CPU minus our tree's, from psutil
+    alone, in percent of one core."""
+    me = psutil.Process()
+
+    def ours() -> float:
+        total = 0.0
+        for p in [me, *me.children(recursive=True), *me.parents()]:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system + (t.children_user + t.children_system if p == me else 0)
+            except psutil.Error:
+                pass
+        return total
+
+    def busy(t) -> float:
+        return sum(t) - t.idle - getattr(t, "iowait", 0) - getattr(t, "guest", 0) - getattr(t, "guest_nice", 0)
+
+    c0, o0, w0 = psutil.cpu_times(), ours(), time.monotonic()
+    time.sleep(seconds)
+    c1, o1, w1 = psutil.cpu_times(), ours(), time.monotonic()
+    return 100 * ((busy(c1) - busy(c0)) - (o1 - o0)) / (w1 - w0)
+
+
 def test_foreign_busy_process_makes_the_gate_time_out(foreign_busy):
-    t0 = time.monotonic()
-    res = QuietGate(threshold_pct=15, settle_s=0.5, timeout_s=1.5, interval_s=0.25).wait()
-    assert res["timed_out"] is True
-    assert 1.5 <= res["waited_s"] < 3.0 and time.monotonic() - t0 < 4.0
-    assert foreign_busy in _pids(res)
+    res = QuietGate(threshold_pct=15, settle_s=0.5, timeout_s=1.5, interval_s=0.25).wait(cooldown_s=0.3)
+    assert res["timed_out"] is True and res["busy_samples"] >= 1
+    assert res["waited_s"] >= 1.5 and res["cooldown_s"] == 0.3
+    assert res["foreign_pct_max"] >= 15 and res["named"] is True
+    assert foreign_busy in _pids(res)          # the per-process scan named it
     assert res["busiest"]["cpu_pct"] >= 15 and res["threshold_pct"] == 15
 
 
 def test_watch_sees_a_foreign_process_and_ignores_our_child(foreign_busy, child_busy):
-    with ContentionWatch(threshold_pct=15, interval_s=0.2) as w:
+    with ContentionWatch(threshold_pct=15, interval_s=0.05) as w:
         time.sleep(1.2)
     res = w.result()
-    assert res["samples"] >= 4
+    assert res["samples"] >= 10
     assert res["contended_fraction"] >= 0.5 and res["contended_samples"] <= res["samples"]
     assert foreign_busy in _pids(res)
     assert child_busy not in _pids(res) and res["busiest"]["pid"] != child_busy
     assert res["watch_cpu_s"] >= 0
 
 
+def test_the_cheap_sampler_counts_our_child_as_ours(child_busy):
+    s = ForeignCpuSampler()
+    s.prime()
+    time.sleep(0.5)
+    got = s.sample()
+    assert got.window_s >= 0.5
+    assert got.own_pct >= 30            # the child's loop is our CPU, not foreign
+
+
 def test_exclude_pids_hides_a_named_foreign_process(foreign_busy):
+    s = ForeignCpuSampler(exclude_pids=[foreign_busy])
+    s.prime()
+    time.sleep(0.5)
+    assert s.sample().own_pct >= 30     # counted with our own tree
     with ContentionWatch(threshold_pct=15, interval_s=0.2, exclude_pids=[foreign_busy]) as w:
         time.sleep(0.6)
     assert foreign_busy not in _pids(w.result())
 
 
-def test_gate_passes_when_no_process_can_reach_the_threshold(child_busy):
-    # No process can use more than every core, so this gate must settle, and in settle_s.
+def test_gate_passes_when_no_reading_can_reach_the_threshold(child_busy):
+    # Foreign CPU cannot exceed every core, so this gate must pass at the cooldown's end.
     res = QuietGate(threshold_pct=100.0 * psutil.cpu_count() + 1, settle_s=0.5,
-                    timeout_s=5, interval_s=0.25).wait()
-    assert res["timed_out"] is False and 0.5 <= res["waited_s"] < 1.5
-
-
-def _foreign_busy_now(threshold: float) -> list[tuple[int, str, float]]:
-    """Independent of QuietGate: psutil over 0.5 s, our tree and our parents left out."""
-    me = psutil.Process()
-    mine = {me.pid} | {p.pid for p in me.children(recursive=True)} | {p.pid for p in me.parents()}
-    procs = [p for p in psutil.process_iter(["name"]) if p.pid not in mine]
-    for p in procs:
-        try:
-            p.cpu_percent(None)
-        except psutil.Error:
-            pass
-    time.sleep(0.5)
-    busy = []
-    for p in procs:
-        try:
-            pct = p.cpu_percent(None)
-        except psutil.Error:
-            continue
-        if pct >= threshold:
-            busy.append((p.pid, p.info["name"], pct))
-    return busy
+                    timeout_s=5, interval_s=0.1).wait(cooldown_s=0.3)
+    assert res["timed_out"] is False and res["busy_samples"] == 0 and res["waited_s"] == 0.0
 
 
 def test_gate_passes_on_a_quiet_host_despite_a_busy_child(child_busy):
-    res = QuietGate(threshold_pct=15, settle_s=0.5, timeout_s=3, interval_s=0.25).wait()
-    if res["timed_out"]:
+    res = QuietGate(threshold_pct=15, settle_s=0.5, timeout_s=3, interval_s=0.25).wait(cooldown_s=0.5)
+    if res["busy_samples"]:
         # Shared 2-core box: fail only if an independent reading says the host was quiet.
-        busy = _foreign_busy_now(15)
-        if busy:
-            pytest.skip(f"host busy with foreign processes: {busy}")
-        blocker = res["busiest"]
-        assert blocker["pid"] != child_busy, "the gate waited on our own child"
-        pytest.skip(f"host was busy during the gate: {blocker}")
-    assert res["waited_s"] < 3 and child_busy not in _pids(res)
+        foreign = _host_busy_besides_us()
+        if foreign >= 15:
+            pytest.skip(f"host busy with foreign processes: {foreign:.0f}% of a core")
+        assert child_busy not in _pids(res), "the gate waited on our own child"
+        pytest.skip(f"host was busy during the gate: {res['top_processes']}")
+    assert res["timed_out"] is False and res["waited_s"] == 0.0 and child_busy not in _pids(res)
 
 
 def test_access_denied_processes_fall_back_to_ps(foreign_busy, monkeypatch):
@@ -169,14 +187,54 @@ def test_load_snapshot_windows():
 
 # ---------------------------------------------------------------- gate logic, scripted
 
-class ScriptedSampler:
-    """Replays one list of readings per sample, then the last one forever."""
+class FakeClock:
+    """time.monotonic and time.sleep that only move when the code under test sleeps."""
 
-    def __init__(self, script):
-        self.script, self.denied, self.calls = list(script), 0, 0
+    def __init__(self):
+        self.t = 1000.0
+        self.slept = 0.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        assert s >= 0
+        self.t += s
+        self.slept += s
+
+
+class ScriptedForeign:
+    """Foreign-CPU readings by the fake clock's time: busy (pct) inside any (start, end) span
+    measured from the first reading, quiet (2 %) elsewhere; every window 0.5 s unless set."""
+
+    def __init__(self, clock, busy=(), pct=80.0, window_s=0.5, windows=None):
+        self.clock, self.busy, self.pct, self.window_s = clock, list(busy), pct, window_s
+        self.windows = list(windows or [])
+        self.t0 = None
+        self.calls = 0
+        self.denied = 0
+        self.min_window_s = 0.1
 
     def prime(self):
-        pass
+        if self.t0 is None:
+            self.t0 = self.clock()
+
+    def sample(self, min_window_s=None, recheck_pct=None):
+        self.calls += 1
+        t = self.clock() - self.t0
+        busy = any(a <= t + 1e-9 and t < b - 1e-9 for a, b in self.busy)
+        window = self.windows.pop(0) if self.windows else self.window_s
+        return ForeignSample(self.pct if busy else 2.0, window)
+
+
+class ScriptedProcesses:
+    """The naming scan: per-process readings, one list per sample, then the last forever."""
+
+    def __init__(self, script):
+        self.script, self.denied, self.calls, self.primed = list(script), 0, 0, 0
+
+    def prime(self):
+        self.primed += 1
 
     def sample(self):
         self.calls += 1
@@ -187,34 +245,138 @@ BUSY_R = [Reading(42, "mds_stores", 80.0), Reading(7, "idle", 1.0)]
 QUIET_R = [Reading(7, "idle", 2.0)]
 
 
-def test_a_busy_sample_restarts_the_settle_window():
-    sampler = ScriptedSampler([QUIET_R, QUIET_R, BUSY_R] + [QUIET_R])
-    res = QuietGate(settle_s=0.1, timeout_s=5, interval_s=0.02, sampler=sampler).wait()
-    assert res["timed_out"] is False
-    # Three samples before the busy one is over, then a full settle window after it.
-    assert res["waited_s"] >= 3 * 0.02 + 0.1 and sampler.calls >= 3 + 5
+def _gate(clock, sampler, procs=None, **kw):
+    kw = {"threshold_pct": 15.0, "settle_s": 0.5, "timeout_s": 10.0, "interval_s": 0.25, **kw}
+    return QuietGate(sampler=sampler, process_sampler=procs or ScriptedProcesses([BUSY_R]),
+                     clock=clock, sleep=clock.sleep, **kw)
+
+
+def test_a_quiet_host_starts_exactly_when_the_cooldown_ends():
+    clock = FakeClock()
+    procs = ScriptedProcesses([BUSY_R])
+    res = _gate(clock, ScriptedForeign(clock), procs, settle_s=3.0).wait(cooldown_s=2.0)
+    assert res["timed_out"] is False and res["waited_s"] == 0.0
+    assert clock.slept == pytest.approx(2.0) and res["total_s"] == pytest.approx(2.0)
+    assert res["samples"] == 8 and res["busy_samples"] == 0      # every 0.25 s, the last at the end
+    assert res["named"] is False and procs.primed == 0 and procs.calls == 0   # no process scan at all
+
+
+def test_no_cooldown_on_a_quiet_host_means_no_wait_at_all():
+    clock = FakeClock()
+    res = _gate(clock, ScriptedForeign(clock), settle_s=3.0).wait(cooldown_s=0.0)
+    assert res["timed_out"] is False and res["waited_s"] == 0.0 and clock.slept == 0.0
+    assert res["samples"] == 1
+
+
+def test_a_busy_sample_late_in_the_cooldown_extends_the_wait_by_the_settle_window():
+    clock = FakeClock()
+    sampler = ScriptedForeign(clock, busy=[(1.75, 2.0)])     # the sample at 1.75 s is busy
+    procs = ScriptedProcesses([BUSY_R])
+    res = _gate(clock, sampler, procs, settle_s=1.0).wait(cooldown_s=2.0)
+    assert res["timed_out"] is False and res["busy_samples"] == 1
+    assert res["waited_s"] == pytest.approx(0.75)           # quiet from 1.75 s until 2.75 s
+    assert res["total_s"] == pytest.approx(2.75)
+    # The busy sample primed the per-process scan; the next sample named the offender.
+    assert procs.primed == 1 and procs.calls == 1 and res["named"] is True
     assert res["busiest"] == {"pid": 42, "name": "mds_stores", "cpu_pct": 80.0, "source": "psutil"}
-    assert res["offenders"][0]["samples_over"] == 1
+    assert [o["pid"] for o in res["offenders"]] == [42]
 
 
-def test_always_busy_times_out_and_quiet_passes_at_once():
-    res = QuietGate(settle_s=0.05, timeout_s=0.2, interval_s=0.02,
-                    sampler=ScriptedSampler([BUSY_R])).wait()
-    assert res["timed_out"] is True and res["waited_s"] >= 0.2
-    res = QuietGate(settle_s=0.0, timeout_s=5, interval_s=0.02,
-                    sampler=ScriptedSampler([QUIET_R])).wait()
-    assert res["timed_out"] is False and res["waited_s"] < 0.5
+def test_a_busy_sample_early_in_the_cooldown_settles_within_it():
+    clock = FakeClock()
+    res = _gate(clock, ScriptedForeign(clock, busy=[(0.25, 0.5)]), settle_s=1.0).wait(cooldown_s=2.0)
+    assert res["busy_samples"] == 1 and res["timed_out"] is False
+    assert res["waited_s"] == 0.0 and clock.slept == pytest.approx(2.0)
+
+
+def test_always_busy_times_out_past_the_cooldown():
+    clock = FakeClock()
+    res = _gate(clock, ScriptedForeign(clock, busy=[(0, 1e9)]), timeout_s=3.0).wait(cooldown_s=1.0)
+    assert res["timed_out"] is True and res["waited_s"] == pytest.approx(3.0)
+    assert res["total_s"] == pytest.approx(4.0) and res["foreign_pct_max"] == 80.0
+
+
+def test_a_short_window_decides_nothing():
+    # A fresh sampler's first reading covers less than the minimum window: sample again.
+    clock = FakeClock()
+    sampler = ScriptedForeign(clock, windows=[0.02], pct=500.0, busy=[(0, 0.01)])
+    res = _gate(clock, sampler).wait(cooldown_s=0.0)
+    assert res["short_samples"] == 1 and res["busy_samples"] == 0 and res["samples"] == 1
+    min_window = loadwatch.min_window_for(15.0)
+    assert res["waited_s"] == pytest.approx(min_window - 0.02, abs=1e-3)   # until the window is long enough
+
+
+class FakeCounters:
+    """(busy_s, own_s) counters advanced by hand, for ForeignCpuSampler."""
+
+    def __init__(self):
+        self.busy = self.own = 0.0
+
+    def __call__(self):
+        return self.busy, self.own
+
+
+def test_foreign_cpu_is_busy_minus_our_tree_over_at_least_the_minimum_window():
+    clock, ctr = FakeClock(), FakeCounters()
+    s = ForeignCpuSampler(min_window_s=0.1, counters=ctr, clock=clock)
+    s.prime()
+    got = []
+    for _ in range(10):                          # every 20 ms: 1.5 cores busy, 1 of them ours
+        clock.t += 0.02
+        ctr.busy += 0.03
+        ctr.own += 0.02
+        got.append(s.sample())
+    assert got[0].window_s == pytest.approx(0.02)                  # only the prime to go back to
+    assert all(g.window_s == pytest.approx(0.1) for g in got[5:])  # reaches back five readings
+    assert got[-1].foreign_pct == pytest.approx(50.0) and got[-1].busy_pct == pytest.approx(150.0)
+    assert got[-1].own_pct == pytest.approx(100.0)
+    ctr.own -= 0.5                               # a reaping race never reads as foreign CPU
+    clock.t += 0.1
+    assert s.sample().foreign_pct == 0.0
+
+
+def test_short_windows_must_clear_the_threshold_by_a_tick():
+    # Four ticks of rounding (0.04 s) must read as at most the threshold.
+    assert loadwatch.min_window_for(15.0) == pytest.approx(0.04 / 0.15)
+    assert loadwatch.min_window_for(5.0) == pytest.approx(0.8)
+    assert loadwatch.min_window_for(80.0) == 0.1
+    over = loadwatch.over_threshold
+    assert over(ForeignSample(20.0, 0.3), 15.0, 0.27)
+    assert not over(ForeignSample(14.9, 0.3), 15.0, 0.27)
+    assert not over(ForeignSample(110.0, 0.04), 15.0, 0.27)    # four ticks over 40 ms read 100 %: 115 needed
+    assert over(ForeignSample(116.0, 0.04), 15.0, 0.27)
+    assert not over(ForeignSample(0.0, 0.0), 15.0, 0.27)
+
+
+class ListForeign:
+    """Watch readings in order, then the last forever."""
+
+    def __init__(self, script):
+        self.script, self.denied = list(script), 0
+
+    def prime(self):
+        pass
+
+    def sample(self, min_window_s=None, recheck_pct=None):
+        return self.script.pop(0) if len(self.script) > 1 else self.script[0]
 
 
 def test_watch_counts_contended_samples_and_covers_a_short_body():
-    with ContentionWatch(interval_s=0.05, sampler=ScriptedSampler([BUSY_R, QUIET_R])) as w:
-        time.sleep(0.23)
+    busy, quiet = ForeignSample(80.0, 0.3), ForeignSample(2.0, 0.3)
+    procs = ScriptedProcesses([BUSY_R])
+    with ContentionWatch(interval_s=0.01, sampler=ListForeign([busy, quiet]), process_sampler=procs) as w:
+        deadline = time.monotonic() + 5
+        while w.samples < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
     res = w.result()
     assert res["samples"] >= 4 and res["contended_samples"] == 1
     assert res["contended_fraction"] == pytest.approx(1 / res["samples"], abs=1e-4)
-    with ContentionWatch(interval_s=1.0, sampler=ScriptedSampler([QUIET_R])) as w:
+    assert res["foreign_pct_max"] == 80.0 and res["named"] is True
+    assert [o["pid"] for o in res["offenders"]] == [42]
+    with ContentionWatch(interval_s=1.0, sampler=ListForeign([quiet])) as w:
         pass  # shorter than one interval: still one sample, not zero
     assert w.result()["samples"] == 1 and w.result()["contended_fraction"] == 0.0
+    assert w.result()["named"] is False
 
 
 def test_parse_ps():
@@ -275,3 +437,73 @@ def test_nvidia_state_falls_back_to_clock_event_reasons(monkeypatch):
     assert rows[0]["sm_clock_mhz"] == "1980" and rows[0]["temperature_c"] == "41"
     assert rows[0]["throttle_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
     assert loadwatch.decode_throttle("[N/A]") == UNKNOWN
+
+
+# ---------------------------------------------------------------- thermal verdict and wait
+
+ZONES = {
+    "thermal_zone0/type": "x86_pkg_temp\n", "thermal_zone0/temp": "71000\n",
+    "thermal_zone0/trip_point_0_type": "critical\n", "thermal_zone0/trip_point_0_temp": "105000\n",
+    "thermal_zone0/trip_point_1_type": "passive\n", "thermal_zone0/trip_point_1_temp": "90000\n",
+    "thermal_zone0/trip_point_2_type": "passive\n", "thermal_zone0/trip_point_2_temp": "85000\n",
+    "thermal_zone1/type": "acpitz\n", "thermal_zone1/temp": "27800\n",
+    "thermal_zone1/trip_point_0_type": "critical\n", "thermal_zone1/trip_point_0_temp": "119000\n",
+    "thermal_zone2/type": "iwlwifi_1\n", "thermal_zone2/temp": "\n",          # unreadable: skipped
+    "thermal_zone10/type": "cpu-thermal\n", "thermal_zone10/temp": "86500\n",
+    "thermal_zone10/trip_point_0_type": "passive\n", "thermal_zone10/trip_point_0_temp": "86000\n",
+}
+
+
+def test_parse_thermal_zones_takes_the_lowest_passive_trip():
+    zones = loadwatch.parse_thermal_zones(ZONES)
+    assert zones == [
+        {"zone": "thermal_zone0", "type": "x86_pkg_temp", "temp_c": 71.0, "passive_c": 85.0},
+        {"zone": "thermal_zone1", "type": "acpitz", "temp_c": 27.8, "passive_c": None},
+        {"zone": "thermal_zone10", "type": "cpu-thermal", "temp_c": 86.5, "passive_c": 86.0},
+    ]
+    assert loadwatch.parse_thermal_zones({}) == []
+
+
+def test_thermal_verdict_per_platform():
+    v = loadwatch.thermal_verdict
+    zones = loadwatch.parse_thermal_zones(ZONES)
+    hot = v({"thermal_zones": zones})
+    assert hot["checked"] is True and hot["nominal"] is False
+    assert "thermal_zone10 (cpu-thermal) 86.5 C >= passive trip 86 C" in hot["reason"]
+    assert v({"thermal_zones": zones[:2]})["nominal"] is True
+    assert v({"thermal_zones": [zones[1]]}) == {"checked": False, "nominal": UNKNOWN,
+                                                "reason": "no thermal state readable"}
+    limit = loadwatch.parse_pmset_therm(PMSET_THERM)["limits"]["CPU_Speed_Limit"]
+    assert v({"cpu_speed_limit": limit})["nominal"] is False
+    assert "CPU_Speed_Limit 72 < 100" in v({"cpu_speed_limit": limit})["reason"]
+    assert v({"cpu_speed_limit": 100})["nominal"] is True
+    idle = [{"throttle_reasons": loadwatch.decode_throttle("0x0000000000000001")}]      # gpu_idle
+    capped = [{"throttle_reasons": loadwatch.decode_throttle("0x0000000000000044")}]
+    assert v({"nvidia": idle})["nominal"] is True
+    got = v({"nvidia": idle + capped})
+    assert got["nominal"] is False and got["reason"] == "GPU 1: sw_power_cap, hw_thermal_slowdown"
+    assert v({"nvidia": [{"throttle_reasons": UNKNOWN}]})["checked"] is False
+    assert v({"cpu_speed_limit": UNKNOWN, "nvidia": UNKNOWN, "thermal_zones": UNKNOWN})["nominal"] == UNKNOWN
+
+
+def test_thermal_wait_polls_until_nominal():
+    clock = FakeClock()
+    states = [{"cpu_speed_limit": 60}, {"cpu_speed_limit": 80}, {"cpu_speed_limit": 100}]
+    wait, last = loadwatch.wait_thermal(90.0, read=lambda: states.pop(0), clock=clock, sleep=clock.sleep)
+    assert wait["nominal"] is True and wait["checked"] is True
+    assert wait["reads"] == 3 and wait["waited_s"] == pytest.approx(2.0) and last == {"cpu_speed_limit": 100}
+
+
+def test_thermal_wait_gives_up_at_its_limit_and_never_waits_when_unreadable():
+    clock = FakeClock()
+    wait, _ = loadwatch.wait_thermal(2.5, read=lambda: {"cpu_speed_limit": 50}, clock=clock,
+                                     sleep=clock.sleep)
+    assert wait["nominal"] is False and wait["waited_s"] == pytest.approx(2.5) and wait["reads"] == 4
+    clock = FakeClock()
+    wait, _ = loadwatch.wait_thermal(120.0, read=lambda: {"nvidia": UNKNOWN}, clock=clock, sleep=clock.sleep)
+    assert wait == {"checked": False, "nominal": UNKNOWN, "reason": "no thermal state readable",
+                    "waited_s": 0.0, "reads": 1}
+    assert clock.slept == 0.0
+    # wait=False (a warm-up): one read, however hot.
+    wait, _ = loadwatch.wait_thermal(120.0, read=lambda: {"cpu_speed_limit": 50}, wait=False)
+    assert wait["nominal"] is False and wait["reads"] == 1 and wait["waited_s"] == 0.0

@@ -77,3 +77,70 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path) -> None:
         write_json_atomic(p, {"a": object()})       # fails mid-serialisation
     assert json.loads(p.read_text()) == {"a": 1}
     assert list(tmp_path.iterdir()) == [p]
+
+
+def test_duty_cycle_from_known_wall_times() -> None:
+    from harness.record import duty_cycle
+    runs = [{"wall_s": 4.0, "warmup": True, "cooldown_s": 0.0, "gate_wait_s": 0.5},
+            {"wall_s": 2.0, "warmup": False, "cooldown_s": 3.0, "gate_wait_s": 0.0,
+             "load": {"thermal_wait": {"waited_s": 1.5}}},
+            {"wall_s": 3.0, "warmup": False, "cooldown_s": 2.0, "gate_wait_s": 1.0},
+            {"wall_s": 1.0, "warmup": False}]                  # a run from before these keys
+    d = duty_cycle(runs, 20.0)
+    assert d == {"session_wall_s": 20.0, "run_s": 10.0, "measured_run_s": 6.0, "duty_cycle": 0.3,
+                 "waiting_s": 8.0, "runs": 4}
+    assert duty_cycle([], 0.0)["duty_cycle"] is None
+
+
+class _Clock:
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_session_wall_sums_segments_and_finish_writes_duty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import record as record_mod
+    clock = _Clock()
+    monkeypatch.setattr(record_mod.time, "monotonic", clock)
+    p = tmp_path / "r.json"
+    rec = _new(p)                                  # segment 1 starts at 100
+    clock.t = 110.0
+    rec.add_run({"index": 0, "status": "ok", "wall_s": 4.0, "warmup": False, "cooldown_s": 2.0,
+                 "gate_wait_s": 0.0})
+    rec.finish(planned=2)                          # interrupted: 10 s so far
+    d = json.loads(p.read_text())
+    assert d["session_wall_s"] == 10.0 and d["session_segments_s"] == [10.0]
+    assert d["duty"]["duty_cycle"] == 0.4 and d["duty"]["waiting_s"] == 2.0
+
+    clock.t = 500.0                                # a resume much later: the gap is not counted
+    again = Record.load(p)
+    clock.t = 506.0
+    again.add_run({"index": 1, "status": "ok", "wall_s": 2.0, "warmup": False, "cooldown_s": 1.0,
+                   "gate_wait_s": 0.5})
+    again.finish(planned=2)
+    d = json.loads(p.read_text())
+    assert d["session_segments_s"] == [10.0, 6.0] and d["session_wall_s"] == 16.0
+    assert d["duty"] == {"session_wall_s": 16.0, "run_s": 6.0, "measured_run_s": 6.0,
+                         "duty_cycle": 0.375, "waiting_s": 3.5, "runs": 2}
+
+
+def test_old_record_keeps_its_earlier_runs_out_of_the_duty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import record as record_mod
+    clock = _Clock()
+    monkeypatch.setattr(record_mod.time, "monotonic", clock)
+    p = tmp_path / "r.json"
+    _new(p).add_run({"index": 0, "status": "ok", "wall_s": 50.0, "warmup": False})
+    d = json.loads(p.read_text())
+    for k in ("session_wall_s", "session_segments_s", "session_wall_from_run"):
+        del d[k]                                   # as written before session wall time
+    p.write_text(json.dumps(d))
+    rec = Record.load(p)
+    assert record_mod.record_duty(rec.data) is None
+    clock.t = 104.0
+    rec.add_run({"index": 1, "status": "ok", "wall_s": 2.0, "warmup": False})
+    rec.finish(planned=2)
+    d = json.loads(p.read_text())
+    assert d["session_wall_from_run"] == 1
+    assert d["duty"]["measured_run_s"] == 2.0 and d["duty"]["duty_cycle"] == 0.5

@@ -1,4 +1,5 @@
-"""Runner: marks, failures that do not stop the session, env isolation, ETA with cooldowns."""
+"""Runner: marks, failures that do not stop the session, env isolation, ETA with cooldowns, the
+cooldown rule, the watch's pacing, the thermal wait, and run_one driven from outside."""
 
 from __future__ import annotations
 
@@ -103,8 +104,19 @@ class _Watch:
 
 
 class _Gate:
+    calls: list[float] = []
+
     def __init__(self, *a: Any, **k: Any) -> None: ...
-    def wait(self) -> dict: return {"waited_s": 0.01, "timed_out": True, "busiest": {"name": "indexer", "cpu_pct": 90}}
+
+    def wait(self, cooldown_s: float = 0.0, on_tick: Any = None) -> dict:
+        _Gate.calls.append(cooldown_s)
+        return {"waited_s": 0.01, "timed_out": True, "busiest": {"name": "indexer", "cpu_pct": 90}}
+
+
+class _QuietGate(_Gate):
+    def wait(self, cooldown_s: float = 0.0, on_tick: Any = None) -> dict:
+        _Gate.calls.append(cooldown_s)
+        return {"waited_s": 0.0, "timed_out": False, "busiest": None}
 
 
 def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,10 +125,23 @@ def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pyt
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1, quiet={"enabled": True, "timeout_s": 1},
                     watch={"enabled": True})
     r = _session(tmp_path, p).runs[0]
-    assert r["marks"] == ["quiet_gate_timeout", "contended"]
+    # 4 samples: under the 10 a run needs, so the watch's verdict is marked as thin.
+    assert r["marks"] == ["quiet_gate_timeout", "contended", "watch_undersampled"]
     assert r["load"]["quiet_gate"]["busiest"]["name"] == "indexer"
     assert r["load"]["contention"]["contended_fraction"] == 0.5
-    assert set(r["load"]) == {"before", "after", "quiet_gate", "contention", "thermal"}
+    assert r["gate_wait_s"] == 0.01 and r["cooldown_s"] == 0.0
+    assert set(r["load"]) == {"before", "after", "quiet_gate", "contention", "thermal", "thermal_wait"}
+    assert runner.mark_text(r) == "quiet_gate_timeout,contended 2/4,watch_undersampled (4 samples)"
+
+
+class _WellSampledWatch(_Watch):
+    def result(self) -> dict: return {"samples": 12, "contended_samples": 0, "contended_fraction": 0.0}
+
+
+def test_ten_samples_are_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner.loadwatch, "ContentionWatch", _WellSampledWatch)
+    p = write_suite(tmp_path, [command_arm("a")], repetitions=1, watch={"enabled": True})
+    assert _session(tmp_path, p).runs[0]["marks"] == []
 
 
 def test_real_load_watch_runs(tmp_path: Path) -> None:
@@ -124,7 +149,12 @@ def test_real_load_watch_runs(tmp_path: Path) -> None:
                     quiet={"enabled": True, "threshold_pct": 100.0, "settle_s": 0.0, "timeout_s": 2},
                     watch={"enabled": True, "interval_s": 0.05})
     r = _session(tmp_path, p).runs[0]
-    assert r["status"] == "ok" and r["load"]["contention"]["samples"] >= 1
+    c = r["load"]["contention"]
+    assert r["status"] == "ok" and c["samples"] >= 1 and c["sampler"] == "foreign_cpu"
+    # The first run of an arm is predicted at 0.01 s: the watch samples every 5 ms.
+    assert c["predicted_wall_s"] == 0.01 and c["interval_s"] == 0.005
+    assert ("watch_undersampled" in r["marks"]) == (c["samples"] < 10)
+    assert r["load"]["quiet_gate"]["sampler"] == "foreign_cpu"
     assert "load_1m" in r["load"]["before"] or r["load"]["before"]
 
 
@@ -150,3 +180,100 @@ def test_mlx_lm_rounds_rebuilt_from_from_draft() -> None:
     assert d["proposed_by_position"] == [4, 3] and d["accepted_by_position"] == [3, 2]
     assert d["emitted_per_verify"] == 8 / 4
     assert [r["offset"] for r in d["rounds_log"]] == [0, 3, 4, 6]
+
+
+def test_cooldown_rule_clamps_ratio_times_the_previous_run() -> None:
+    from harness.suite import Settings
+    rule = Settings(cooldown_s=5.0, cooldown_ratio=9.0, cooldown_cap_s=90.0)
+    assert runner.cooldown_for(rule, None) == 5.0             # no previous run: the floor
+    assert runner.cooldown_for(rule, 0.2) == 5.0              # 1.8 s < floor
+    assert runner.cooldown_for(rule, 2.0) == 18.0
+    assert runner.cooldown_for(rule, 10.0) == 90.0            # the lab's 90 s after a 10 s run
+    assert runner.cooldown_for(rule, 60.0) == 90.0            # capped
+    assert runner.cooldown_for(Settings(cooldown_s=5.0, cooldown_ratio=9.0), 60.0) == 540.0   # no cap
+    assert runner.cooldown_for(Settings(cooldown_s=10.0), 60.0) == 10.0                       # ratio 0: fixed
+
+
+def test_watch_interval_aims_at_twenty_samples() -> None:
+    assert runner.watch_interval(0.01, 0.25) == 0.005         # floor
+    assert runner.watch_interval(0.24, 0.25) == pytest.approx(0.012)
+    assert runner.watch_interval(60.0, 0.25) == 0.25          # the suite's interval caps it
+    pacer = runner.Pacer()
+    assert pacer.predicted_wall_s("a") == 0.01 and pacer.watch_interval_s("a", 0.25) == 0.005
+    pacer.note({"arm": "a", "wall_s": 1.2})
+    pacer.note({"arm": "b", "wall_s": 0.06})
+    assert pacer.watch_interval_s("a", 0.25) == pytest.approx(0.06)
+    assert pacer.watch_interval_s("b", 0.25) == 0.005
+    assert pacer.last_wall_s == 0.06
+    resumed = runner.Pacer.from_runs([{"arm": "a", "wall_s": 3.0}, {"arm": "b", "wall_s": 1.0}])
+    assert resumed.arm_wall_s == {"a": 3.0, "b": 1.0} and resumed.last_wall_s == 1.0
+
+
+def test_each_measured_run_cools_down_by_the_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner.loadwatch, "QuietGate", _QuietGate)
+    _Gate.calls = []
+    p = write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], repetitions=2, warmups=1,
+                    cooldown_s=0.001, cooldown_ratio=0.5, cooldown_cap_s=0.05,
+                    quiet={"enabled": True})
+    rec = _session(tmp_path, p)
+    s = load_suite(p).settings
+    assert len(_Gate.calls) == len(rec.runs) == 6
+    prev = None
+    for r, asked in zip(rec.runs, _Gate.calls):
+        want = 0.0 if r["warmup"] else runner.cooldown_for(s, prev)
+        assert asked == pytest.approx(want) and r["cooldown_s"] == pytest.approx(want, abs=1e-4)
+        assert r["gate_wait_s"] == 0.0
+        prev = r["wall_s"]
+    assert rec.data["duty"]["measured_run_s"] == pytest.approx(sum(r["wall_s"] for r in rec.runs if not r["warmup"]),
+                                                               abs=1e-2)
+
+
+def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"cpu_speed_limit": 100})
+    p = write_suite(tmp_path, [command_arm("a")], repetitions=1)
+    r = _session(tmp_path, p).runs[0]
+    assert r["load"]["thermal_wait"] == {"checked": True, "nominal": True, "reason": "nominal (CPU_Speed_Limit 100)",
+                                         "waited_s": 0.0, "reads": 1}
+    assert r["load"]["thermal"] == {"cpu_speed_limit": 100}
+    # Always hot: the warm-up is not waited for; the measured run waits up to the cap, then is marked.
+    monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"cpu_speed_limit": 40})
+    d = tmp_path / "hot"
+    d.mkdir()
+    p = write_suite(d, [command_arm("a")], repetitions=1, warmups=1, cooldown_s=0.0, cooldown_cap_s=0.02)
+    warm, measured = _session(d, p).runs
+    assert warm["load"]["thermal_wait"]["reads"] == 1 and "warm-up" in warm["load"]["thermal_wait"]["reason"]
+    assert "thermal_not_nominal" not in warm["marks"]
+    tw = measured["load"]["thermal_wait"]
+    assert tw["nominal"] is False and tw["reads"] >= 2 and "thermal_not_nominal" in measured["marks"]
+    # Nothing readable: no wait.
+    monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"nvidia": "unknown"})
+    d = tmp_path / "unknown"
+    d.mkdir()
+    r = _session(d, write_suite(d, [command_arm("a")], repetitions=1)).runs[0]
+    assert r["load"]["thermal_wait"]["checked"] is False and r["load"]["thermal_wait"]["nominal"] == "unknown"
+    assert r["load"]["thermal_wait"]["reads"] == 1
+
+
+def test_run_one_with_a_null_ui_and_a_shared_pacer(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], repetitions=1,
+                                   cooldown_s=0.0, cooldown_ratio=0.0))
+    pacer = runner.Pacer()
+    ui = runner.NullUI()
+    ui.status("x", None)
+    runs = [runner.run_one(p, suite, Engines(), ui, None, pacer) for p in build_plan(suite)]
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    assert pacer.arm_wall_s == {r["arm"]: r["wall_s"] for r in runs}
+    assert pacer.last_wall_s == runs[-1]["wall_s"]
+    ui.finished_run(runs[0], None)
+
+
+def test_eta_follows_the_cooldown_rule(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], cooldown_s=1.0,
+                                   cooldown_ratio=2.0, cooldown_cap_s=5.0))
+    done = [{"arm": "a", "wall_s": 2.0, "warmup": False, "gate_wait_s": 0.5},
+            {"arm": "b", "wall_s": 4.0, "warmup": False}]
+    remaining = [PlannedRun(0, "a", "fx", "p1", 0, False), PlannedRun(1, "b", "fx", "p1", 0, False)]
+    # a: cooldown after b's 4 s (capped at 5) + 2.5; b: cooldown after a's 2 s (4) + 4
+    assert runner.estimate_remaining_s(remaining, done, suite) == pytest.approx(5 + 2.5 + 4 + 4)
+    pacer = runner.Pacer(last_wall_s=0.1)            # the run just before was short: the floor
+    assert runner.estimate_remaining_s(remaining, done, suite, pacer) == pytest.approx(1 + 2.5 + 4 + 4)

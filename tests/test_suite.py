@@ -74,6 +74,20 @@ def test_bad_arm_fields(tmp_path: Path, arm_extra: dict, key: str, what: str) ->
     ({"override_prefixes": "SPECDEC_"}, "override_prefixes", "list of strings"),
     ({"frobnicate": 1}, "frobnicate", "unknown field"),
     ({"quiet": {"enabled": "yes"}}, "quiet.enabled", "true or false"),
+    ({"cooldown_ratio": -0.5}, "cooldown_ratio", "must be >= 0"),
+    ({"cooldown_ratio": "fast"}, "cooldown_ratio", "expected a number"),
+    ({"cooldown_s": 5, "cooldown_cap_s": 2}, "cooldown_cap_s", "must be >= cooldown_s (5)"),
+    ({"cooldown_cap_s": "none"}, "cooldown_cap_s", "expected a number"),
+    ({"cooldown_s": "host", "cooldown_ratio": 2}, "cooldown_ratio", "host profile gives it"),
+    ({"cooldown_s": "host", "cooldown_cap_s": 9}, "cooldown_cap_s", "host profile gives it"),
+    ({"budget_s": 0}, "budget_s", "must be > 0"),
+    ({"max_repetitions": 1}, "max_repetitions", "must be >= repetitions (2)"),
+    ({"max_repetitions": 3.5}, "max_repetitions", "expected an integer"),
+    ({"threshold": 1.0}, "threshold", "must be < 1"),
+    ({"threshold": 0}, "threshold", "must be > 0"),
+    ({"alpha": 0.6}, "alpha", "must be <= 0.5"),
+    ({"alpha": 0.0}, "alpha", "must be > 0"),
+    ({"looks": 0}, "looks", "must be >= 1"),
 ])
 def test_bad_settings(tmp_path: Path, settings: dict, key: str, what: str) -> None:
     msg = _error(write_suite(tmp_path, [command_arm("a")], **settings))
@@ -138,3 +152,29 @@ def test_measure_scaling_times_the_first_specdec_target() -> None:
     assert out is not None and out["pairing"] == "embedded"
     assert [w["T"] for w in out["widths"]] == [1, 2, 3, 4, 8]
     assert all(w["min_ms"] <= w["median_ms"] <= w["max_ms"] for w in out["widths"])
+
+
+def test_cooldown_rule_and_budget_settings_parse_and_round_trip(tmp_path: Path) -> None:
+    s = load_suite(write_suite(tmp_path, [command_arm("a")], cooldown_s=0.05, cooldown_ratio=0.25,
+                               cooldown_cap_s=2.0, budget_s=600, max_repetitions=12, threshold=0.05,
+                               alpha=0.5, looks=3))
+    st = s.settings
+    assert (st.cooldown_s, st.cooldown_ratio, st.cooldown_cap_s) == (0.05, 0.25, 2.0)
+    assert (st.budget_s, st.max_repetitions, st.threshold, st.alpha, st.looks) == (600.0, 12, 0.05, 0.5, 3)
+    d = s.to_dict()["settings"]
+    assert d["cooldown_ratio"] == 0.25 and d["cooldown_cap_s"] == 2.0 and d["budget_s"] == 600.0
+    assert suite_from_record(s.to_dict(), "rec.json").settings == st
+    q = quick(s).settings
+    assert (q.cooldown_s, q.cooldown_ratio, q.cooldown_cap_s) == (0.0, 0.0, None)
+
+
+def test_new_settings_default_and_old_records_lack_them(tmp_path: Path) -> None:
+    s = load_suite(write_suite(tmp_path, [command_arm("a")]))
+    st = s.settings
+    assert (st.cooldown_ratio, st.cooldown_cap_s) == (0.0, None)
+    assert (st.budget_s, st.max_repetitions, st.threshold, st.alpha, st.looks) == (None, None, 0.10, 0.05, 4)
+    d = s.to_dict()
+    for key in ("cooldown_ratio", "cooldown_cap_s", "budget_s", "max_repetitions", "threshold",
+                "alpha", "looks"):
+        del d["settings"][key]     # a record written before these settings existed
+    assert suite_from_record(d, "old.json").settings == st

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.summary import render_table, summarize
+from harness.summary import duty_line, has_cooldown, machine_summary, render_table, summarize
 
 
-def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None, cooldown: float = 5.0) -> dict:
+def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None, cooldown: float = 5.0,
+         **settings: object) -> dict:
     runs = []
     for arm, xs in tps.items():
         for i, x in enumerate(xs):
@@ -19,7 +20,7 @@ def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None,
                                          "emitted_per_verify": 1.6} if arm != "classic" else {}})
     arms = [{"name": a, "pairing": "fx", "engine": "specdec", "block": 1 if a == "classic" else 3} for a in tps]
     return {"suite": {"settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
-                                   "temp": 0.0, "seed": 0},
+                                   "temp": 0.0, "seed": 0, **settings},
                       "arms": arms, "prompts": [{"name": "p1"}]}, "runs": runs}
 
 
@@ -38,9 +39,43 @@ def test_spread_and_contention_mean_do_not_publish() -> None:
     rows = {r.arm: r for r in summarize(_rec({"classic": [100, 120, 100], "b3": [150, 151, 150]},
                                              marks={"b3": ["contended"]}))}
     assert rows["classic"].do_not_publish and any("may be unstable (spread" in f for f in rows["classic"].flags)
-    assert rows["b3"].do_not_publish and "1 contended" in rows["b3"].flags
+    assert rows["b3"].do_not_publish and "1 contended" in rows["b3"].flags   # no counts: an old record
+
+
+def test_contended_flag_gives_the_sample_counts_and_undersampled_runs() -> None:
+    rec = _rec({"classic": [100, 100, 100]}, marks={"classic": ["contended", "watch_undersampled"]})
+    rec["runs"][0]["load"] = {"contention": {"samples": 8, "contended_samples": 3}}
+    rec["runs"][1]["load"] = {"contention": {"samples": 12, "contended_samples": 1}}   # not marked
+    row = summarize(rec)[0]
+    assert "1 contended (3 of 8 samples)" in row.flags and "1 watch undersampled" in row.flags
+    assert row.do_not_publish and (row.contended_samples, row.contention_samples) == (3, 8)
 
 
 def test_no_cooldown_is_not_publishable() -> None:
     rows = summarize(_rec({"classic": [100, 100]}, cooldown=0))
     assert rows[0].do_not_publish and any("no cooldown" in f for f in rows[0].flags)
+
+
+
+def test_a_cooldown_ratio_is_a_cooldown() -> None:
+    assert has_cooldown({"cooldown_s": 0, "cooldown_ratio": 0.25, "cooldown_cap_s": None})
+    assert not has_cooldown({"cooldown_s": 0, "cooldown_ratio": 0.25, "cooldown_cap_s": 0})
+    assert not has_cooldown({"cooldown_s": 0})                      # an old record's settings
+    rows = summarize(_rec({"classic": [100, 100]}, cooldown=0, cooldown_ratio=1.0))
+    assert not any("no cooldown" in f for f in rows[0].flags)
+
+
+def test_duty_in_the_json_line_and_the_line_under_the_table() -> None:
+    rec = _rec({"classic": [100, 100]})
+    rec["duty"] = {"session_wall_s": 178.0, "run_s": 130.0, "measured_run_s": 112.0,
+                   "duty_cycle": 112 / 178, "waiting_s": 21.0, "runs": 2}
+    assert machine_summary(rec, summarize(rec), "r.json")["duty"]["duty_cycle"] == 112 / 178
+    assert duty_line(rec) == ("duty cycle 63%: 112 s of measured runs in 178 s of session wall "
+                              "(waiting 21 s)")
+    old = _rec({"classic": [100, 100]})
+    assert duty_line(old) == "" and machine_summary(old, summarize(old), "r.json")["duty"] is None
+    # A record written before finish: computed from its session wall time.
+    old["session_wall_s"] = 8.0
+    for r in old["runs"]:
+        r["wall_s"] = 2.0
+    assert duty_line(old) == "duty cycle 50%: 4.0 s of measured runs in 8.0 s of session wall (waiting 0.0 s)"

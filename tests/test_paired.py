@@ -1,0 +1,194 @@
+"""The paired verdict and the sequential rule, through the real functions.
+
+The simulations check what the words promise: a true change of exactly the smallest detectable
+size is caught about `power` of the time, no change is almost never called worse, and repeated
+looks under the budget keep the false-alarm rate at or below alpha.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness import comparisons, paired, sequential
+
+D = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
+
+
+def _pairs(rng, n, sd, change=0.0, base=10.0):
+    """n pairs whose log ratio is change + noise; each pair shares a drifting machine state."""
+    drift = np.exp(rng.normal(0, 0.3, n))           # slow machine state, common to both runs
+    b = base * drift * np.exp(rng.normal(0, sd / math.sqrt(2), n))
+    h = base * drift * math.exp(change) * np.exp(rng.normal(0, sd / math.sqrt(2), n))
+    return b, h
+
+
+def test_design_splits_alpha_over_looks_and_figures():
+    assert D.alpha_per_test == pytest.approx(0.05 / 12)
+    assert D.min_effect == pytest.approx(0.05)
+    with pytest.raises(ValueError):
+        paired.Design(threshold=0)
+    with pytest.raises(ValueError):
+        paired.Design(looks=0)
+
+
+def test_a_tight_no_change_is_unchanged_and_a_big_change_is_worse():
+    rng = np.random.default_rng(1)
+    b, h = _pairs(rng, 40, 0.03)
+    p = paired.analyze(b, h, D)
+    assert p.verdict == "unchanged" and p.detectable < 0.10 and p.lo < 1 < p.hi
+    b, h = _pairs(rng, 40, 0.03, change=math.log(1.2))
+    p = paired.analyze(b, h, D)
+    assert p.verdict == "worse" and 1.15 < p.ratio < 1.25 and p.lo > 1
+    p = paired.analyze(h, b, D)
+    assert p.verdict == "improved" and p.hi < 1
+
+
+def test_noise_that_hides_the_threshold_is_inconclusive_with_its_detectable_change():
+    rng = np.random.default_rng(2)
+    b, h = _pairs(rng, 8, 0.25)
+    p = paired.analyze(b, h, D)
+    assert p.verdict == "inconclusive"
+    assert p.detectable > 0.10 and "smallest detectable" in p.note
+
+
+def test_a_significant_change_below_the_floor_is_never_worse():
+    rng = np.random.default_rng(3)
+    b, h = _pairs(rng, 400, 0.02, change=math.log(1.02))
+    p = paired.analyze(b, h, D)
+    assert p.lo > 1.0                      # significant...
+    assert p.verdict == "unchanged" and "below the 5% floor" in p.note   # ...but not a regression
+
+
+def test_the_drift_common_to_a_pair_cancels():
+    # Unpaired, a 30% machine drift would swamp a 15% change; paired, it is seen.
+    rng = np.random.default_rng(4)
+    b, h = _pairs(rng, 30, 0.04, change=math.log(1.15))
+    assert np.std(np.log(b)) > 0.2
+    assert paired.analyze(b, h, D).verdict == "worse"
+
+
+def test_bad_pairs_are_inconclusive_not_errors():
+    assert paired.analyze([], [], D).verdict == "inconclusive"
+    assert paired.analyze([1.0], [1.1], D).note.startswith("one pair")
+    assert "non-positive" in paired.analyze([0.0, 1.0], [1.0, 1.0], D).note
+    with pytest.raises(ValueError):
+        paired.analyze([1.0, 2.0], [1.0], D)
+
+
+@pytest.mark.parametrize("n,sd", [(8, 0.05), (20, 0.15), (60, 0.2)])
+def test_a_change_of_the_detectable_size_is_caught_about_80_percent_of_the_time(n, sd):
+    rng = np.random.default_rng(n)
+    # The detectable size for the true spread, then checks of that true change.
+    d = paired.detectable_change(sd, n, D)
+    sims = 1500
+    caught = sum(paired.analyze(*_pairs(rng, n, sd, change=math.log1p(d)), D).verdict == "worse"
+                 for _ in range(sims))
+    assert 0.70 <= caught / sims <= 0.90, (d, caught / sims)
+
+
+def test_no_change_is_called_worse_at_most_at_the_per_test_level():
+    rng = np.random.default_rng(7)
+    sims = 4000
+    worse = sum(paired.analyze(*_pairs(rng, 10, 0.08), D).verdict == "worse" for _ in range(sims))
+    # One-sided share of alpha_per_test (0.0021), with room for simulation error; the old
+    # unpaired rule called 8-18% of real changes "caught" and had no stated level at all.
+    assert worse / sims <= 0.006
+
+
+def test_pairs_needed_is_the_first_n_that_resolves():
+    n = paired.pairs_needed(0.2, D)
+    assert n is not None
+    assert paired.detectable_change(0.2, n, D) <= 0.10 < paired.detectable_change(0.2, n - 1, D)
+
+
+# --- the sequential rule ---------------------------------------------------------------------
+
+class _Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def _seq(rng, change, sd, budget=100.0, round_s=1.0, looks=4, min_rounds=5):
+    clock = _Clock()
+    xs: list[float] = []
+    ys: list[float] = []
+    design = paired.Design(threshold=0.10, alpha=0.05, looks=looks, figures=1)
+
+    def do_round(i):
+        b, h = _pairs(rng, 1, sd, change)
+        xs.append(float(b[0]))
+        ys.append(float(h[0]))
+        clock.t += round_s
+
+    return sequential.run(min_rounds, 10_000, budget, looks, do_round,
+                          lambda: {"x": paired.analyze(xs, ys, design)}, started=0.0, clock=clock)
+
+
+def test_sampling_stops_once_the_threshold_is_resolved():
+    out = _seq(np.random.default_rng(8), 0.0, 0.05)
+    assert out.stopped == "resolved"
+    assert out.rounds < 100 and out.looks[-1].resolved
+    assert out.final["x"]["verdict"] == "unchanged"
+
+
+def test_sampling_spends_the_budget_when_the_noise_is_high_and_says_so():
+    out = _seq(np.random.default_rng(9), 0.0, 0.6)
+    assert out.stopped in ("budget", "looks")
+    assert len(out.looks) == 4 and out.rounds >= 95
+    assert out.final["x"]["verdict"] == "inconclusive"
+
+
+def test_looks_are_at_most_the_design_and_follow_the_budget():
+    out = _seq(np.random.default_rng(10), 0.0, 0.4, budget=40.0)
+    assert [lk.rounds for lk in out.looks] == [10, 20, 30, 40]
+
+
+def test_without_a_budget_exactly_the_minimum_and_one_look():
+    out = _seq(np.random.default_rng(11), 0.0, 0.4, budget=None)
+    assert out.stopped == "fixed" and out.rounds == 5 and len(out.looks) == 1
+
+
+def test_repeated_looks_keep_the_false_alarm_rate_at_alpha():
+    rng = np.random.default_rng(12)
+    sims = 400
+    alarms = sum(_seq(rng, 0.0, 0.3, budget=60.0).final["x"]["verdict"] == "worse" for _ in range(sims))
+    assert alarms / sims <= 0.05
+
+
+# --- which runs pair ------------------------------------------------------------------------
+
+def _run(arm, prompt, rep, mpt, mode="classic", rounds=0, phase=None, status="ok"):
+    d = {"mode": mode, "rounds": rounds, "decode_ms": mpt * 10, "phase_ms": phase or {}}
+    return {"arm": arm, "prompt": prompt, "repetition": rep, "warmup": False, "status": status,
+            "ms_per_token": mpt, "diagnostics": d}
+
+
+def test_between_sessions_pairs_by_arm_prompt_and_repetition_with_open_phase_names():
+    base = [_run("a", "p", 0, 1.0), _run("a", "p", 1, 2.0), _run("s", "p", 0, 3.0, "speculative", 5,
+                                                                 {"host_readback": 1.0, "verify": 4.0})]
+    head = [_run("a", "p", 1, 2.2), _run("a", "p", 0, 1.1), _run("a", "p", 2, 9.0),
+            _run("s", "p", 0, 3.3, "speculative", 5, {"host_readback": 2.0, "verify": 4.0})]
+    t = comparisons.between_sessions(base, head)
+    assert t[("a", "ms/token")] == ([1.0, 2.0], [1.1, 2.2])
+    assert t[("s", "phase ms/round: host_readback")] == ([0.2], [0.4])
+    assert ("a", "ms/round") not in t
+
+
+def test_failed_runs_and_warmups_do_not_pair():
+    base = [_run("a", "p", 0, 1.0, status="failed"), {**_run("a", "p", 1, 1.0), "warmup": True}]
+    head = [_run("a", "p", 0, 1.0), _run("a", "p", 1, 1.0)]
+    assert comparisons.between_sessions(base, head) == {}
+
+
+def test_vs_classic_pairs_the_same_round():
+    rec = {"suite": {"arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
+                              {"name": "s", "block": 3, "pairing": "x", "engine": "e"}]},
+           "runs": [_run("c", "p", 0, 1.0), _run("s", "p", 0, 0.5), _run("c", "p", 1, 2.0),
+                    _run("s", "p", 1, 1.0), _run("s", "q", 0, 0.1)]}
+    assert comparisons.vs_classic(rec) == {"s": ("c", [1.0, 2.0], [0.5, 1.0])}
