@@ -31,7 +31,15 @@ def git(cwd: Path, *args: str) -> str:
                           text=True).stdout.strip()
 
 
+SKIP_DIRS = {".git", ".device", ".venv", "build", ".asv", "results", "html", "records", "baselines",
+             "__pycache__", ".pytest_cache", ".harness"}
+
+
 def copy_tracked(dst: Path) -> None:
+    if not (REPO / ".git").exists():   # a copy of the tree without its history (the GPU machine)
+        shutil.copytree(REPO, dst, dirs_exist_ok=True,
+                        ignore=lambda d, names: [n for n in names if n in SKIP_DIRS or n.endswith(".egg-info")])
+        return
     files = git(REPO, "ls-files", "-z").split("\0")
     for f in files:
         if not f:
