@@ -16,7 +16,9 @@ reading. Because the total counts everything, short-lived processes (a build spa
 compilers) are seen too, which a per-process scan misses.
 
 A quiet-gate or watch sample is busy (contended) when the foreign total is at or over
-threshold_pct: the sum over all foreign processes, not the busiest one. CPU time is counted in
+threshold_pct per 4 cores (busy_threshold: 15% on a 2-core host, 60% on 16 cores, where the
+kernel's own threads serving our GPU work read 30-40% in total and compete with nothing): the
+sum over all foreign processes, not the busiest one. CPU time is counted in
 clock ticks (1/100 s), each field truncated on its own, so a reading covers a window of at
 least min_window_for(threshold_pct) (0.27 s at 15 %), reaching back into the sampler's recent
 readings when samples come faster: the counters' worst rounding (RESOLUTION_TICKS ticks) then
@@ -221,6 +223,12 @@ def min_window_for(threshold_pct: float, tick_s: float = CLOCK_TICK_S) -> float:
     """Shortest window a foreign-CPU reading may cover for this threshold: the counters' worst
     rounding must read as at most threshold_pct (0.27 s at 15 %)."""
     return max(0.1, RESOLUTION_TICKS * tick_s * 100.0 / max(threshold_pct, 1e-9))
+
+
+def busy_threshold(threshold_pct: float, cpus: int | None = None) -> float:
+    """The foreign total that makes a sample busy: threshold_pct per 4 cores, at least threshold_pct."""
+    n = cpus if cpus is not None else (os.cpu_count() or 1)
+    return threshold_pct * max(1.0, n / 4.0)
 
 
 def over_threshold(s: "ForeignSample", threshold_pct: float, min_window_s: float,
@@ -525,8 +533,9 @@ class QuietGate:
                  exclude_pids: Iterable[int] | None = None, *,
                  sampler: Any = None, process_sampler: Any = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, cpus: int | None = None) -> None:
         self.threshold_pct = threshold_pct
+        self.busy_at_pct = busy_threshold(threshold_pct, cpus)
         self.settle_s = settle_s
         self.timeout_s = timeout_s
         self.interval_s = interval_s
@@ -564,7 +573,7 @@ class QuietGate:
             s = self.sampler.sample(self.min_window_s, self.threshold_pct)
             now = self._clock()
             conclusive = s.window_s > 0 and s.window_s >= self.min_window_s - 1e-9
-            is_busy = conclusive and s.foreign_pct >= self.threshold_pct
+            is_busy = conclusive and s.foreign_pct >= self.busy_at_pct
             if conclusive:
                 st["samples"] += 1
                 st["last"] = s.foreign_pct
@@ -604,7 +613,8 @@ class QuietGate:
                 "foreign_pct_max": round(st["fmax"], 1),
                 "foreign_pct_last": None if st["last"] is None else round(st["last"], 1),
                 "window_s_min": None if st["wmin"] is None else round(st["wmin"], 4),
-                **namer.result(), "threshold_pct": self.threshold_pct, "settle_s": self.settle_s,
+                **namer.result(), "threshold_pct": self.threshold_pct, "busy_at_pct": self.busy_at_pct,
+                "settle_s": self.settle_s,
                 "timeout_s": self.timeout_s, "interval_s": self.interval_s,
                 "min_window_s": round(self.min_window_s, 4), "sampler": "foreign_cpu"}
 
@@ -624,8 +634,9 @@ class ContentionWatch:
     def __init__(self, threshold_pct: float = 15.0, interval_s: float = 0.25,
                  exclude_pids: Iterable[int] | None = None, *,
                  sampler: Any = None, process_sampler: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, cpus: int | None = None) -> None:
         self.threshold_pct = threshold_pct
+        self.busy_at_pct = busy_threshold(threshold_pct, cpus)
         self.interval_s = interval_s
         self.min_window_s = min_window_for(threshold_pct)
         self.sampler = sampler or ForeignCpuSampler(exclude_pids, self.min_window_s)
@@ -660,7 +671,7 @@ class ContentionWatch:
         s = self.sampler.sample(self.min_window_s, self.threshold_pct)
         now = self._last = self._clock()
         self.samples += 1
-        busy = over_threshold(s, self.threshold_pct, self.min_window_s)
+        busy = over_threshold(s, self.busy_at_pct, self.min_window_s)
         if s.window_s < self.min_window_s - 1e-9:
             self.short_samples += 1
         if busy:
@@ -689,7 +700,7 @@ class ContentionWatch:
                 "foreign_pct_mean": round(self._fsum / self.samples, 1) if self.samples else None,
                 "window_s_min": None if self._wmin is None else round(self._wmin, 4),
                 "short_samples": self.short_samples,
-                **self._namer.result(), "threshold_pct": self.threshold_pct,
+                **self._namer.result(), "threshold_pct": self.threshold_pct, "busy_at_pct": self.busy_at_pct,
                 "interval_s": self.interval_s, "min_window_s": round(self.min_window_s, 4),
                 "duration_s": round((self._finished or self._clock()) - self._started, 3),
                 "watch_cpu_s": round(self._watch_cpu_s, 4), "sampler": "foreign_cpu"}

@@ -40,7 +40,8 @@ def copy_tracked(dst: Path) -> None:
         shutil.copytree(REPO, dst, dirs_exist_ok=True,
                         ignore=lambda d, names: [n for n in names if n in SKIP_DIRS or n.endswith(".egg-info")])
         return
-    files = git(REPO, "ls-files", "-z").split("\0")
+    # Tracked files and untracked ones git does not ignore: what a commit of this tree would hold.
+    files = git(REPO, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
     for f in files:
         if not f:
             continue
