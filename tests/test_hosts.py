@@ -22,7 +22,7 @@ def test_every_lab_host_has_a_valid_profile():
     assert set(profiles) == LAB
     cooldown = {p["name"]: tuple(p["cooldown"][k] for k in ("floor_s", "ratio", "cap_s"))
                 for p in profiles.values()}
-    mac, gpu = (5, 9, 90), (0.2, 1.0, 30)
+    mac, gpu = (5, 9, 90), (0.05, 0.25, 30)
     assert cooldown == {"m1-ultra": mac, "m3-ultra": mac, "m5-max": mac, "gb10": gpu, "h200": gpu,
                         "linux-cpu": (0.05, 0.25, 2)}
     assert all("default_cooldown_s" not in json.loads((hosts.PROFILES_DIR / f"{n}.json").read_text())
