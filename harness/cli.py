@@ -104,13 +104,10 @@ def _execute(record: Any, suite: Any, store: Any) -> None:
     """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
 
     A resumed session finishes the repetitions its record had planned and adds none."""
-    import time
-
     from harness import runner, sequential
     from harness.comparisons import judge_vs_classic, vs_classic
     from harness.plan import build_plan
     s = suite.settings
-    started = time.monotonic()
     annotate = _annotator(store, record.data["suite"]["settings"])
     # The record keeps the repetitions planned so far (the minimum, then each added round), so a
     # resumed session knows what to finish.
@@ -132,10 +129,11 @@ def _execute(record: Any, suite: Any, store: Any) -> None:
                        annotate, pacer=pacer)
 
     try:
+        # The warm-ups first: the budget is for measuring, not for loading and compiling.
+        runner.execute(build_plan(suite, 0), suite, record, annotate, pacer=pacer)
         # Resumed: one "round" that finishes every planned repetition.
         outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
-                                 design.looks, do_round, lambda: judge_vs_classic(record.data, design),
-                                 started=started)
+                                 design.looks, do_round, lambda: judge_vs_classic(record.data, design))
     except KeyboardInterrupt:
         plan = planned()
         record.finish(len(plan))

@@ -224,9 +224,18 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
                           highlight=False, soft_wrap=True)
         return {f"{f.arm} {f.figure}": f.result for f in figs}
 
+    def warm_up() -> None:   # both sides load and compile before the budget's clock starts
+        for p in build_plan(suite, 0):
+            for side in ("base", "head"):
+                sd = sides[side]
+                run = runner.run_one(p, suite, sd["worker"], ui, None, pacer)
+                run["side"] = side
+                sd["record"].add_run(annotate_identity(annotate_label(run), store, settings_dict))
+
     max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
     try:
-        outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, do_round, look, started=t0)
+        warm_up()
+        outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, do_round, look)
     finally:
         for sd in sides.values():
             sd["worker"].close()

@@ -1,6 +1,7 @@
 """A time budget instead of a fixed count: keep adding interleaved rounds until every compared
 figure can see its threshold, the budget is spent, or the looks are used up.
 
+The budget counts measuring: the caller runs its warm-ups (model loads, kernel compiles) first.
 The stopping rule (docs/statistics.md): at most `looks` looks, each judged at alpha / looks
 (and / the number of gating figures), so the chance of any false alarm over all looks stays at
 or below alpha whatever the looks saw (Bonferroni over looks). Look j is due once the session
