@@ -772,14 +772,20 @@ def decode_throttle(mask: str) -> list[str] | str:
     return [name for bit, name in _THROTTLE_BITS.items() if bits & bit]
 
 
+_NV_REASON_FIELDS = ["clocks_throttle_reasons.active", "clocks_event_reasons.active"]
+
+
 def nvidia_state() -> list[dict] | str:
     fields = "clocks.sm,clocks.mem,temperature.gpu,power.draw,{}"
     out = None
-    # Newer drivers call throttle reasons "clocks_event_reasons"; try the old name first.
-    for reasons in ("clocks_throttle_reasons.active", "clocks_event_reasons.active"):
+    # Newer drivers call throttle reasons "clocks_event_reasons"; the name that answered is
+    # tried first next time (each try is an nvidia-smi process, as long as a short run).
+    for reasons in list(_NV_REASON_FIELDS):
         out = run_quiet(["nvidia-smi", "--query-gpu=" + fields.format(reasons),
                          "--format=csv,noheader,nounits"])
         if out is not None:
+            _NV_REASON_FIELDS.remove(reasons)
+            _NV_REASON_FIELDS.insert(0, reasons)
             break
     if out is None:
         return UNKNOWN
@@ -919,6 +925,22 @@ def thermal_verdict(state: dict) -> dict:
     if hot:
         return {"checked": True, "nominal": False, "reason": "; ".join(hot)}
     return {"checked": True, "nominal": True, "reason": "nominal (" + ", ".join(seen) + ")"}
+
+
+_RECENT: dict[str, Any] = {}
+
+
+def recent_thermal_state(max_age_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> dict:
+    """thermal_state(), reusing a nominal reading younger than max_age_s: a reading costs an
+    nvidia-smi or pmset process, about as long as a short run. A reading that is not nominal is
+    never reused; a reused one says how old it is ("reused_age_s")."""
+    now = clock()
+    got = _RECENT.get("state")
+    if got is not None and now - _RECENT["at"] < max_age_s and thermal_verdict(got)["nominal"] is not False:
+        return {**got, "reused_age_s": round(now - _RECENT["at"], 3)}
+    state = thermal_state()
+    _RECENT.update(state=state, at=now)
+    return state
 
 
 def wait_thermal(limit_s: float, *, read: Callable[[], dict] | None = None, wait: bool = True,

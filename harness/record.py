@@ -31,13 +31,18 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: Any, compact: bool = False) -> None:
     """Write JSON so that `path` is always either the old complete file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=False)
+            # Compact uses json's C encoder, about 4x faster than indent=1's Python one: the
+            # record is rewritten after every run and grows with each, so this is per-run cost.
+            if compact:
+                json.dump(data, f, separators=(",", ":"))
+            else:
+                json.dump(data, f, indent=1, sort_keys=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -163,7 +168,7 @@ class Record:
         if run["index"] in self.done_indices():
             raise ValueError(f"run {run['index']} is already in the record")
         self.runs.append(run)
-        self.write()
+        self.write(compact=True)
 
     def note_resume(self, command: list[str], host: dict[str, Any]) -> None:
         self.data.setdefault("resumes", []).append({"at": now_iso(), "command": list(command),
@@ -190,6 +195,7 @@ class Record:
         self.data["session_segments_s"] = [round(x, 3) for x in self._earlier_segments + [this]]
         self.data["session_wall_s"] = round(self.session_wall_s(), 3)
 
-    def write(self) -> None:
+    def write(self, compact: bool = False) -> None:
+        """Atomically; compact while runs are being added, indented (readable) at finish."""
         self._update_wall()
-        write_json_atomic(self.path, self.data)
+        write_json_atomic(self.path, self.data, compact=compact)

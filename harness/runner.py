@@ -331,7 +331,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
     elif cooldown > 0:
         _cooldown(cooldown, ui, left())
     thermal_wait, thermal = loadwatch.wait_thermal(
-        thermal_limit_s(s), read=loadwatch.thermal_state, wait=not planned.warmup,
+        thermal_limit_s(s), read=loadwatch.recent_thermal_state, wait=not planned.warmup,
         on_tick=lambda secs, why: ui.status(f"cooling: not thermally nominal ({why}) {secs:4.0f} s", left()))
     if planned.warmup and thermal_wait["nominal"] is False:
         thermal_wait["reason"] += " (warm-up: not waited for)"

@@ -507,3 +507,22 @@ def test_thermal_wait_gives_up_at_its_limit_and_never_waits_when_unreadable():
     # wait=False (a warm-up): one read, however hot.
     wait, _ = loadwatch.wait_thermal(120.0, read=lambda: {"cpu_speed_limit": 50}, wait=False)
     assert wait["nominal"] is False and wait["reads"] == 1 and wait["waited_s"] == 0.0
+
+
+def test_a_recent_nominal_thermal_reading_is_reused_and_a_hot_one_never(monkeypatch) -> None:
+    reads = []
+    state = {"cpu_speed_limit": 100}
+    monkeypatch.setattr(loadwatch, "thermal_state", lambda: reads.append(1) or dict(state))
+    loadwatch._RECENT.clear()
+    t = [0.0]
+    first = loadwatch.recent_thermal_state(2.0, clock=lambda: t[0])
+    t[0] = 1.0
+    again = loadwatch.recent_thermal_state(2.0, clock=lambda: t[0])
+    assert len(reads) == 1 and "reused_age_s" not in first and again["reused_age_s"] == 1.0
+    t[0] = 3.5                      # too old: read again
+    state["cpu_speed_limit"] = 50
+    hot = loadwatch.recent_thermal_state(2.0, clock=lambda: t[0])
+    t[0] = 3.6                      # a hot reading is never reused
+    loadwatch.recent_thermal_state(2.0, clock=lambda: t[0])
+    assert len(reads) == 3 and hot["cpu_speed_limit"] == 50
+    loadwatch._RECENT.clear()

@@ -230,6 +230,7 @@ def test_each_measured_run_cools_down_by_the_rule(tmp_path: Path, monkeypatch: p
 
 def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"cpu_speed_limit": 100})
+    runner.loadwatch._RECENT.clear()   # a reading from before is not reused
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1)
     r = _session(tmp_path, p).runs[0]
     assert r["load"]["thermal_wait"] == {"checked": True, "nominal": True, "reason": "nominal (CPU_Speed_Limit 100)",
@@ -237,6 +238,7 @@ def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monke
     assert r["load"]["thermal"] == {"cpu_speed_limit": 100}
     # Always hot: the warm-up is not waited for; the measured run waits up to the cap, then is marked.
     monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"cpu_speed_limit": 40})
+    runner.loadwatch._RECENT.clear()   # a reading from before is not reused
     d = tmp_path / "hot"
     d.mkdir()
     p = write_suite(d, [command_arm("a")], repetitions=1, warmups=1, cooldown_s=0.0, cooldown_cap_s=0.02)
@@ -247,6 +249,7 @@ def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monke
     assert tw["nominal"] is False and tw["reads"] >= 2 and "thermal_not_nominal" in measured["marks"]
     # Nothing readable: no wait.
     monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"nvidia": "unknown"})
+    runner.loadwatch._RECENT.clear()   # a reading from before is not reused
     d = tmp_path / "unknown"
     d.mkdir()
     r = _session(d, write_suite(d, [command_arm("a")], repetitions=1)).runs[0]
