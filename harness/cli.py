@@ -186,13 +186,13 @@ def _new_session(suite: Any, record_path: Path, baselines: Path, extra: dict[str
 
 
 def _print_summary(record: Any, title: str) -> list[Any]:
-    from harness.summary import duty_line, machine_summary, render_table, summarize
+    from harness.summary import duty_line, machine_summary, render_table, sequential_lines, summarize
     rows = summarize(record.data)
     out = _console_out()
     out.print(render_table(rows, title=title))
-    line = duty_line(record.data)
-    if line:
-        out.print(line, highlight=False, soft_wrap=True)
+    for line in [duty_line(record.data), *sequential_lines(record.data)]:
+        if line:
+            out.print(line, highlight=False, soft_wrap=True)
     print(json.dumps(machine_summary(record.data, rows, str(record.path)), sort_keys=True), flush=True)
     return rows
 

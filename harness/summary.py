@@ -261,3 +261,37 @@ def duty_line(record: Any) -> str:
     head = "duty cycle -" if cycle is None else f"duty cycle {cycle:.0%}"
     return (f"{head}: {_secs(duty['measured_run_s'])} of measured runs in "
             f"{_secs(duty['session_wall_s'])} of session wall (waiting {_secs(duty['waiting_s'])})")
+
+
+_VS_CLASSIC = {"worse": "slower than classic", "improved": "faster than classic",
+               "unchanged": "the same as classic within the threshold", "inconclusive": "inconclusive"}
+
+
+def sequential_lines(record: Any) -> list[str]:
+    """What the budget did, and each speculative arm against classic, paired by prompt and
+    repetition: "" lines for a record made without a budget or before budgets existed."""
+    data = getattr(record, "data", record)
+    seq = data.get("sequential") if isinstance(data, dict) else None
+    if not seq or not seq.get("looks"):
+        return []
+    d = seq.get("design") or {}
+    budget = seq.get("budget_s")
+    head = (f"budget {budget:g} s of measuring" if budget else "no budget") + \
+        f": {seq.get('rounds')} repetitions, {len(seq['looks'])} look(s); stopped: {seq.get('stopped_because')}"
+    out = [head]
+    if d:
+        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{d.get('threshold', 0):.0%}, "
+                   f"false-alarm level {d.get('alpha', 0):.0%} over {d.get('looks')} look(s) and "
+                   f"{d.get('figures')} arm(s); docs/statistics.md):")
+    for arm, p in seq["looks"][-1]["figures"].items():
+        if p.get("ratio") is None:
+            out.append(f"  {arm}: {p.get('note') or 'no pairs'}")
+            continue
+        ci = "" if p.get("lo") is None else f" ({p['lo'] - 1:+.1%} to {p['hi'] - 1:+.1%})"
+        det = p.get("detectable")
+        det_s = "-" if det is None else f"{det:.1%}"
+        words = _VS_CLASSIC.get(p["verdict"], p["verdict"])
+        note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
+        out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
+                   f"smallest detectable {det_s}{note}")
+    return out

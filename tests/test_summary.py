@@ -79,3 +79,18 @@ def test_duty_in_the_json_line_and_the_line_under_the_table() -> None:
     for r in old["runs"]:
         r["wall_s"] = 2.0
     assert duty_line(old) == "duty cycle 50%: 4.0 s of measured runs in 8.0 s of session wall (waiting 0.0 s)"
+
+
+def test_sequential_lines_say_why_sampling_stopped_and_each_arm_against_classic() -> None:
+    from harness.summary import sequential_lines
+    fig = {"n": 39, "ratio": 1.577, "lo": 1.418, "hi": 1.754, "detectable": 0.144, "verdict": "worse", "note": ""}
+    unres = {"n": 39, "ratio": 1.06, "lo": 0.93, "hi": 1.20, "detectable": 0.177, "verdict": "inconclusive",
+             "note": "smallest detectable change 17.7%, above the 10% threshold"}
+    rec = {"sequential": {"budget_s": 150, "rounds": 13, "stopped_because": "the time budget was spent",
+                          "design": {"threshold": 0.1, "alpha": 0.05, "looks": 4, "figures": 2},
+                          "looks": [{"figures": {}}, {"figures": {"block3-inexact": fig, "block2": unres}}]}}
+    lines = sequential_lines(rec)
+    assert lines[0] == "budget 150 s of measuring: 13 repetitions, 2 look(s); stopped: the time budget was spent"
+    assert "  block3-inexact: +57.7% (+41.8% to +75.4%) over 39 pairs, slower than classic; smallest detectable 14.4%" in lines
+    assert any(ln.startswith("  block2: +6.0%") and "inconclusive; smallest detectable 17.7%" in ln for ln in lines)
+    assert sequential_lines({"runs": []}) == []
