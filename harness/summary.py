@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from harness import stats
+from harness import paired, stats
 from harness.identity import classic_comparisons, describe
 from harness.record import record_duty
 
@@ -119,7 +119,7 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         s.labels = sorted({r.get("label") or "unlabelled" for r in runs})
         s.shipping = bool(runs) and all(r.get("shipping") for r in runs)
         out.append(s)
-    _speedups(out, groups)
+    _speedups(out, groups, settings)
     for s in out:
         _flag(s, settings, record)
     return out
@@ -132,9 +132,19 @@ def _classic_for(s: ArmSummary, rows: list[ArmSummary]) -> ArmSummary | None:
     return (same or cands or [None])[0]
 
 
-def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]],
+              settings: dict[str, Any]) -> None:
     def tps(row: ArmSummary) -> list[float]:
         return _vals([r for r in groups[(row.arm, row.prompt)] if r["status"] == "ok"], "decode_tokens_per_s")
+
+    def by_rep(row: ArmSummary) -> dict[int, float]:
+        return {int(r.get("repetition", 0)): float(r["ms_per_token"]) for r in groups[(row.arm, row.prompt)]
+                if r["status"] == "ok" and isinstance(r.get("ms_per_token"), (int, float))}
+
+    # The smallest detectable change is the paired one (harness.paired): runs of the same
+    # repetition ran next to each other; it is the change caught with 80% power, not a half-width.
+    design = paired.Design(threshold=float(settings.get("threshold") or 0.10),
+                           alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
 
     for s in rows:
         if s.block == 1:
@@ -148,8 +158,11 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[st
             continue
         s.speedup, lo, hi = stats.bootstrap_ratio_ci(a, b)
         s.speedup_ci = (lo, hi)
-        if len(a) >= 2 and len(b) >= 2:
-            s.min_detectable_change = stats.min_detectable_change(a, b)
+        mine, ref = by_rep(s), by_rep(c)
+        reps = sorted(set(mine) & set(ref))
+        if len(reps) >= 2:
+            p = paired.analyze([ref[k] for k in reps], [mine[k] for k in reps], design)
+            s.min_detectable_change = p.detectable
 
 
 def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> None:
@@ -177,7 +190,7 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
         s.flags.append("no cooldown")
     if s.min_detectable_change is not None and s.speedup is not None \
             and s.min_detectable_change > abs(s.speedup - 1.0):
-        s.flags.append(f"speedup inconclusive (resolves {s.min_detectable_change:.1%})")
+        s.flags.append(f"speedup inconclusive (smallest detectable {s.min_detectable_change:.1%})")
     s.do_not_publish = bool(
         (s.spread is not None and s.spread > thr) or s.contended or s.runs < 2 or record.get("quick")
         or no_cooldown)
