@@ -91,21 +91,13 @@ def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]
     return annotate
 
 
-def design_for(suite: Any, figures: int) -> Any:
-    """The suite's paired design: its threshold and alpha, alpha split over its looks (only
-    when a budget makes looks repeated) and over the figures that are compared."""
-    from harness.paired import Design
-    s = suite.settings
-    return Design(threshold=s.threshold, alpha=s.alpha, looks=s.looks if s.budget_s else 1,
-                  figures=max(1, figures))
-
-
 def _execute(record: Any, suite: Any, store: Any) -> None:
     """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
 
     A resumed session finishes the repetitions its record had planned and adds none."""
     from harness import runner, sequential
     from harness.comparisons import judge_vs_classic, vs_classic
+    from harness.paired import Design
     from harness.plan import build_plan
     s = suite.settings
     annotate = _annotator(store, record.data["suite"]["settings"])
@@ -117,7 +109,7 @@ def _execute(record: Any, suite: Any, store: Any) -> None:
     budget = None if resumed else s.budget_s
     max_reps = max(min_reps, s.max_repetitions or (10_000 if budget else min_reps))
     pacer = runner.Pacer.from_runs(record.runs)
-    design = design_for(suite, len(vs_classic({"suite": record.data["suite"], "runs": []})))
+    design = Design.for_settings(s, len(vs_classic({"suite": record.data["suite"], "runs": []})))
 
     def planned() -> list[Any]:
         return build_plan(suite, int(record.data["planned_repetitions"]))

@@ -134,7 +134,7 @@ class Comparison:
         return f"pass: every gated figure unchanged within ±{t:.0%} or improved{rng}"
 
 
-def _plan_ok(record: Any) -> dict[str, int]:
+def _failed_by_arm(record: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in record.runs:
         if not r.get("warmup") and r.get("status") != "ok":
@@ -177,8 +177,7 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     s = suite.settings
     arms = [a.name for a in suite.arms]
     store = store if store is not None else BaselineStore.load(work / "no-baselines.json")
-    design = paired.Design(threshold=s.threshold, alpha=s.alpha, looks=s.looks if s.budget_s else 1,
-                           figures=len(arms))
+    design = paired.Design.for_settings(s, len(arms))
     suite_dict = suite.to_dict()
     host = host or {}
     sides: dict[str, dict[str, Any]] = {}
@@ -196,6 +195,12 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     pair_no = 0
     settings_dict = suite_dict["settings"]
 
+    def run_on(side: str, p: Any) -> None:
+        sd = sides[side]
+        run = runner.run_one(p, suite, sd["worker"], ui, None, pacer)
+        run["side"] = side
+        sd["record"].add_run(annotate_identity(annotate_label(run), store, settings_dict))
+
     def do_round(i: int) -> None:
         nonlocal pair_no
         plan = build_plan(suite, i + 1)
@@ -205,12 +210,8 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
             order = ("base", "head") if pair_no % 2 == 0 else ("head", "base")
             pair_no += 1
             for side in order:
-                sd = sides[side]
-                if p.index in sd["record"].done_indices():
-                    continue
-                run = runner.run_one(p, suite, sd["worker"], ui, None, pacer)
-                run["side"] = side
-                sd["record"].add_run(annotate_identity(annotate_label(run), store, settings_dict))
+                if p.index not in sides[side]["record"].done_indices():
+                    run_on(side, p)
         for sd in sides.values():
             sd["record"].data["planned_runs"] = len(plan)
             sd["record"].data["planned_repetitions"] = i + 1
@@ -227,10 +228,7 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     def warm_up() -> None:   # both sides load and compile before the budget's clock starts
         for p in build_plan(suite, 0):
             for side in ("base", "head"):
-                sd = sides[side]
-                run = runner.run_one(p, suite, sd["worker"], ui, None, pacer)
-                run["side"] = side
-                sd["record"].add_run(annotate_identity(annotate_label(run), store, settings_dict))
+                run_on(side, p)
 
     max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
     try:
@@ -249,7 +247,7 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
             if not r.get("warmup"):
                 labels.setdefault(r["arm"], set()).add(r.get("label") or "unlabelled")
     out = Comparison(base=base_sha, head=head_sha, design=design, figures=figures, identity=ident,
-                     failures={"base": _plan_ok(base_rec), "head": _plan_ok(head_rec)},
+                     failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
                      records={"base": str(base_rec.path), "head": str(head_rec.path)},
                      outcome={"design": design.to_dict(), "budget_s": s.budget_s, **outcome.to_dict()},
                      duration_s=time.monotonic() - t0,

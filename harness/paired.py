@@ -61,6 +61,14 @@ class Design:
     def min_effect(self) -> float:
         return self.threshold / 2.0 if self.floor is None else self.floor
 
+    @classmethod
+    def for_settings(cls, settings: object, figures: int) -> "Design":
+        """A suite's design: its threshold and alpha, split over its looks only when a budget
+        makes looks repeated, and over the compared figures."""
+        s = settings
+        return cls(threshold=s.threshold, alpha=s.alpha,  # type: ignore[attr-defined]
+                   looks=s.looks if s.budget_s else 1, figures=max(1, figures))  # type: ignore[attr-defined]
+
     def to_dict(self) -> dict:
         return {**asdict(self), "alpha_per_test": self.alpha_per_test, "min_effect": self.min_effect}
 

@@ -21,7 +21,6 @@ __all__ = [
     "mann_whitney_u",
     "mann_whitney_method",
     "sign_test",
-    "min_detectable_change",
     "verdict",
 ]
 
@@ -159,32 +158,6 @@ def sign_test(n_pos: int, n_neg: int) -> float:
     if n == 0:
         raise ValueError("sign_test: no untied pairs (n_pos + n_neg = 0)")
     return float(_sps.binomtest(int(n_pos), n, 0.5, alternative="two-sided").pvalue)
-
-
-def min_detectable_change(
-    a: Sequence[float],
-    b: Sequence[float],
-    level: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> float:
-    """Smallest relative change of medians resolvable: max(hi-1, 1-lo) of bootstrap_ratio_ci on a and b
-    each divided by its own median (real difference removed, noise kept), i.e. the no-change CI half-width."""
-    arr_a, arr_b = _sample(a, "a"), _sample(b, "b")
-    if min(arr_a.size, arr_b.size) < 2:
-        # One value carries no information about noise; 0 would claim perfect resolution.
-        raise ValueError(
-            f"min_detectable_change: need at least 2 values per side, got {arr_a.size} and {arr_b.size}"
-        )
-    med_a, med_b = float(np.median(arr_a)), float(np.median(arr_b))
-    if med_a <= 0.0 or med_b <= 0.0:
-        raise ValueError(
-            f"min_detectable_change: needs positive medians, got {med_a!r} and {med_b!r}"
-        )
-    if np.any(arr_b <= 0.0):
-        raise ValueError("b: every value must be positive for a ratio of medians")
-    _, lo, hi = bootstrap_ratio_ci(arr_a / med_a, arr_b / med_b, level, n_boot, seed)
-    return max(hi - 1.0, 1.0 - lo)
 
 
 def verdict(ratio_lo: float, ratio_hi: float, threshold: float) -> str:

@@ -208,40 +208,6 @@ def test_bootstrap_bad_input():
         stats.bootstrap_ratio_ci([1.0], [1.0], n_boot=0)
 
 
-# --- minimum detectable change -------------------------------------------------------------
-
-def test_mdc_zero_for_noiseless_and_ignores_real_difference():
-    assert stats.min_detectable_change([5.0, 5.0, 5.0], [9.0, 9.0]) == 0.0
-    a = [9.0, 10.0, 11.0, 10.0, 10.5]
-    # Scaling one side (a real change) must not change the resolution: it is computed at no change.
-    assert stats.min_detectable_change(a, a) == pytest.approx(
-        stats.min_detectable_change([2 * x for x in a], a)
-    )
-
-
-def test_mdc_by_hand_three_values():
-    # a/median = {0.5, 1, 1.5}: bootstrap medians of 3 reach 0.5 and 1.5 with mass 7/27 each,
-    # b constant: the no-change CI is [0.5, 1.5], so the smallest resolvable change is 50%.
-    assert stats.min_detectable_change([1.0, 2.0, 3.0], [4.0, 4.0, 4.0]) == pytest.approx(0.5)
-
-
-def test_mdc_shrinks_with_more_samples_and_grows_with_noise():
-    rng = np.random.default_rng(11)
-    small = stats.min_detectable_change(rng.normal(100, 5, 5), rng.normal(100, 5, 5))
-    large = stats.min_detectable_change(rng.normal(100, 5, 200), rng.normal(100, 5, 200))
-    noisy = stats.min_detectable_change(rng.normal(100, 20, 200), rng.normal(100, 20, 200))
-    assert large < small
-    assert large < noisy
-    # sd 5% with n = 200 per side: median se ~ 1.2533*0.05/sqrt(200) = 0.00443 per side, ratio
-    # se ~ 0.00627, 95% half-width ~ 0.0123.
-    assert 0.007 < large < 0.02
-
-
-def test_mdc_needs_two_values_per_side():
-    with pytest.raises(ValueError, match="at least 2"):
-        stats.min_detectable_change([1.0], [1.0, 2.0])
-
-
 # --- verdict --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
