@@ -32,7 +32,7 @@ from asv_scratch import REPO, commit_all, fast_suite, git, harness_argv, make_sc
 
 pytestmark = pytest.mark.e2e
 
-WORK = 1.0                # of a target decode forward, added to each (about 2x classic here)
+WORK = 2.0                # target decode forwards added to each (classic about 2.5x slower here)
 MACHINE = "e2e"
 ARTIFACTS = REPO / "build" / "artifacts"
 TIMINGS: dict[str, float] = {}
@@ -95,7 +95,8 @@ def _median_ms(s: Scratch, sha: str, arm: str = "classic") -> float:
 
 def test_asv_run_measures_each_commit_and_shows_the_step(scratch):
     base, slow, comment = (_median_ms(scratch, scratch.shas[k]) for k in ("base", "slow", "comment"))
-    # The slowdown is WORK of a forward per token on classic decode: unmistakable against this host's noise.
+    # The slowdown is WORK forwards per token on classic decode. asv measures the commits one after
+    # another, and sessions on this host drift by up to a third; a 2.5x step stays unmistakable.
     assert slow / base > 1.3, (base, slow, comment)
     assert comment / slow < 0.8, (base, slow, comment)
     figs = scratch.figures(scratch.shas["base"])
