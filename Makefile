@@ -18,7 +18,7 @@ $(BIN)/python:
 
 install: blas $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,train]'
+	$(BIN)/python -m pip install -q -e '.[specdec,test,train]'
 
 bench: install
 	$(BIN)/harness run

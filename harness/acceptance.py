@@ -88,7 +88,7 @@ def paired(a: str, runs_a: dict[str, dict[str, Any]], b: str, runs_b: dict[str, 
             na, nb = int(ea["accepted"]), int(eb["accepted"])
             res.accepted_a += na
             res.accepted_b += nb
-            if "drafted" in ea and "drafted" in eb:
+            if ea.get("drafted") is not None and eb.get("drafted") is not None:
                 res.same_proposal = (res.same_proposal or 0) + (list(ea["drafted"]) == list(eb["drafted"]))
             else:
                 have_drafts = False

@@ -78,6 +78,25 @@ def load_config(path: str | Path | None = None) -> AsvConfig:
     return conf
 
 
+SUITE_KEY = "harness_suite"   # asv.conf.json: the harness suite the benchmarks, pr-check and nightly run
+
+
+def configured_suite(conf: AsvConfig) -> Path:
+    """The suite file asv.conf.json names ("harness_suite", relative to the config's directory);
+    a config from before the key: suite.toml in the benchmark directory."""
+    given = conf.data.get(SUITE_KEY)
+    if given is None:
+        p = conf.benchmark_dir / "suite.toml"
+    elif not isinstance(given, str) or not given.strip():
+        raise UserError(f"{conf.path}: key '{SUITE_KEY}' must be a suite file path, got {given!r}")
+    else:
+        p = Path(given) if Path(given).is_absolute() else conf.root / given
+    if not p.is_file():
+        raise UserError(f"{conf.path}: key '{SUITE_KEY}': suite file {p} not found "
+                        f"(write it, or name the suite with \"{SUITE_KEY}\")")
+    return p
+
+
 # --- running asv ---------------------------------------------------------------------
 
 def asv_argv(args: Sequence[str], conf: AsvConfig, machine_file: Path | None = None) -> list[str]:

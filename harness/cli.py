@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import importlib
-import importlib.util
 import json
 import re
 import signal
@@ -23,7 +22,6 @@ from rich.table import Table
 
 from harness.errors import UserError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # Commands other modules add: each module exposes `add_cli(subparsers)`, which registers its
 # parser with set_defaults(func=callable(args) -> int). Absent modules get a placeholder.
 EXTENSIONS: dict[str, str] = {
@@ -33,6 +31,8 @@ EXTENSIONS: dict[str, str] = {
     "compare-commits": "harness.commits",
     "nightly": "harness.nightly",
     "dashboard": "harness.dashboard",
+    "init": "harness.init",
+    "schema": "harness.schema",
 }
 
 
@@ -56,7 +56,7 @@ def _host() -> dict[str, Any]:
     """collect_host() once per process: the record and the default paths share it."""
     if "host" not in _HOST_CACHE:
         from harness.hostinfo import collect_host
-        _HOST_CACHE["host"] = collect_host(repo=str(REPO_ROOT))
+        _HOST_CACHE["host"] = collect_host()   # the repository under test: asv's, else the cwd's
     return _HOST_CACHE["host"]
 
 
@@ -201,6 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                             "drop SUITE, --quick and --record")
         record = Record.load(args.resume)
         suite = suite_from_record(record.data["suite"], str(record.path))
+        in_process_engines_first(suite)
         baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path())
         store = BaselineStore.load(baselines)
         if not record.data.get("complete"):
@@ -208,6 +209,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             _execute(record, suite, store)
     else:
         suite = load_suite(args.suite)
+        in_process_engines_first(suite)
         if args.quick:
             suite = quick(suite)
         record_path = Path(args.record) if args.record else default_record_path(suite.name)
@@ -224,6 +226,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from harness.identity import describe
     from harness.suite import load_suite, with_settings
     suite = load_suite(args.suite)
+    in_process_engines_first(suite)
     # Identity does not depend on timing: no warm-up, no cooldown, no quiet gate.
     suite = with_settings(suite, repetitions=1, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0, cooldown_cap_s=None,
                           cooldown_source="check", budget_s=None,
@@ -256,6 +259,7 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
     from harness.identity import BaselineStore, record_baselines
     from harness.suite import load_suite, with_settings
     suite = load_suite(args.suite)
+    in_process_engines_first(suite)
     suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0, cooldown_cap_s=None,
                           cooldown_source="baseline", budget_s=None,
                           quiet=replace(suite.settings.quiet, enabled=False))
@@ -360,18 +364,16 @@ def _sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def preload_engine_blas() -> None:
-    """Import specdec before anything imports mlx.core (collect_host does), so its OpenBLAS
-    preload takes effect and every in-process engine runs on the same BLAS."""
-    if importlib.util.find_spec("specdec") is not None:
-        try:
-            importlib.import_module("specdec")
-        except Exception:  # a broken engine checkout shows up in its runs, not here
-            pass
+def in_process_engines_first(suite: Any) -> None:
+    """Before anything loads mlx.core (collect_host does): specdec's OpenBLAS preload at import
+    only takes effect then. Only for an in-process specdec arm: a command engine is another
+    process, whose BLAS this process must not decide (it reports its own)."""
+    if any(a.adapter == "specdec" for a in suite.arms):
+        from harness.adapters.specdec import preload_blas
+        preload_blas()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    preload_engine_blas()
     argv = list(sys.argv[1:] if argv is None else argv)
     _ARGV[:] = argv
     parser = build_parser()

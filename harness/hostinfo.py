@@ -7,7 +7,6 @@ always written even on an odd host.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import os
 import platform
@@ -231,7 +230,7 @@ def mlx_info() -> dict:
     }
 
 
-# Names as specdec.blas.blas_info() spells them, so engine and host sections agree.
+# Names as the reference engine's blas_info() spells them, so engine and host sections agree.
 _BLAS_NAMES = [("openblas", "openblas"), ("mkl", "mkl"), ("blis", "blis"),
                ("accelerate", "accelerate"), ("mlx_cpu.libs", "reference (bundled with mlx-cpu)"),
                ("libblas", "reference")]
@@ -257,76 +256,37 @@ def classify_blas(libraries: list[str]) -> str:
     return UNKNOWN
 
 
-def _specdec_blas() -> dict | None:
-    try:
-        mod = importlib.import_module("specdec.blas")
-    except ImportError:
-        return None
-    info = mod.blas_info()
-    out = dict(info) if isinstance(info, dict) else {"name": str(info)}
-    # specdec.blas says "blas"; keep its keys and give the section the common "name" too.
-    out.setdefault("name", out.get("blas", UNKNOWN))
-    out["source"] = "specdec.blas.blas_info"
-    return out
-
-
-def _mapped_blas() -> dict:
+def blas_info() -> dict:
+    """The BLAS this (the harness's) process maps. It is an engine's only for an in-process
+    arm; every engine reports its own in its result (a run's engine_info.blas)."""
+    scope = "harness process: in-process engines only; each run's engine_info.blas is the engine's"
+    if sys.platform == "darwin":
+        return {"name": "accelerate", "libraries": UNKNOWN, "source": "platform (macOS)", "scope": scope}
     try:
         import mlx.core  # noqa: F401  (map what MLX itself loads before reading the maps)
     except ImportError:
         pass
     maps = read_text("/proc/self/maps")
     if maps is None:
-        return {"name": UNKNOWN, "libraries": UNKNOWN, "source": UNKNOWN}
+        return {"name": UNKNOWN, "libraries": UNKNOWN, "source": UNKNOWN, "scope": scope}
     libs = mapped_blas_libraries(maps)
-    return {"name": classify_blas(libs), "libraries": libs or UNKNOWN, "source": "/proc/self/maps"}
+    return {"name": classify_blas(libs), "libraries": libs or UNKNOWN, "source": "/proc/self/maps",
+            "scope": scope}
 
 
-def blas_info() -> dict:
-    if sys.platform == "darwin" and _specdec_blas() is None:
-        return {"name": "accelerate", "libraries": UNKNOWN, "source": "platform (macOS)"}
-    mapped = _mapped_blas() if sys.platform != "darwin" else None
-    out = _specdec_blas()
-    if out is None:
-        return mapped  # type: ignore[return-value]
-    if mapped is not None:
-        # A second witness: which BLAS libraries this process has mapped at all.
-        out["mapped_libraries"] = mapped["libraries"]
-        if out["name"] == UNKNOWN:
-            out["name"], out["source"] = mapped["name"], "/proc/self/maps"
-    return out
+# ---------------------------------------------------------------- repo, harness
+
+def repo_info(repo: str | None = None) -> dict:
+    """The repository under test (harness.provenance.repo_info): not the harness's own."""
+    from harness.provenance import repo_info as _repo_info
+
+    return _repo_info(repo)
 
 
-# ---------------------------------------------------------------- repo
+def harness_info() -> dict:
+    from harness.provenance import harness_info as _harness_info
 
-def _engine_version() -> str:
-    try:
-        mod = importlib.import_module("specdec")
-    except ImportError:
-        return UNKNOWN
-    return _or_unknown(getattr(mod, "__version__", None))
-
-
-def repo_info(repo: str = ".") -> dict:
-    out = {"path": UNKNOWN, "commit": UNKNOWN, "short_commit": UNKNOWN, "branch": UNKNOWN,
-           "dirty": UNKNOWN, "engine_version": _engine_version()}
-    import git  # ImportError (no git executable) becomes this section's error
-
-    try:
-        r = git.Repo(repo, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return out
-    out["path"] = str(r.working_tree_dir)
-    out["branch"] = "detached" if r.head.is_detached else r.active_branch.name
-    try:
-        sha = r.head.commit.hexsha
-    except ValueError:  # a repository with no commit yet
-        return out
-    # Untracked files count as dirty: a new source file changes what ran.
-    out["dirty"] = r.is_dirty(untracked_files=True)
-    out["commit"] = sha
-    out["short_commit"] = r.git.rev_parse("--short", sha)
-    return out
+    return _harness_info()
 
 
 # ---------------------------------------------------------------- all of it
@@ -338,22 +298,12 @@ def _safe(collector: Callable[[], dict]) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _import_engine_first() -> None:
-    # specdec preloads OpenBLAS at import, which only works before mlx.core is loaded:
-    # collecting MLX's metadata first would leave the reference BLAS for the whole process.
-    if "mlx.core" not in sys.modules:
-        try:
-            importlib.import_module("specdec")
-        except Exception:
-            pass  # no engine here (or a broken one): the blas and repo sections say so
-
-
-def collect_host(repo: str = ".") -> dict:
-    """Every section (cpu, gpu, memory, os, python, mlx, blas, repo) as one dict each."""
-    _import_engine_first()
+def collect_host(repo: str | None = None) -> dict:
+    """Every section (cpu, gpu, memory, os, python, mlx, blas, repo, harness) as one dict each.
+    repo: the repository under test (default: asv's, else the working directory's)."""
     collectors: dict[str, Callable[[], dict]] = {
         "cpu": cpu_info, "gpu": gpu_info, "memory": memory_info, "os": os_info,
         "python": python_info, "mlx": mlx_info, "blas": blas_info,
-        "repo": lambda: repo_info(repo),
+        "repo": lambda: repo_info(repo), "harness": harness_info,
     }
     return {name: _safe(fn) for name, fn in collectors.items()}

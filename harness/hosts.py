@@ -1,4 +1,5 @@
-"""Lab host profiles (hosts/*.json): chip, GPU generation, peak bandwidth, cooldown rule, asv name.
+"""Lab host profiles: chip, GPU generation, peak bandwidth, cooldown rule, asv name. Shipped in
+harness/hosts_data/; hosts/*.json of the repository under test are read first.
 
 A profile says what the vendor promises (peak bandwidth, with its source); collect_host()
 says what the machine is. match_profile() joins the two so records can quote a ceiling.
@@ -7,21 +8,25 @@ says what the machine is. match_profile() joins the two so records can quote a c
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from harness.errors import UserError
 
-def _profiles_dir() -> Path:
-    # A checkout (or editable install) reads the repository's hosts/; a wheel install reads the
-    # copy the wheel put under the environment's prefix.
-    checkout = Path(__file__).resolve().parent.parent / "hosts"
-    installed = Path(sys.prefix) / "share" / "specdec-bench" / "hosts"
-    return checkout if checkout.is_dir() or not installed.is_dir() else installed
+# Profiles shipped with the harness (package data); a `hosts/` directory at the root of the
+# repository under test is read first, so a lab's own profile wins over a shipped one.
+PROFILES_DIR = Path(__file__).resolve().parent / "hosts_data"
+REPO_HOSTS = "hosts"
 
 
-PROFILES_DIR = _profiles_dir()
+def repo_profiles_dir(start: str | Path | None = None) -> Path | None:
+    """hosts/ of the repository under test (harness.provenance.repo_root), if it has one."""
+    from harness.provenance import repo_root
+
+    root = repo_root(start)
+    d = root / REPO_HOSTS if root is not None else None
+    return d if d is not None and d.is_dir() else None
+
 
 REQUIRED = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
             "memory_gb": (int, float, type(None)), "peak_bandwidth_gbs": (int, float, type(None)),
@@ -103,11 +108,7 @@ def _validate(profile: Any, path: Path) -> dict:
     return {**profile, "cooldown": _validate_cooldown(profile, path)}
 
 
-def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:
-    """Every hosts/*.json profile by name; a malformed one is a UserError naming the file."""
-    d = Path(directory) if directory is not None else PROFILES_DIR
-    if not d.is_dir():
-        raise UserError(f"{d}: no host profile directory")
+def _load_dir(d: Path) -> dict[str, dict]:
     out = {}
     for path in sorted(d.glob("*.json")):
         try:
@@ -115,6 +116,22 @@ def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:
         except (OSError, json.JSONDecodeError) as exc:
             raise UserError(f"{path}: cannot read host profile: {exc}") from None
         out[path.stem] = _validate(data, path)
+    return out
+
+
+def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:
+    """Profiles by name, a malformed one a UserError naming the file. With a directory: its
+    *.json. Without: the repository under test's hosts/ first, then the shipped profiles it
+    does not replace (a local profile of the same name wins); match_profile keeps this order."""
+    if directory is not None:
+        d = Path(directory)
+        if not d.is_dir():
+            raise UserError(f"{d}: no host profile directory")
+        return _load_dir(d)
+    local = repo_profiles_dir()
+    out = _load_dir(local) if local is not None else {}
+    for name, profile in _load_dir(PROFILES_DIR).items():
+        out.setdefault(name, profile)
     return out
 
 
@@ -161,9 +178,10 @@ def matches(profile: dict, host: dict) -> bool:
 
 def match_profile(host: dict, profiles: dict[str, dict] | None = None) -> dict | None:
     """The profile whose match rules all hold for collect_host()'s dict; a specific profile
-    wins over a generic fallback; None when nothing fits (then there is no peak to quote)."""
+    wins over a generic fallback, and among equals the first in load_profiles' order (the
+    repository's own before the shipped); None when nothing fits (no peak to quote)."""
     profiles = load_profiles() if profiles is None else profiles
-    fits = [p for _, p in sorted(profiles.items()) if matches(p, host)]
+    fits = [p for p in profiles.values() if matches(p, host)]
     specific = [p for p in fits if not p.get("generic")]
     return (specific or fits or [None])[0]
 
@@ -176,7 +194,7 @@ def get_profile(name: str, directory: str | Path | None = None) -> dict:
     return profiles[name]
 
 
-def profile_for_this_host(repo: str = ".") -> dict | None:
+def profile_for_this_host(repo: str | None = None) -> dict | None:
     from harness.hostinfo import collect_host
 
     return match_profile(collect_host(repo))

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.asvtool import AsvConfig, load_config, result_commits, run_asv
+from harness.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
 from harness.errors import UserError
 
 PUSH_ATTEMPTS = 4
@@ -238,7 +238,7 @@ def seed_baselines(conf: AsvConfig, path: Path) -> None:
         return
     print(f"harness: no baselines for this host yet; recording them from this checkout into {path}",
           file=sys.stderr)
-    suite = os.environ.get("HARNESS_ASV_SUITE") or str(conf.benchmark_dir / "suite.toml")
+    suite = os.environ.get("HARNESS_ASV_SUITE") or str(configured_suite(conf))
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         p = subprocess.run([sys.executable, "-m", "harness", "baseline", "record", suite, "--baselines",

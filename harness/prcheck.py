@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import paired
-from harness.asvtool import AsvConfig, CompareRow, load_config, load_figures, parse_compare, run_asv
+from harness.asvtool import (AsvConfig, CompareRow, configured_suite, load_config, load_figures, parse_compare,
+                             run_asv)
 from harness.commits import EXIT_WORDS, Comparison, compare_commits, summary_json
 from harness.errors import UserError
 
@@ -47,8 +48,11 @@ def ensure_machine(machine_file: Path, machine: str | None) -> dict[str, Any]:
 
 
 def suite_file(conf: AsvConfig, given: str | None) -> Path:
-    """The suite pr-check measures: --suite, else $HARNESS_ASV_SUITE, else the asv suite's."""
-    p = Path(given or os.environ.get("HARNESS_ASV_SUITE") or conf.benchmark_dir / "suite.toml")
+    """The suite pr-check measures: --suite, else $HARNESS_ASV_SUITE, else asv.conf.json's
+    "harness_suite" (the one the asv benchmarks run)."""
+    if not (given or os.environ.get("HARNESS_ASV_SUITE")):
+        return configured_suite(conf)
+    p = Path(given or os.environ["HARNESS_ASV_SUITE"])
     if not p.is_file():
         raise UserError(f"{p}: suite file not found (pass --suite)")
     return p
@@ -254,8 +258,8 @@ EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, eve
 
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else the asv benchmark "
-                                   "directory's suite.toml)")
+    p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else asv.conf.json's "
+                                   "\"harness_suite\")")
     p.add_argument("--budget-s", type=float, help="time budget in seconds (default: the suite's budget_s); "
                                                   "the suite's repetitions become a minimum")
     p.add_argument("--threshold", type=float, help="relative change the check must see (default: the "

@@ -1,8 +1,13 @@
-"""One JSON record per session: append-only, written atomically after every run.
+"""One JSON record per session: append-only; every run is kept the moment it finishes.
 
-A temp file in the same directory plus os.replace means a reader (or a crash, Ctrl-C, or
-kill -9) only ever sees the previous complete file or the next one, never half of one. The
-record says complete: false until the last planned run lands; `--resume` finishes it.
+The record file is written atomically (a temp file in the same directory plus os.replace), so
+a reader, a crash, Ctrl-C or kill -9 only ever sees the previous complete file or the next one.
+Rewriting it after every run would cost time that grows with the session (0.2 s for 420 runs
+here), so each finished run is appended to a journal beside it (`NAME.journal`, one JSON line
+per run) and the record is rewritten only now and then (at most 5% of the session) and at the
+end, which removes the journal. Record.load() reads the record plus any journal a killed
+session left. The record says complete: false until the last planned run lands; `--resume`
+finishes it.
 
 The record also keeps the session's wall time: one monotonic-clock segment per process that
 creates, or loads and writes, it (a resume is a new segment), summed into session_wall_s on
@@ -23,8 +28,14 @@ from typing import Any
 
 from harness.errors import UserError
 
-SCHEMA_VERSION = 1
-KIND = "harness.record"
+from harness import schema
+
+SCHEMA_VERSION = schema.SCHEMA_VERSION
+KIND = schema.RECORD_KIND
+# A full rewrite between runs happens at most this often, and never takes more than 1/20 of
+# the time since the last one: the journal keeps each run meanwhile.
+REWRITE_MIN_INTERVAL_S = 30.0
+REWRITE_MAX_SHARE = 0.05
 
 
 def now_iso() -> str:
@@ -55,8 +66,9 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False) -> None:
         raise
 
 
-def read_json(path: Path, kind: str, schema_version: int = SCHEMA_VERSION) -> dict[str, Any]:
-    """Read a harness JSON file, with one-line errors for the ways it can be wrong."""
+def read_json(path: Path, kind: str, schema_version: int | None = SCHEMA_VERSION) -> dict[str, Any]:
+    """Read a harness JSON file, with one-line errors for the ways it can be wrong; None for
+    schema_version leaves the version to the caller (a record migrates older ones)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -69,7 +81,7 @@ def read_json(path: Path, kind: str, schema_version: int = SCHEMA_VERSION) -> di
         raise UserError(f"{path}: not valid JSON (truncated or corrupt?): {e}") from None
     if not isinstance(data, dict) or data.get("kind") != kind:
         raise UserError(f"{path}: not a {kind} file (kind is {data.get('kind') if isinstance(data, dict) else None!r})")
-    if data.get("schema_version") != schema_version:
+    if schema_version is not None and data.get("schema_version") != schema_version:
         raise UserError(f"{path}: schema_version {data.get('schema_version')!r}; "
                         f"this harness reads schema_version {schema_version}")
     return data
@@ -114,6 +126,9 @@ class Record:
     # This process's segment of the session's wall time, and the segments before it.
     _segment_start: float = field(default=0.0, init=False, repr=False, compare=False)
     _earlier_segments: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
+    # When the record file was last rewritten, and how long that took (monotonic seconds).
+    _last_write: float = field(default=0.0, init=False, repr=False, compare=False)
+    _last_write_cost: float = field(default=0.0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._segment_start = time.monotonic()
@@ -121,6 +136,11 @@ class Record:
         self._earlier_segments = [float(x) for x in segs] if isinstance(segs, list) else []
         # Runs already in a record from before session wall time are left out of its duty.
         self._from_run = None if "session_segments_s" in self.data else len(self.data.get("runs") or [])
+        self._last_write = time.monotonic()
+
+    @property
+    def journal_path(self) -> Path:
+        return journal_path(self.path)
 
     @classmethod
     def create(cls, path: str | Path, suite: dict[str, Any], host: dict[str, Any],
@@ -138,6 +158,8 @@ class Record:
             "suite": suite, "host": host, "runs": [],
         }
         rec = cls(p, data)
+        # A journal without its record is left from a deleted one: it belongs to nothing.
+        rec.journal_path.unlink(missing_ok=True)
         # O_EXCL first: two sessions started at once cannot both take the same path.
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -150,11 +172,14 @@ class Record:
     @classmethod
     def load(cls, path: str | Path) -> "Record":
         p = Path(path)
-        data = read_json(p, KIND)
+        data = read_json(p, KIND, schema_version=None)
+        schema.check_version(data, str(p))
         for key in ("suite", "runs", "session_id"):
             if key not in data:
                 raise UserError(f"{p}: record has no {key!r} field")
-        return cls(p, data)
+        done = {r.get("index") for r in data["runs"] if isinstance(r, dict)}
+        data["runs"].extend(r for r in read_journal(journal_path(p)) if r["index"] not in done)
+        return cls(p, schema.load_record(data, str(p)))
 
     @property
     def runs(self) -> list[dict[str, Any]]:
@@ -164,11 +189,18 @@ class Record:
         return {r["index"] for r in self.runs}
 
     def add_run(self, run: dict[str, Any]) -> None:
-        """Append one finished run and persist at once (runs are never edited afterwards)."""
+        """Append one finished run and persist it at once (runs are never edited afterwards):
+        a line in the journal, and now and then the whole record."""
         if run["index"] in self.done_indices():
             raise ValueError(f"run {run['index']} is already in the record")
         self.runs.append(run)
-        self.write(compact=True)
+        # Flushed, not fsynced: a killed process's writes survive in the page cache, and a
+        # power cut loses at most the runs since the last full rewrite (which is fsynced).
+        with open(self.journal_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(run, separators=(",", ":")) + "\n")
+        since = time.monotonic() - self._last_write
+        if since >= max(REWRITE_MIN_INTERVAL_S, self._last_write_cost / REWRITE_MAX_SHARE):
+            self.write(compact=True)
 
     def note_resume(self, command: list[str], host: dict[str, Any]) -> None:
         self.data.setdefault("resumes", []).append({"at": now_iso(), "command": list(command),
@@ -196,6 +228,34 @@ class Record:
         self.data["session_wall_s"] = round(self.session_wall_s(), 3)
 
     def write(self, compact: bool = False) -> None:
-        """Atomically; compact while runs are being added, indented (readable) at finish."""
+        """Atomically; compact while runs are being added, indented (readable) at finish. The
+        record then holds every run, so the journal goes (after the rename, never before)."""
+        t0 = time.monotonic()
         self._update_wall()
         write_json_atomic(self.path, self.data, compact=compact)
+        self.journal_path.unlink(missing_ok=True)
+        self._last_write = time.monotonic()
+        self._last_write_cost = self._last_write - t0
+
+
+def journal_path(record_path: Path) -> Path:
+    return record_path.with_name(record_path.name + ".journal")
+
+
+def read_journal(path: Path) -> list[dict[str, Any]]:
+    """The runs a journal holds; a line cut short by a kill (the last one) is skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read the record's run journal: {e}") from None
+    runs = []
+    for line in lines:
+        try:
+            run = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(run, dict) and "index" in run:
+            runs.append(run)
+    return runs

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness import acceptance as acc
 from harness import compare as cmp
-from harness import mdtable, reportcost, rounds
+from harness import declare, mdtable, reportcost, rounds
 from harness.errors import UserError
 from harness.mdtable import Table
 
@@ -24,17 +24,6 @@ TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 USER_TEMPLATES = Path("reports") / "templates"
 SHIPPING = "shipping configuration"
 NOT_SHIPPING = "not a shipping configuration"
-# What each known override does, for the Setup's "which override, why" sentence.
-OVERRIDE_WHY = {
-    "SPECDEC_ALLOW_INEXACT": "engages speculative decoding although the exactness probe failed",
-    "SPECDEC_PROFILE": "syncs after every round stage to attribute time (changes the timing it measures)",
-    "SPECDEC_QUANTIZE_DRAFTER": "0 keeps the drafter dense instead of quantizing it to 4-bit at load",
-    "SPECDEC_BLAS": "reference runs MLX's bundled reference BLAS instead of the preloaded OpenBLAS",
-    "SPECDEC_INJECT_WORK": "test-only fault: adds a fraction of a forward's device work to every target decode forward",
-    "SPECDEC_FORCE_INEXACT": "test-only: perturbs the probe so the gate fails",
-}
-
-
 # --- small formatting helpers ----------------------------------------------------------
 
 def f(x: float | None, spec: str, dash: str = "-") -> str:
@@ -107,6 +96,13 @@ class Facts:
         for r in self.runs_of.get(arm, []):
             out.update(r.get("overrides") or {})
         return dict(sorted(out.items()))
+
+    def profiled(self, arm: str) -> bool:
+        return rounds.profiled_arm(self.rec, arm, self.overrides(arm))
+
+    def override_why(self, arm: str, var: str) -> str:
+        """What an override does, as the arm's engine declares it."""
+        return declare.of_record(self.rec, arm).overrides.get(var, "changes how the engine runs")
 
     def label(self, arm: str) -> str:
         labels = sorted({r.get("label") or "unlabelled" for r in self.runs_of.get(arm, [])})
@@ -204,7 +200,7 @@ def gate_sentence(fx: Facts) -> str:
         for a in not_ship:
             why = []
             for k, v in fx.overrides(a).items():
-                why.append(f"{k}={v} ({OVERRIDE_WHY.get(k, 'changes how the engine runs')})")
+                why.append(f"{k}={v} ({fx.override_why(a, k)})")
             out = fx.outcome(a)
             if "declined" in out:
                 why.append("the gate declined, so it decoded classic")
@@ -476,7 +472,7 @@ def identity_table(fx: Facts) -> tuple[Table, list[str]]:
 def acceptance_section(fx: Facts) -> dict[str, Any]:
     spec = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and fx.engaged(a)]
     # A profile-mode arm decodes its twin's tokens; pairing it would only restate that.
-    paired_arms = [a for a in spec if rounds.PROFILE_VAR not in fx.overrides(a)]
+    paired_arms = [a for a in spec if not fx.profiled(a)]
     by_arm = {a: acc.first_runs({p: fx.groups.get((a, p), []) for p in fx.prompts}) for a in spec}
     t = Table(["arm", "rounds", "trials", "p per step", "95% CI (Wilson)"], align=["l", "r", "r", "r", "r"])
     for a in spec:
@@ -584,7 +580,7 @@ def _env_diff(a: dict[str, str], b: dict[str, str]) -> list[str]:
 def one_override_pairs(fx: Facts) -> list[dict[str, Any]]:
     """Arms that differ from another arm of the same pairing and block by exactly one env var.
 
-    SPECDEC_PROFILE pairs have their own section. The ratio is of median tok/s per prompt,
+    Profile-mode pairs have their own section. The ratio is of median tok/s per prompt,
     with the bootstrap CI the summary uses.
     """
     from harness import stats
@@ -596,7 +592,8 @@ def one_override_pairs(fx: Facts) -> list[dict[str, Any]]:
             if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
                 continue
             diff = _env_diff(ea.get("env") or {}, eb.get("env") or {})
-            if len(diff) != 1 or rounds.PROFILE_VAR in diff[0]:
+            pvars = {rounds.profile_var(fx.rec, a), rounds.profile_var(fx.rec, b)} - {None}
+            if len(diff) != 1 or any(v in diff[0] for v in pvars):
                 continue
             for p in fx.prompts:
                 xa, xb = tps.get((a, p)), tps.get((b, p))
@@ -714,8 +711,10 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     peak = str(cost.get("peak", ""))
     if cost.get("available") and ("unknown peak" in peak or "no host profile" in peak):
         out.append("No peak bandwidth is known for this host: efficiency is not computed.")
-    if fx.rec.get("scaling") is None:
-        out.append("No verify-forward cost scaling in this record (python -m specdec scaling measures it).")
+    tools = [declare.of_record(fx.rec, a).tools.get("scaling") for a in fx.arm_order]
+    if fx.rec.get("scaling") is None and any(tools):
+        # Only an engine that declares a scaling tool is pointed to one.
+        out.append(f"No verify-forward cost scaling in this record ({next(t for t in tools if t)} measures it).")
     return out
 
 
@@ -739,7 +738,7 @@ def reproducing(fx: Facts) -> dict[str, Any]:
 def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     s = fx.settings
     spec = [r for r in fx.rows if r.block > 1 and r.speedup and fx.engaged(r.arm, r.prompt)
-            and rounds.PROFILE_VAR not in fx.overrides(r.arm)]   # profile mode slows itself on purpose
+            and not fx.profiled(r.arm)]   # profile mode slows itself on purpose
     per_arm: dict[str, list[float]] = {}
     for r in spec:
         per_arm.setdefault(r.arm, []).append(r.speedup)
@@ -884,13 +883,11 @@ def render(context: dict[str, Any], template: str = "record", user_dir: Path | N
 
 
 def index_context(reports_dir: Path) -> dict[str, Any]:
-    from harness.record import read_json, KIND
     rows = []
     skipped = []
     for p in sorted(reports_dir.glob("*.json")):
         try:
-            read_json(p, KIND)
-            ctx = build_context(str(p))
+            ctx = build_context(str(p))   # Record.load: kind, version (migrated) and shape
         except UserError as e:
             skipped.append(str(e))
             continue

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import costmodel as cm
+from harness import rounds
 from harness.rounds import ProfileComparison, RoundSplit
 
 EMBED = "model.embed_tokens."
@@ -21,7 +22,7 @@ EMBED = "model.embed_tokens."
 
 def resolve_dirs(pairing: dict[str, Any]) -> tuple[Path | None, Path | None]:
     """A pairing's target and drafter directories on the machine rendering the report."""
-    from harness.suite import embedded_dir   # finds specdec's directory without importing MLX
+    from harness.suite import embedded_dir   # finds the embedded pair without importing MLX
 
     def one(v: str | None, which: str) -> Path | None:
         if v is None:
@@ -162,7 +163,9 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
         quant = _drafter_quantization(record, prof.profiled.arm) if prof is not None else None
         sec.drafter = drafter_bytes(ddir, quant)
     if prof is None:
-        sec.notes.append("no profile-mode arm (SPECDEC_PROFILE=1) with an unprofiled twin: the drafter step "
+        pvars = sorted({v for a in record["suite"]["arms"] if (v := rounds.profile_var(record, a["name"]))})
+        how = ", ".join(f"{v}=1" for v in pvars) or "no engine here declares a profile mode"
+        sec.notes.append(f"no profile-mode arm ({how}) with an unprofiled twin: the drafter step "
                          "cost is not attributed (default mode leaves its device work inside verify_forward), "
                          "so there is no what-if table")
         return sec

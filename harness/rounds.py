@@ -1,6 +1,9 @@
 """Round split of each arm, and profile mode against the same arm unprofiled.
 
-Reads the engine's diagnostics (phase_ms, decode_ms, rounds) from a record's measured runs.
+Reads the engine's diagnostics (phase_ms, decode_ms, rounds) from a record's measured runs,
+and the engine's declaration (suite.engines in the record: phase order and labels, profile
+variable). Phases are the engine's own: a name it declares or reports is kept, in declared
+order then as reported; a phase a run did not report is left out of that run's figures.
 Totals are summed over an arm's measured runs, so components close against the decode total
 exactly as the engine's closure_error_ms says; per-round figures divide by the rounds summed
 the same way. Classic decode has no rounds: its unit is the token.
@@ -11,20 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import stats
-
-PROFILE_VAR = "SPECDEC_PROFILE"
-# Speculative components in round order; anything else an engine reports comes after them.
-ORDER = ("draft_block", "verify_forward", "accept_hook", "verify_finalize", "target_step", "residual")
+from harness import declare, stats
+from harness.declare import EngineDecl
 
 
-def component_label(name: str, block: int) -> str:
-    return {"draft_block": "`draft_block`",
-            "verify_forward": f"verify forward (T={block})",
-            "accept_hook": "accept hook",
-            "verify_finalize": "verify finalize (rollback)",
-            "target_step": "target step (T=1)",
-            "residual": "residual"}.get(name, name)
+def profile_var(record: dict[str, Any], arm: str) -> str | None:
+    """The variable that puts this arm's engine in profile mode (None: it has none)."""
+    return declare.of_record(record, arm).profile_var
+
+
+def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) -> bool:
+    """The arm ran in its engine's profile mode (which slows it on purpose)."""
+    var = profile_var(record, arm)
+    return var is not None and var in overrides
 
 
 def measured_ok(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -93,7 +95,8 @@ def _units(d: dict[str, Any]) -> int:
     return int(d.get("rounds") or 0) if d.get("mode") == "speculative" else int(d.get("generated_tokens") or 0)
 
 
-def round_split(arm: str, prompt: str, runs: list[dict[str, Any]]) -> RoundSplit | None:
+def round_split(arm: str, prompt: str, runs: list[dict[str, Any]],
+                decl: EngineDecl | None = None) -> RoundSplit | None:
     """None when the engine gives no phase split (stock mlx-lm, a tok/s-only command)."""
     diags = [r.get("diagnostics") or {} for r in runs]
     if not diags or not all(d.get("phase_ms") and d.get("decode_ms") for d in diags):
@@ -105,16 +108,20 @@ def round_split(arm: str, prompt: str, runs: list[dict[str, Any]]) -> RoundSplit
     units = [_units(d) for d in diags]
     if not all(units):
         return None
-    names = sorted({k for d in diags for k in d["phase_ms"]},
-                   key=lambda k: (ORDER.index(k) if k in ORDER else len(ORDER), k))
+    decl = decl or EngineDecl(name="?")
+    reported = list(dict.fromkeys(k for d in diags for k in d["phase_ms"]))   # the engine's order
+    names = [k for k in decl.phases if k in reported] + [k for k in reported if k not in decl.phases]
     decode = sum(float(d["decode_ms"]) for d in diags)
     block = int(diags[0].get("block_size") or 1)
     comps = []
     for n in names:
-        total = sum(float(d["phase_ms"].get(n, 0.0)) for d in diags)
-        comps.append(Component(n, component_label(n, block), total, total / sum(units),
-                               total / decode if decode else 0.0,
-                               [float(d["phase_ms"].get(n, 0.0)) / u for d, u in zip(diags, units)]))
+        # Only runs that reported the phase: a missing phase is not a measured 0.
+        have = [(d, u) for d, u in zip(diags, units) if n in d["phase_ms"]]
+        total = sum(float(d["phase_ms"][n]) for d, _ in have)
+        have_decode = sum(float(d["decode_ms"]) for d, _ in have)
+        comps.append(Component(n, decl.phase_label(n, block), total, total / sum(u for _, u in have),
+                               total / have_decode if have_decode else 0.0,
+                               [float(d["phase_ms"][n]) / u for d, u in have]))
     tokens = sum(int(d.get("generated_tokens") or 0) for d in diags)
     return RoundSplit(
         arm=arm, prompt=prompt, mode=mode, block=block, runs=len(runs), units=sum(units),
@@ -128,7 +135,7 @@ def round_split(arm: str, prompt: str, runs: list[dict[str, Any]]) -> RoundSplit
 def all_splits(record: dict[str, Any]) -> list[RoundSplit]:
     out = []
     for (arm, prompt), runs in by_arm_prompt(record).items():
-        s = round_split(arm, prompt, runs)
+        s = round_split(arm, prompt, runs, declare.of_record(record, arm))
         if s is not None:
             out.append(s)
     return out
@@ -164,18 +171,21 @@ class ProfileComparison:
         return c.per_unit_ms / self.drafter_steps_per_round
 
 
-def _env_without_profile(arm: dict[str, Any]) -> dict[str, str]:
-    return {k: v for k, v in (arm.get("env") or {}).items() if k != PROFILE_VAR}
-
-
 def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
-    """The arm that is this one without SPECDEC_PROFILE: same pairing, engine, block, other env."""
+    """The arm that is this one without its engine's profile variable: same pairing, engine,
+    block, other env. None when the engine has no profile mode."""
+    var = profile_var(record, arm_name)
+    if var is None:
+        return None
     arms = {a["name"]: a for a in record["suite"]["arms"]}
     me = arms[arm_name]
+
+    def rest(arm: dict[str, Any]) -> dict[str, str]:
+        return {k: v for k, v in (arm.get("env") or {}).items() if k != var}
     for a in record["suite"]["arms"]:
-        if a["name"] != arm_name and PROFILE_VAR not in (a.get("env") or {}) \
+        if a["name"] != arm_name and var not in (a.get("env") or {}) \
                 and (a["pairing"], a["engine"], a["block"]) == (me["pairing"], me["engine"], me["block"]) \
-                and _env_without_profile(a) == _env_without_profile(me):
+                and rest(a) == rest(me):
             return a["name"]
     return None
 
@@ -189,7 +199,8 @@ def profile_comparisons(record: dict[str, Any]) -> list[ProfileComparison]:
         twin = unprofiled_twin(record, arm)
         if twin is None or not engaged(groups.get((twin, prompt), [])):
             continue
-        p, u = round_split(arm, prompt, runs), round_split(twin, prompt, groups[(twin, prompt)])
+        decl = declare.of_record(record, arm)
+        p, u = round_split(arm, prompt, runs, decl), round_split(twin, prompt, groups[(twin, prompt)], decl)
         if p is None or u is None:
             continue
         diags = [r["diagnostics"] for r in runs]

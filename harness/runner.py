@@ -26,7 +26,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TaskProgressColum
 from rich.table import Table
 from rich.text import Text
 
-from harness import loadwatch
+from harness import loadwatch, schema
 from harness.engines import EngineFailure, Engines, RunRequest
 from harness.plan import PlannedRun
 from harness.record import Record, now_iso
@@ -365,9 +365,12 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
     if failure is not None:
         marks.append("failed")
 
-    result = out.result if out is not None else {}
-    diag = result.get("diagnostics") or {}
-    ids = result.get("token_ids")
+    # The engine's parts are copied from its typed result; a failed run has none ({}).
+    result = out.result if out is not None else None
+    parts = {k: {} for k in ("gate", "engine", "arm", "diagnostics")} if result is None else \
+        {k: schema.to_builtins(getattr(result, k)) for k in ("gate", "engine", "arm", "diagnostics")}
+    diag = parts["diagnostics"]
+    ids = None if result is None else result.token_ids
     run = {
         **planned.to_dict(),
         "engine": arm.engine, "block": arm.block,
@@ -380,11 +383,10 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
         "ms_per_token": diag.get("ms_per_token"),
         "prefill_ms": diag.get("prefill_ms"),
         "generated_tokens": diag.get("generated_tokens", len(ids) if ids is not None else None),
-        "token_ids": ids, "text": result.get("text"), "text_sha256": result.get("text_sha256"),
+        "token_ids": ids, "text": None if result is None else result.text,
+        "text_sha256": None if result is None else result.text_sha256,
         "overrides": out.overrides if out is not None else failure.overrides,
-        "gate": result.get("gate") or {},
-        "engine_info": result.get("engine") or {},
-        "result_arm": result.get("arm") or {},
+        "gate": parts["gate"], "engine_info": parts["engine"], "result_arm": parts["arm"],
         "diagnostics": diag,
         "load": {"before": before, "after": after, "quiet_gate": quiet, "contention": contention,
                  "thermal": thermal, "thermal_wait": thermal_wait},
@@ -405,15 +407,13 @@ def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | No
 
 
 def measure_scaling(suite: Suite, context_tokens: int = 512) -> dict[str, Any] | None:
-    """Verify-forward cost scaling of the first specdec pairing's target (suite `scaling = true`)."""
-    arm = next((a for a in suite.arms if a.engine == "specdec"), None)
-    if arm is None:
-        return None
-    from specdec.loading import load_pair
-    from specdec.scaling import verify_forward_cost_scaling
-    pairing = suite.pairing(arm.pairing)
-    pair = load_pair(pairing.target_dir(), with_drafter=False)
-    out = verify_forward_cost_scaling(pair.target, context_tokens=context_tokens)
-    out.update(pairing=pairing.name, target=str(pairing.target_dir()))
-    return out
-
+    """Verify-forward cost scaling of the first pairing run by an engine that can measure it
+    (suite `scaling = true`); None when no arm's engine can."""
+    import importlib
+    from harness.declare import BUILTIN_MODULES
+    for arm in suite.arms:
+        mod = BUILTIN_MODULES.get(suite.engine(arm).adapter)
+        scaler = getattr(importlib.import_module(mod), "measure_scaling", None) if mod else None
+        if scaler is not None:
+            return scaler(suite.pairing(arm.pairing), context_tokens=context_tokens)
+    return None

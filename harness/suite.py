@@ -8,7 +8,7 @@ half-finished session.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import re
 import string
 import tomllib
@@ -16,14 +16,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import declare
+from harness.declare import DEFAULT_ENGINE, EngineDecl
 from harness.errors import UserError
 
-ENGINES = ("specdec", "mlx-lm", "command")
 EMBEDDED = "embedded"
 # Placeholders a command arm's argv may use; anything else is a typo caught at load time.
 COMMAND_PLACEHOLDERS = (
     "prompt_file", "prompt", "max_tokens", "block", "num_draft", "model", "draft_model",
-    "temp", "seed", "python",
+    "temp", "seed", "python", "ignore_eos",
 )
 DEFAULT_SUITE = Path(__file__).parent / "suites" / "default.toml"
 
@@ -65,11 +66,12 @@ class Settings:
     watch: WatchSettings = field(default_factory=WatchSettings)
     spread_threshold: float = 0.04
     contention_threshold: float = 0.20
-    # Inherited env vars with these prefixes are overrides in force (engine and MLX knobs).
-    override_prefixes: tuple[str, ...] = ("SPECDEC_", "MLX_")
+    # Inherited env vars with these prefixes are overrides in force, besides the prefixes each
+    # arm's engine declares (none by default: a command engine declares its own).
+    override_prefixes: tuple[str, ...] = ()
     # Exact names under those prefixes that do not change a shipping decision.
     override_ignore: tuple[str, ...] = ()
-    # After the runs, time the first specdec pairing's target forward at T = 1, 2, 3, 4, 8.
+    # After the runs, time the target forward at T = 1, 2, 3, 4, 8 (an engine with a scaling tool).
     scaling: bool = False
     # For the time-budget feature (parsed, validated and recorded here; used elsewhere):
     budget_s: float | None = None            # session time budget in seconds; None: no budget
@@ -98,12 +100,16 @@ class Pairing:
 class Arm:
     name: str
     pairing: str
-    engine: str = "specdec"
+    engine: str = DEFAULT_ENGINE
     block: int = 1                      # 1 = classic (target alone); K > 1 drafts K-1 tokens
     env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] | None = None
     timeout_s: float = 600.0
     tok_s_regex: str | None = None
+    # Resolved from the engine's declaration: which adapter runs it, and the override prefixes
+    # (the suite's plus the engine's) under which an inherited variable is an override.
+    adapter: str = DEFAULT_ENGINE
+    override_prefixes: tuple[str, ...] = ()
 
     @property
     def classic(self) -> bool:
@@ -126,6 +132,10 @@ class Suite:
     pairings: tuple[Pairing, ...]
     arms: tuple[Arm, ...]
     prompts: tuple[Prompt, ...]
+    engines: dict[str, EngineDecl] = field(default_factory=dict)   # every engine an arm runs
+
+    def engine(self, arm: Arm) -> EngineDecl:
+        return self.engines[arm.engine]
 
     def pairing(self, name: str) -> Pairing:
         return next(p for p in self.pairings if p.name == name)
@@ -139,7 +149,9 @@ class Suite:
     def to_dict(self) -> dict[str, Any]:
         """The record's "suite" section (docs/architecture.md)."""
         s = asdict(self.settings)
-        s["override_prefixes"] = list(self.settings.override_prefixes)
+        # Every prefix any arm uses, so readers of the settings alone (asv labels) see them all.
+        s["override_prefixes"] = list(dict.fromkeys(p for a in self.arms for p in a.override_prefixes)) \
+            or list(self.settings.override_prefixes)
         s["override_ignore"] = list(self.settings.override_ignore)
         arms = []
         for a in self.arms:
@@ -155,15 +167,13 @@ class Suite:
             "pairings": [asdict(p) for p in self.pairings],
             "arms": arms,
             "prompts": [asdict(p) for p in self.prompts],
+            "engines": {n: d.to_dict() for n, d in self.engines.items()},
         }
 
 
 def embedded_dir(which: str) -> Path:
-    """specdec's embedded model directory, found without importing (and so loading MLX)."""
-    spec = importlib.util.find_spec("specdec")
-    if spec is None or not spec.submodule_search_locations:
-        return Path("specdec") / "models" / which
-    return Path(list(spec.submodule_search_locations)[0]) / "models" / which
+    """The default engine's embedded model directory, found without loading MLX."""
+    return importlib.import_module(declare.BUILTIN_MODULES[DEFAULT_ENGINE]).embedded_dir(which)
 
 
 # --- loading ---------------------------------------------------------------------------
@@ -188,6 +198,11 @@ def suite_from_record(d: dict[str, Any], source: str) -> Suite:
         settings = dict(d["settings"])
         data: dict[str, Any] = {**settings, "name": d["name"], "pairings": d["pairings"],
                                 "arms": d["arms"], "prompts": d["prompts"]}
+        # Declared command engines come back from the record; built-in ones from their code.
+        engines = {n: {k: v for k, v in e.items() if k != "name" and v is not None}
+                   for n, e in (d.get("engines") or {}).items() if declare.builtin(n) is None}
+        if engines:
+            data["engines"] = engines
         data["pairings"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["pairings"]]
         data["prompts"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["prompts"]]
     except (KeyError, TypeError) as e:
@@ -263,12 +278,14 @@ _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "war
         "cooldown_s", "cooldown_source", "cooldown_ratio", "cooldown_cap_s", "ignore_eos", "quiet",
         "watch", "spread_threshold", "contention_threshold", "override_prefixes", "override_ignore",
         "scaling", "budget_s", "max_repetitions", "threshold", "alpha", "looks", "pairings", "arms",
-        "prompts")
+        "prompts", "engines")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
 _WATCH = ("enabled", "threshold_pct", "interval_s")
 _PAIRING = ("name", "target", "drafter")
 _ARM = ("name", "pairing", "engine", "block", "env", "command", "timeout_s", "tok_s_regex")
-_PROMPT = ("name", "category", "text", "file", "limit")
+_PROMPT = ("name", "category", "text", "file", "limit", "engine")
+_ENGINE = ("adapter", "phases", "phase_labels", "overrides", "override_prefixes", "profile_var",
+           "numerics", "tools", "prompts")
 
 
 def _build(data: dict, source: str, base_dir: Path, sha256: str, default_name: str,
@@ -276,12 +293,55 @@ def _build(data: dict, source: str, base_dir: Path, sha256: str, default_name: s
     v = _V(source)
     v.known(data, "", _TOP)
     settings = _settings(v, data)
+    declared = _engines(v, data.get("engines", {}))
     pairings = _pairings(v, data.get("pairings"), base_dir)
-    arms = _arms(v, data.get("arms"), {p.name: p for p in pairings})
-    prompts = _prompts(v, data.get("prompts"), base_dir)
+    arms, engines = _arms(v, data.get("arms"), {p.name: p for p in pairings}, declared, settings)
+    prompts = _prompts(v, data.get("prompts"), base_dir, engines)
     name = v.str_(data.get("name", default_name), "name")
     return Suite(name=name, path=path, sha256=sha256, settings=settings,
-                 pairings=pairings, arms=arms, prompts=prompts)
+                 pairings=pairings, arms=arms, prompts=prompts, engines=engines)
+
+
+def _engines(v: _V, raw: Any) -> dict[str, EngineDecl]:
+    """[engines.NAME] tables: what a command engine declares about itself."""
+    out: dict[str, EngineDecl] = {}
+    for name, t in v.table(raw, "engines").items():
+        k = f"engines.{name}"
+        t = v.table(t, k)
+        v.known(t, k, _ENGINE)
+        if declare.builtin(name) is not None:
+            raise v.fail(k, f"{name!r} is a built-in engine that declares itself; pick another name")
+        adapter = v.str_(t.get("adapter", "command"), f"{k}.adapter")
+        if adapter != "command":
+            raise v.fail(f"{k}.adapter", f"a declared engine runs through \"command\", got {adapter!r}")
+        phases = v.str_list(t.get("phases", []), f"{k}.phases")
+        if len(set(phases)) != len(phases):
+            raise v.fail(f"{k}.phases", "a phase is named twice")
+        profile = t.get("profile_var")
+        prompts: dict[str, tuple[tuple[str, str], ...]] = {}
+        for cat, items in v.table(t.get("prompts", {}), f"{k}.prompts").items():
+            got = []
+            for i, it in enumerate(v.tables(items, f"{k}.prompts.{cat}")):
+                v.known(it, f"{k}.prompts.{cat}[{i}]", ("name", "text"))
+                got.append((v.str_(it.get("name"), f"{k}.prompts.{cat}[{i}].name"),
+                            v.str_(it.get("text"), f"{k}.prompts.{cat}[{i}].text")))
+            prompts[cat] = tuple(got)
+        out[name] = EngineDecl(
+            name=name, adapter=adapter, phases=phases,
+            phase_labels=_str_table(v, t.get("phase_labels", {}), f"{k}.phase_labels"),
+            overrides=_str_table(v, t.get("overrides", {}), f"{k}.overrides"),
+            override_prefixes=v.str_list(t.get("override_prefixes", []), f"{k}.override_prefixes"),
+            profile_var=None if profile is None else v.str_(profile, f"{k}.profile_var"),
+            numerics=v.str_(t.get("numerics", "unknown"), f"{k}.numerics"),
+            tools=_str_table(v, t.get("tools", {}), f"{k}.tools"), prompts=prompts)
+    return out
+
+
+def _str_table(v: _V, raw: Any, key: str) -> dict[str, str]:
+    t = v.table(raw, key)
+    for name, val in t.items():
+        v.str_(val, f"{key}.{name}")
+    return dict(t)
 
 
 def _settings(v: _V, d: dict) -> Settings:
@@ -400,7 +460,9 @@ def _pairings(v: _V, raw: Any, base_dir: Path) -> tuple[Pairing, ...]:
     return tuple(out)
 
 
-def _arms(v: _V, raw: Any, pairings: dict[str, Pairing]) -> tuple[Arm, ...]:
+def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, EngineDecl],
+          settings: Settings) -> tuple[tuple[Arm, ...], dict[str, EngineDecl]]:
+    engines: dict[str, EngineDecl] = {}
     if raw is None:
         raise v.fail("arms", "missing: the suite needs at least one [[arms]] table")
     out: list[Arm] = []
@@ -414,11 +476,15 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing]) -> tuple[Arm, ...]:
                          f"{k}.pairing")
         if pairing not in pairings:
             raise v.fail(f"{k}.pairing", f"no pairing named {pairing!r} (have: {', '.join(pairings)})")
-        engine = v.str_(t.get("engine", "specdec"), f"{k}.engine")
-        if engine not in ENGINES:
-            raise v.fail(f"{k}.engine", f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+        engine = v.str_(t.get("engine", DEFAULT_ENGINE), f"{k}.engine")
+        decl = declared.get(engine) or declare.builtin(engine)
+        if decl is None:
+            known = [*declare.ADAPTERS, *declared]
+            raise v.fail(f"{k}.engine", f"unknown engine {engine!r} (known: {', '.join(known)}; "
+                         f"a command engine can be declared in an [engines.{engine}] table)")
+        engines[engine] = decl
         block = v.int_(t.get("block", 1), f"{k}.block", 1)
-        if block > 1 and pairings[pairing].drafter is None and engine != "command":
+        if block > 1 and pairings[pairing].drafter is None and decl.adapter != "command":
             raise v.fail(f"{k}.block", f"block {block} needs a drafter, and pairing {pairing!r} has none")
         env_t = v.table(t.get("env", {}), f"{k}.env")
         env: dict[str, str] = {}
@@ -427,9 +493,9 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing]) -> tuple[Arm, ...]:
                 raise v.fail(f"{k}.env.{ek}", f"env values are strings (or integers), got {ev!r}")
             env[ek] = str(ev)
         command = None
-        if engine == "command":
+        if decl.adapter == "command":
             if "command" not in t:
-                raise v.fail(f"{k}.command", "missing: engine \"command\" needs an argv list")
+                raise v.fail(f"{k}.command", f"missing: engine {engine!r} runs a command and needs an argv list")
             command = v.str_list(t["command"], f"{k}.command")
             if not command:
                 raise v.fail(f"{k}.command", "empty argv list")
@@ -442,8 +508,8 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing]) -> tuple[Arm, ...]:
             raise v.fail(f"{k}.command", f"only engine \"command\" takes a command (engine is {engine!r})")
         regex = None
         if "tok_s_regex" in t:
-            if engine != "command":
-                raise v.fail(f"{k}.tok_s_regex", "only engine \"command\" takes tok_s_regex")
+            if decl.adapter != "command":
+                raise v.fail(f"{k}.tok_s_regex", "only a command engine takes tok_s_regex")
             regex = v.str_(t["tok_s_regex"], f"{k}.tok_s_regex")
             try:
                 rx = re.compile(regex)
@@ -452,11 +518,13 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing]) -> tuple[Arm, ...]:
             if rx.groups < 1:
                 raise v.fail(f"{k}.tok_s_regex", "needs one capture group around the number")
         timeout = v.num(t.get("timeout_s", 600.0), f"{k}.timeout_s", 0, lo_open=True)
+        prefixes = tuple(dict.fromkeys([*settings.override_prefixes, *decl.override_prefixes]))
         out.append(Arm(name=name, pairing=pairing, engine=engine, block=block, env=env,
-                       command=command, timeout_s=timeout, tok_s_regex=regex))
+                       command=command, timeout_s=timeout, tok_s_regex=regex,
+                       adapter=decl.adapter, override_prefixes=prefixes))
     if not out:
         raise v.fail("arms", "empty: the suite needs at least one arm")
-    return tuple(out)
+    return tuple(out), engines
 
 
 def _formatter_parse(v: _V, s: str, key: str) -> list:
@@ -466,7 +534,7 @@ def _formatter_parse(v: _V, s: str, key: str) -> list:
         raise v.fail(key, f"bad placeholder in {s!r}: {e}") from None
 
 
-def _prompts(v: _V, raw: Any, base_dir: Path) -> tuple[Prompt, ...]:
+def _prompts(v: _V, raw: Any, base_dir: Path, engines: dict[str, EngineDecl]) -> tuple[Prompt, ...]:
     if raw is None:
         raise v.fail("prompts", "missing: the suite needs at least one [[prompts]] table")
     out: list[Prompt] = []
@@ -478,6 +546,8 @@ def _prompts(v: _V, raw: Any, base_dir: Path) -> tuple[Prompt, ...]:
             raise v.fail(k, "give one of text or file, not both")
         category = v.str_(t["category"], f"{k}.category") if "category" in t else None
         if sources:
+            if "engine" in t:
+                raise v.fail(f"{k}.engine", "only a built-in category takes engine")
             name = v.str_(t.get("name"), f"{k}.name")
             if "limit" in t:
                 raise v.fail(f"{k}.limit", "only a built-in category takes limit")
@@ -496,7 +566,7 @@ def _prompts(v: _V, raw: Any, base_dir: Path) -> tuple[Prompt, ...]:
             if "name" in t:
                 raise v.fail(f"{k}.name", "a built-in category names its own prompts; drop name")
             new = [Prompt(name=f"{category}/{n}", category=category, text=txt)
-                   for n, txt in _builtin(v, category, f"{k}.category")[:limit]]
+                   for n, txt in _builtin(v, t, engines, category, f"{k}")[:limit]]
         else:
             raise v.fail(k, "needs text, file, or a built-in category")
         for p in new:
@@ -508,18 +578,28 @@ def _prompts(v: _V, raw: Any, base_dir: Path) -> tuple[Prompt, ...]:
     return tuple(out)
 
 
-def _builtin(v: _V, category: str, key: str) -> list[tuple[str, str]]:
-    try:
-        from specdec.prompts import load_prompts
-    except ImportError as e:
-        raise v.fail(key, f"built-in prompts need specdec.prompts, which is not importable ({e})") from None
-    try:
-        got = list(load_prompts(category))
-    except Exception as e:  # specdec raises its own error type for an unknown category
-        raise v.fail(key, f"cannot load built-in prompts of category {category!r}: {e}") from None
-    if not got:
-        raise v.fail(key, f"built-in category {category!r} has no prompts")
-    return [(str(n), str(t)) for n, t in got]
+def _builtin(v: _V, t: dict, engines: dict[str, EngineDecl], category: str, k: str) -> list[tuple[str, str]]:
+    """A built-in category from the prompt table's `engine`, else from the first arm engine
+    that has it."""
+    if "engine" in t:
+        name = v.str_(t["engine"], f"{k}.engine")
+        if name not in engines:
+            raise v.fail(f"{k}.engine", f"no arm runs engine {name!r} (arms run: {', '.join(engines)})")
+        candidates = [engines[name]]
+    else:
+        candidates = list(engines.values())
+    errors = []
+    for decl in candidates:
+        try:
+            got = list(decl.builtin_prompts(category))
+        except Exception as e:  # an engine's own loader raises its own error type
+            errors.append(f"{decl.name}: {e}")
+            continue
+        if not got:
+            raise v.fail(f"{k}.category", f"built-in category {category!r} of engine {decl.name!r} has no prompts")
+        return [(str(n), str(txt)) for n, txt in got]
+    raise v.fail(f"{k}.category", f"no engine of this suite has built-in prompts of category {category!r} "
+                 f"({'; '.join(errors) or 'no engines'}); give text or file instead")
 
 
 def with_settings(suite: Suite, **changes: Any) -> Suite:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import os
 import queue
@@ -48,10 +47,12 @@ def _serve(proto: IO[str], suite_json: Path, engine_root: Path) -> int:
     os.chdir(engine_root)
     info: dict[str, Any] = {"ready": True, "pid": os.getpid(), "engine_root": str(engine_root)}
     try:
-        if importlib.util.find_spec("specdec") is not None:
-            spec = importlib.import_module("specdec")   # its BLAS preload, before anything loads MLX
-            info["specdec"] = str(Path(spec.__file__).resolve().parent)
         suite = suite_from_record(json.loads(suite_json.read_text(encoding="utf-8")), str(suite_json))
+        # Only an in-process arm's engine is imported here (its BLAS preload, before anything
+        # loads MLX); a command engine's process decides its own.
+        if any(a.adapter == "specdec" for a in suite.arms):
+            from harness.adapters.specdec import preload_blas
+            info["specdec"] = preload_blas()
     except Exception as e:  # noqa: BLE001 - reported to the driver as one line
         proto.write(json.dumps({"ready": False, "error": f"{type(e).__name__}: {e}"}) + "\n")
         proto.flush()

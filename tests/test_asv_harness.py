@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from benchmarks import session  # noqa: E402  (the asv suite's helpers, imported as asv does)
+from harness import asvsession as session  # noqa: E402  (the asv suite's helpers: benchmarks/ imports them)
 
 
 # --- figures from a record -----------------------------------------------------------------

@@ -52,7 +52,7 @@ def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
     summary = last_json(r.stdout)
     assert summary["kind"] == "harness.summary" and summary["complete"] is True and summary["failed"] == 3
     rec = load(rec_path)
-    assert rec["schema_version"] == 1 and rec["complete"] is True and rec["finished"]
+    assert rec["schema_version"] == 2 and rec["complete"] is True and rec["finished"]
     assert len(rec["runs"]) == 3 + 3 * 2 and [r["index"] for r in rec["runs"]] == list(range(9))
     assert [r["warmup"] for r in rec["runs"][:3]] == [True] * 3
     ok = [x for x in rec["runs"] if x["arm"] != "crash"]
@@ -147,7 +147,11 @@ def test_quick_run_on_the_real_engine(tmp_path: Path) -> None:
     assert all(x["generated_tokens"] == 4 for x in rec["runs"])
     assert all(x["overrides"] == {"SPECDEC_ALLOW_INEXACT": "1"} for x in by["block3-inexact"])
     assert all("SPECDEC_ALLOW_INEXACT" not in x["overrides"] for a in ("classic", "block3") for x in by[a])
-    assert all(x["gate"]["outcome"] == "overridden" and not x["shipping"] for x in by["block3-inexact"])
+    # The override is a label whatever the probe reads; the outcome follows the probe's bytes
+    # (OpenBLAS's batched and single-row paths agree on some CPUs and not on others).
+    for x in by["block3-inexact"]:
+        differs = any(x["gate"]["differing_bytes"])
+        assert x["gate"]["outcome"] == ("overridden" if differs else "passed") and not x["shipping"]
     assert all(x["gate"]["outcome"] in ("passed", "declined") for x in by["block3"])
     assert all(x["shipping"] for x in by["classic"])
     # Every arm on one pairing at temp 0 decodes the same tokens when the gate is exact or declined.

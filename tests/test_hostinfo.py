@@ -11,7 +11,7 @@ from harness import hostinfo
 from harness.hostinfo import UNKNOWN, collect_host
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = {"cpu", "gpu", "memory", "os", "python", "mlx", "blas", "repo"}
+SECTIONS = {"cpu", "gpu", "memory", "os", "python", "mlx", "blas", "repo", "harness"}
 
 
 def test_collect_host_has_every_section_and_is_json():
@@ -36,7 +36,6 @@ def test_unreadable_fields_are_unknown(monkeypatch):
     assert cpu["model"] == cpu["logical_cores"] == cpu["physical_cores"] == UNKNOWN
     assert hostinfo.nvidia_gpus() == UNKNOWN
     if sys.platform.startswith("linux"):
-        monkeypatch.setattr(hostinfo, "_specdec_blas", lambda: None)
         assert hostinfo.blas_info()["name"] == UNKNOWN
         assert hostinfo.os_info()["distribution"] == UNKNOWN
 
@@ -119,14 +118,57 @@ def test_run_quiet_never_raises():
     assert hostinfo.run_quiet([sys.executable, "-c", "print('hi')"]) == "hi\n"
 
 
-def test_collect_host_leaves_the_engine_blas_preload_working():
-    # In a fresh process: collecting MLX metadata must not pre-empt specdec's OpenBLAS preload.
-    pytest.importorskip("specdec.blas")
+def test_collect_host_imports_no_engine_and_says_whose_blas_it_is(tmp_path):
+    # A fresh process, as `harness run` of a command suite is: collecting the host must not
+    # import specdec (whose import preloads OpenBLAS into the harness's own process).
     code = ("import json, sys; from harness.hostinfo import collect_host\n"
-            "b = collect_host()['blas']; print(json.dumps(b))\n")
+            "h = collect_host(); print(json.dumps({'blas': h['blas'], "
+            "'engine_loaded': 'specdec' in sys.modules}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=60, cwd=str(REPO))
-    blas = json.loads(out.stdout.splitlines()[-1])
-    assert blas["name"] != UNKNOWN
-    if sys.platform.startswith("linux") and "preload" in blas and blas.get("preload") != "preloaded":
-        assert "imported before" not in blas["preload"], blas
+                         check=True, timeout=60, cwd=str(tmp_path))
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["engine_loaded"] is False
+    assert got["blas"]["scope"].startswith("harness process")
+
+
+def _commit(repo, name="f.txt", text="a\n", msg="c"):
+    (repo / name).write_text(text)
+    _git(repo, "add", name)
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", msg)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_collect_host_reads_the_repository_under_test_not_the_harness(tmp_path, monkeypatch):
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    _git(engine, "init", "-q", "-b", "trunk")
+    sha = _commit(engine)
+    monkeypatch.delenv("ASV_COMMIT", raising=False)
+    monkeypatch.delenv("ASV_CONF_DIR", raising=False)
+    monkeypatch.chdir(engine)
+    host = collect_host()
+    assert host["repo"]["commit"] == sha and host["repo"]["path"] == str(engine)
+    assert host["repo"]["branch"] == "trunk" and host["repo"]["dirty"] is False
+    assert host["repo"]["source"] == "git"
+    # The harness's own provenance sits beside it, never in its place.
+    assert host["harness"]["location"] == str(REPO / "harness")
+    assert host["harness"]["commit"] != sha
+    (engine / "new.py").write_text("x = 1\n")   # untracked: a different engine ran
+    assert collect_host()["repo"]["dirty"] is True
+
+
+def test_under_asv_the_record_names_asvs_commit(tmp_path, monkeypatch):
+    # asv installs an older commit into its environment while the working tree is at a newer
+    # one: the session under asv measured the older commit, built clean.
+    _git(tmp_path, "init", "-q", "-b", "main")
+    old = _commit(tmp_path, text="1\n", msg="old")
+    _commit(tmp_path, text="2\n", msg="new")
+    (tmp_path / "f.txt").write_text("dirty\n")
+    monkeypatch.setenv("ASV_COMMIT", old)
+    monkeypatch.setenv("ASV_CONF_DIR", str(tmp_path))
+    monkeypatch.chdir(REPO)   # a benchmark runs elsewhere (asv: a temporary directory)
+    info = hostinfo.repo_info()
+    assert info["commit"] == old and info["dirty"] is False and info["source"] == "asv"
+    assert info["path"] == str(tmp_path) and info["branch"] == "main~1"
+    assert old.startswith(info["short_commit"])

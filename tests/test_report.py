@@ -325,8 +325,13 @@ def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     rec = load(RECORD)
     other = copy.deepcopy(rec)
-    other["schema_version"] = 2
-    assert "schema_version 2" in _one_line_exit_2(run_cli("report", write(tmp_path, "v2.json", other), cwd=tmp_path))
+    other["schema_version"] = 99
+    assert "schema_version 99" in _one_line_exit_2(run_cli("report", write(tmp_path, "v99.json", other), cwd=tmp_path))
+    # A field of the wrong type is named by its path, in one line.
+    typed = copy.deepcopy(rec)
+    typed["runs"][3]["diagnostics"]["rounds"] = "four"
+    line = _one_line_exit_2(run_cli("report", write(tmp_path, "typed.json", typed), cwd=tmp_path))
+    assert "$.runs[3].diagnostics.rounds" in line and "Expected `int | null`" in line
     text = (REPO / RECORD).read_text()
     (tmp_path / "cut.json").write_text(text[: len(text) // 2])
     assert "not valid JSON" in _one_line_exit_2(run_cli("report", str(tmp_path / "cut.json"), cwd=tmp_path))

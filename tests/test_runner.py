@@ -169,7 +169,7 @@ def test_eta_counts_cooldowns(tmp_path: Path) -> None:
 
 
 def test_mlx_lm_rounds_rebuilt_from_from_draft() -> None:
-    from harness.engines import _mlx_lm_diagnostics
+    from harness.adapters.mlx_lm import _mlx_lm_diagnostics
     # block 3 (2 drafts per round): R1 accepts 2 then the target token, R2 accepts 0, R3 accepts 1,
     # R4 accepts 2 and hits max_tokens=8, so it ends without a target token.
     flags = [True, True, False, False, True, False, True, True]
@@ -180,6 +180,8 @@ def test_mlx_lm_rounds_rebuilt_from_from_draft() -> None:
     assert d["proposed_by_position"] == [4, 3] and d["accepted_by_position"] == [3, 2]
     assert d["emitted_per_verify"] == 8 / 4
     assert [r["offset"] for r in d["rounds_log"]] == [0, 3, 4, 6]
+    # Classic decode has no rounds (the schema's meaning; v1 counted tokens here).
+    assert _mlx_lm_diagnostics([False] * 5, block=1, max_tokens=5)["rounds"] == 0
 
 
 def test_cooldown_rule_clamps_ratio_times_the_previous_run() -> None:

@@ -30,7 +30,8 @@ def test_fixture_suite_loads_with_defaults(tmp_path: Path) -> None:
     assert s.prompt("p2").text == "from a file"                 # relative to the suite file
     assert s.settings.repetitions == 2 and s.settings.spread_threshold == 0.04
     assert s.settings.contention_threshold == 0.20
-    assert s.settings.override_prefixes == ("SPECDEC_", "MLX_")
+    # A command engine that declares nothing gets no override prefixes (no SPECDEC_/MLX_ default).
+    assert s.settings.override_prefixes == () and s.arm("b3").override_prefixes == ()
     assert len(s.sha256) == 64
 
 

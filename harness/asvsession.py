@@ -1,7 +1,8 @@
 """One harness session per commit, and the figures the asv benchmarks read from its record.
 
-asv installs each commit into its environment and runs this suite (always the suite of the
-working tree, like asv's own benchmark code) against it. `run_session` is every benchmark's
+asv installs each commit into its environment and runs the repository's thin benchmarks/
+package (`from harness.asvbench import *`) against it; the suite file is the working tree's,
+named in asv.conf.json (key "harness_suite"). `run_session` is every benchmark's
 `setup_cache`: asv calls it once per commit and environment, it runs `python -m harness run`
 in that environment, so the commit's own engine and harness do the measuring with their
 protocol (interleaved arms, cooldowns, quiet gate, load recorded), and returns plain numbers
@@ -14,7 +15,7 @@ quartiles from them, and with --record-samples (`asv continuous` records them by
 stores them, which `asv compare` needs for its Mann-Whitney test.
 
 Environment knobs (all optional):
-  HARNESS_ASV_SUITE     the suite file (default benchmarks/suite.toml)
+  HARNESS_ASV_SUITE     the suite file (default: asv.conf.json's "harness_suite")
   HARNESS_ASV_RECORDS   where session records go (default $ASV_CONF_DIR/.asv/records)
   HARNESS_BASELINES     the arms' own baselines (default $ASV_CONF_DIR/.asv/baselines.json)
   HARNESS_ASV_REPETITIONS  measured runs per arm in each session, in place of the suite's
@@ -48,7 +49,6 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-HERE = Path(__file__).resolve().parent
 SUITE_ENV = "HARNESS_ASV_SUITE"
 RECORDS_ENV = "HARNESS_ASV_RECORDS"
 BASELINES_ENV = "HARNESS_BASELINES"
@@ -79,7 +79,12 @@ class ArmSpec:
 
 
 def suite_path() -> Path:
-    return Path(os.environ.get(SUITE_ENV) or HERE / "suite.toml").resolve()
+    """$HARNESS_ASV_SUITE, else the suite asv.conf.json names (harness.asvtool.configured_suite)."""
+    given = os.environ.get(SUITE_ENV)
+    if given:
+        return Path(given).resolve()
+    from harness.asvtool import CONFIG_NAME, configured_suite, load_config
+    return configured_suite(load_config(_conf_dir() / CONFIG_NAME))
 
 
 def load_suite_file(path: Path | None = None) -> dict[str, Any]:
@@ -132,9 +137,13 @@ def figure_version(figure: str, suite: dict[str, Any]) -> str:
 # --- the session ---------------------------------------------------------------------
 
 def _conf_dir() -> Path:
-    # asv sets ASV_CONF_DIR in the environments it builds, not with --python=same; the suite's
-    # parent is the same directory there.
-    return Path(os.environ.get("ASV_CONF_DIR") or HERE.parent)
+    """The directory of asv.conf.json: $ASV_CONF_DIR (asv sets it in every environment, the
+    existing one of --python=same too), else the nearest one above the working directory."""
+    if os.environ.get("ASV_CONF_DIR"):
+        return Path(os.environ["ASV_CONF_DIR"])
+    from harness.asvtool import CONFIG_NAME
+    here = Path.cwd().resolve()
+    return next((d for d in (here, *here.parents) if (d / CONFIG_NAME).is_file()), here)
 
 
 def records_dir() -> Path:

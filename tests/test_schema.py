@@ -1,0 +1,272 @@
+"""The typed schema: engine results decode strictly, v1 records migrate, schema files are current,
+engines declare their own phases/overrides/profile variable, and the command adapter's contract."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import declare, rounds, schema
+from harness import report as rp
+from harness.engines import CommandAdapter, EngineFailure, RunRequest
+from harness.labels import label_run
+from harness.record import Record
+from harness.suite import load_suite
+from harness_helpers import REPO, write_suite
+
+V1 = REPO / "tests" / "fixtures" / "report" / "record.json"
+
+
+# --- engine result decoding ------------------------------------------------------------------
+
+def test_minimal_result_decodes_and_timings_are_completed() -> None:
+    r = schema.decode_engine_result('{"token_ids": [1, 2, 3, 4], "diagnostics": {"decode_ms": 40.0}}')
+    d = r.diagnostics
+    assert d.generated_tokens == 4 and d.ms_per_token == 10.0 and d.decode_tokens_per_s == 100.0
+    assert r.gate.outcome == "unknown" and r.gate.engaged is None     # not reported: unknown
+    r = schema.decode_engine_result({"diagnostics": {"generated_tokens": 8, "decode_tokens_per_s": 50.0}})
+    assert r.diagnostics.decode_ms == pytest.approx(160.0) and r.diagnostics.ms_per_token == 20.0
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"diagnostics": {"decode_ms": 40.0}}', "lacks token_ids or diagnostics.generated_tokens"),
+    ('{"token_ids": [1]}', "lacks a decode timing"),
+    ('{}', "token_ids or diagnostics.generated_tokens and a decode timing"),
+    ('{"token_ids": [1], "diagnostics": {"decode_ms": "fast"}}', "`$.diagnostics.decode_ms`"),
+    ('{"token_ids": [1], "diagnostics": {"decode_ms": 1}, "gate": {"outcome": "maybe"}}', "`$.gate.outcome`"),
+    ('{"token_ids": [1], "diagnostics": {"decode_ms": 1, "rounds_log": [{"offset": 0, "accepted": 1}]}}',
+     "needs `proposed`"),
+    ('{"token_ids": [1,', "not a JSON object"),
+])
+def test_malformed_results_name_what_is_wrong(text: str, needle: str) -> None:
+    with pytest.raises(schema.ResultError) as e:
+        schema.decode_engine_result(text)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_round_log_proposed_is_filled_from_drafted_ids() -> None:
+    r = schema.decode_engine_result({"token_ids": [1], "diagnostics": {"decode_ms": 1.0, "rounds_log": [
+        {"offset": 0, "drafted": [5, 6], "accepted": 1}, {"offset": 2, "proposed": 2, "accepted": 0}]}})
+    assert [(e.proposed, e.drafted) for e in r.diagnostics.rounds_log] == [(2, [5, 6]), (2, None)]
+
+
+# --- records: migration and the published schema ---------------------------------------------
+
+def test_v1_record_migrates_to_v2_with_one_meaning_per_field(tmp_path: Path) -> None:
+    v1 = json.loads(V1.read_text())
+    assert v1["schema_version"] == 1
+    run = copy.deepcopy(next(r for r in v1["runs"] if r["diagnostics"].get("mode") == "classic"))
+    run.update(index=len(v1["runs"]), engine="mlx-lm")
+    run["diagnostics"]["rounds"] = 8                      # the v1 mlx-lm adapter's classic count
+    run["result_arm"] = {"drafter_quantized": None}
+    v1["runs"].append(run)
+    p = tmp_path / "v1.json"
+    p.write_text(json.dumps(v1))
+    v2 = Record.load(p).data
+    assert v2["schema_version"] == 2
+    assert v2["runs"][-1]["diagnostics"]["rounds"] == 0
+    assert v2["runs"][-1]["result_arm"] == {"drafter_quantization": None}
+    logs = [e for r in v2["runs"] for e in r["diagnostics"].get("rounds_log") or []]
+    assert logs and all(e["proposed"] == len(e["drafted"]) for e in logs)
+    # v1 read every engine with specdec's assumptions; the migrated suite says so explicitly.
+    engines = v2["suite"]["engines"]
+    assert {a["engine"] for a in v2["suite"]["arms"]} <= set(engines)
+    assert all(e["profile_var"] == "SPECDEC_PROFILE" for e in engines.values())
+    assert json.loads(V1.read_text())["schema_version"] == 1     # the file itself is untouched
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "reports").glob("*.json")), ids=lambda p: p.name)
+def test_every_committed_record_renders_through_the_migration(path: Path, monkeypatch) -> None:
+    # Byte-for-byte equality with the pre-schema renderer is held by tests/test_report.py's goldens
+    # (v1 fixtures); here every committed v1 record must load, migrate and render.
+    monkeypatch.chdir(REPO)
+    rel = str(path.relative_to(REPO))
+    assert json.loads(path.read_text())["schema_version"] == 1
+    md = rp.render(rp.build_context(rel), "record",
+                   user_dir=REPO / "tests" / "fixtures" / "report" / "no-such-templates")
+    assert "## Arms" in md
+    for r in Record.load(rel).data["runs"]:
+        assert r.get("label") is None or r["label"].split(";")[0] in md
+
+
+def test_published_schema_files_are_current(tmp_path: Path) -> None:
+    stale = schema.stale_schemas()
+    assert stale == [], f"stale {stale}: run `harness schema --write` and commit schema/"
+    schema.write_schemas(tmp_path)
+    assert schema.stale_schemas(tmp_path) == []
+    sch = json.loads((tmp_path / "engine-result.schema.json").read_text())
+    # Changing a type shows up: a doctored copy is reported stale.
+    (tmp_path / "engine-result.schema.json").write_text(json.dumps({**sch, "title": "old"}))
+    assert schema.stale_schemas(tmp_path) == ["engine-result.schema.json"]
+    diag = sch["$defs"]["Diagnostics"]["properties"]
+    assert "phase_ms" in diag and "rounds_log" in diag and not sch["$defs"]["Diagnostics"].get("required")
+
+
+# --- engine declarations ---------------------------------------------------------------------
+
+def _declared_suite(tmp: Path, arms: list[dict[str, Any]], engines_toml: str, **kw: Any) -> Path:
+    p = write_suite(tmp, arms, **kw)
+    p.write_text(p.read_text() + engines_toml)
+    return p
+
+
+def _engine_script(tmp: Path, body: str) -> list[str]:
+    f = tmp / "engine.py"
+    f.write_text("import json, os, sys\n" + body)
+    return [sys.executable, str(f)]
+
+
+MYENG = """
+[engines.myeng]
+phases = ["fetch", "verify", "host_readback"]
+override_prefixes = ["MYENG_"]
+profile_var = "MYENG_PROFILE"
+numerics = "Metal"
+[engines.myeng.overrides]
+MYENG_LOOSE = "accepts drafts without the exactness check"
+[[engines.myeng.prompts.code]]
+name = "hello"
+text = "fn main() {"
+"""
+
+
+def test_a_command_engine_declares_phases_prefixes_and_prompts(tmp_path: Path) -> None:
+    arm = {"name": "a", "pairing": "fx", "engine": "myeng", "block": 3, "command": ["true"]}
+    s = load_suite(_declared_suite(tmp_path, [arm], MYENG, prompts=[{"category": "code"}]))
+    d = s.engine(s.arm("a"))
+    assert d.phases == ("fetch", "verify", "host_readback") and d.profile_var == "MYENG_PROFILE"
+    assert s.arm("a").adapter == "command" and s.arm("a").override_prefixes == ("MYENG_",)
+    assert [p.name for p in s.prompts] == ["code/hello"]
+    rec_suite = s.to_dict()
+    assert rec_suite["settings"]["override_prefixes"] == ["MYENG_"]
+    assert rec_suite["engines"]["myeng"]["overrides"] == {"MYENG_LOOSE": "accepts drafts without the exactness check"}
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ("\n[engines.myeng]\nphasez = []\n", "engines.myeng.phasez: unknown field"),
+    ("\n[engines.myeng]\nphases = [\"a\", \"a\"]\n", "engines.myeng.phases: a phase is named twice"),
+    ("\n[engines.command]\nphases = []\n", "engines.command: 'command' is a built-in engine"),
+])
+def test_bad_declarations_are_one_line(tmp_path: Path, extra: str, needle: str) -> None:
+    from harness.errors import UserError
+    arm = {"name": "a", "pairing": "fx", "engine": "command", "command": ["true"]}
+    with pytest.raises(UserError, match=needle.replace("[", r"\[").replace("(", r"\(")):
+        load_suite(_declared_suite(tmp_path, [arm], extra))
+
+
+def test_unknown_engine_names_the_declaration_table(tmp_path: Path) -> None:
+    from harness.errors import UserError
+    arm = {"name": "a", "pairing": "fx", "engine": "nope", "command": ["true"]}
+    with pytest.raises(UserError, match=r"\[engines.nope\]"):
+        load_suite(write_suite(tmp_path, [arm]))
+
+
+def _diag(phases: dict[str, float], decode: float = 100.0) -> dict[str, Any]:
+    return {"mode": "speculative", "block_size": 3, "rounds": 10, "generated_tokens": 20,
+            "decode_ms": decode, "phase_ms": phases}
+
+
+def test_open_phase_names_keep_an_extra_phase_and_never_invent_zero() -> None:
+    decl = declare.EngineDecl(name="myeng", phases=("fetch", "verify"))
+    runs = [{"diagnostics": _diag({"verify": 60.0, "fetch": 30.0, "host_readback": 10.0})},
+            {"diagnostics": _diag({"verify": 70.0, "fetch": 30.0})}]
+    split = rounds.round_split("a", "p", runs, decl)
+    assert split is not None
+    assert [c.name for c in split.components] == ["fetch", "verify", "host_readback"]  # declared, then extra
+    extra = split.component("host_readback")
+    assert extra.per_run == [1.0]                      # one run reported it; the other is n/a, not 0
+    assert extra.per_unit_ms == 1.0 and extra.share == pytest.approx(0.1)
+
+
+def test_profile_variable_is_the_engines_own() -> None:
+    rec = {"suite": {"arms": [{"name": "a", "engine": "myeng", "pairing": "x", "block": 3, "env": {"MYENG_PROFILE": "1"}},
+                              {"name": "b", "engine": "myeng", "pairing": "x", "block": 3, "env": {}},
+                              {"name": "c", "engine": "command", "pairing": "x", "block": 3, "env": {}}],
+                     "engines": {"myeng": {"name": "myeng", "profile_var": "MYENG_PROFILE"}}}}
+    assert rounds.unprofiled_twin(rec, "a") == "b"
+    assert rounds.profiled_arm(rec, "a", {"MYENG_PROFILE": "1"})
+    assert not rounds.profiled_arm(rec, "c", {"SPECDEC_PROFILE": "1"})   # no profile mode declared
+    assert declare.of_record(rec, "c").override_prefixes == ()
+
+
+def test_only_the_specdec_adapter_imports_specdec() -> None:
+    hits = []
+    for f in (REPO / "harness").rglob("*.py"):
+        text = f.read_text()
+        if "import specdec" in text or "from specdec" in text:
+            hits.append(f.relative_to(REPO).as_posix())
+    assert hits == ["harness/adapters/specdec.py"]
+
+
+# --- the command adapter's contract ----------------------------------------------------------
+
+def _run_command(tmp: Path, body: str, block: int = 3, env: dict[str, str] | None = None,
+                 extra: str = "", engine: str = "command"):
+    arm = {"name": "a", "pairing": "fx", "engine": engine, "block": block,
+           "command": _engine_script(tmp, body), **({"env": env} if env else {})}
+    s = load_suite(_declared_suite(tmp, [arm], extra))
+    req = RunRequest(arm=s.arm("a"), pairing=s.pairing("fx"), prompt=s.prompts[0], settings=s.settings)
+    return CommandAdapter().run(req)
+
+
+def test_tokens_and_timings_only_is_labeled_gate_unknown(tmp_path: Path) -> None:
+    out = _run_command(tmp_path, 'print("log line")\nprint(json.dumps({"token_ids": [1, 2], '
+                                 '"diagnostics": {"decode_ms": 20.0}}))\n')
+    assert out.result.diagnostics.ms_per_token == 10.0
+    gate = schema.to_builtins(out.result.gate)
+    lab = label_run(out.overrides, gate)
+    assert not lab.shipping and "gate outcome unknown" in lab.text
+
+
+def test_an_engine_reporting_gate_and_overrides_is_labeled_like_specdec(tmp_path: Path) -> None:
+    gate = {"outcome": "overridden", "engaged": True, "reading": "12 of 4096 logit bytes differ"}
+    body = (f'print(json.dumps({{"token_ids": [1], "gate": {gate!r}, '
+            f'"overrides": {{"MYENG_LOOSE": os.environ["MYENG_LOOSE"]}}, "diagnostics": {{"decode_ms": 5.0}}}}))\n')
+    out = _run_command(tmp_path, body, env={"MYENG_LOOSE": "1"}, extra=MYENG, engine="myeng")
+    got = label_run(out.overrides, schema.to_builtins(out.result.gate))
+    # The same facts from specdec (its result JSON shape) give the same label.
+    want = label_run({"MYENG_LOOSE": "1"}, {**gate, "differing_bytes": [], "logit_bytes": 4096, "message": ""})
+    assert got == want and "MYENG_LOOSE=1" in got.text and "the gate was overridden" in got.text
+    shipping = repr({"outcome": "passed", "engaged": True})
+    out = _run_command(tmp_path, f'print(json.dumps({{"token_ids": [1], "gate": {shipping}, '
+                                 '"diagnostics": {"decode_ms": 5.0}}))\n', extra=MYENG, engine="myeng")
+    assert label_run(out.overrides, schema.to_builtins(out.result.gate)).text == "shipping configuration"
+
+
+@pytest.mark.parametrize("body, needle", [
+    ('print(json.dumps({"token_ids": [1]}))\n', "result JSON lacks a decode timing"),
+    ('print("done in 3 s")\n', "no result JSON on the last stdout line (it reads 'done in 3 s')"),
+    ('print(json.dumps({"token_ids": "abc", "diagnostics": {"decode_ms": 1}}))\n', "`$.token_ids`"),
+])
+def test_malformed_command_output_is_one_clear_failure(tmp_path: Path, body: str, needle: str) -> None:
+    with pytest.raises(EngineFailure) as e:
+        _run_command(tmp_path, body)
+    assert needle in e.value.error and "docs/engine-contract.md" in e.value.error
+    assert "\n" not in e.value.error
+
+
+def test_inherited_variables_count_only_under_declared_prefixes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPECDEC_PROFILE", "1")
+    monkeypatch.setenv("MYENG_FAST", "1")
+    body = 'print(json.dumps({"token_ids": [1], "diagnostics": {"decode_ms": 5.0}}))\n'
+    assert _run_command(tmp_path, body).overrides == {}                       # declares nothing
+    assert _run_command(tmp_path, body, extra=MYENG, engine="myeng").overrides == {"MYENG_FAST": "1"}
+
+
+def test_report_does_not_recommend_specdec_for_another_engine(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(REPO)
+    rec = json.loads(V1.read_text())
+    rec = schema.load_record(rec, "fixture")
+    for e in rec["suite"]["engines"].values():
+        e["tools"] = {}
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(rec))
+    md = rp.render(rp.build_context(str(p)), "record", user_dir=tmp_path / "none")
+    assert "python -m specdec" not in md
+    assert "python -m specdec scaling" in rp.render(rp.build_context(str(V1.relative_to(REPO))), "record",
+                                                    user_dir=tmp_path / "none")
