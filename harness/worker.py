@@ -30,6 +30,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from harness import schema
 from harness.engines import EngineFailure, EngineOutput, Engines, RunRequest
 
 READY_TIMEOUT_S = 120.0   # imports and the BLAS preload; models load at the first run
@@ -68,7 +69,7 @@ def _serve(proto: IO[str], suite_json: Path, engine_root: Path) -> int:
             rr = RunRequest(arm=suite.arm(req["arm"]), pairing=suite.pairing(req["pairing"]),
                             prompt=suite.prompt(req["prompt"]), settings=suite.settings)
             out = engines.run(rr)
-            answer = {"ok": True, "result": out.result, "overrides": out.overrides,
+            answer = {"ok": True, "result": schema.to_builtins(out.result), "overrides": out.overrides,
                       "stderr_tail": out.stderr_tail}
         except EngineFailure as f:
             answer = {"ok": False, "error": f.error, "stderr_tail": f.stderr_tail, "overrides": f.overrides}
@@ -170,7 +171,7 @@ class Worker:
         ans = json.loads(line)
         if not ans.get("ok"):
             raise EngineFailure(ans.get("error") or "failed", ans.get("stderr_tail"), ans.get("overrides") or {})
-        return EngineOutput(result=ans["result"], overrides=ans.get("overrides") or {},
+        return EngineOutput(result=schema.decode_engine_result(ans["result"]), overrides=ans.get("overrides") or {},
                             stderr_tail=ans.get("stderr_tail"))
 
     def stop(self) -> None:
