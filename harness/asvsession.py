@@ -39,6 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import declare
+from harness.declare import EngineDecl
+from harness.errors import UserError
+from harness.record import Record
+
 try:
     from asv_runner.benchmarks.mark import SkipNotImplemented
 except ImportError:  # outside an asv environment (tests): the same base class
@@ -55,7 +60,6 @@ BASELINES_ENV = "HARNESS_BASELINES"
 REPETITIONS_ENV = "HARNESS_ASV_REPETITIONS"
 RECORD_ENV = "HARNESS_ASV_RECORD"
 SESSION_TIMEOUT_S = 3000
-PHASES = ("draft_block", "verify_forward", "accept_hook", "verify_finalize", "residual")
 
 # Bump a figure's number when what it measures changes (asv then shows old and new results
 # as not comparable instead of drawing one line through both). The suite digest is added.
@@ -76,6 +80,7 @@ class ArmSpec:
     label: str       # the asv parameter value: the name, plus the overrides it runs under
     block: int
     overrides: tuple[str, ...]
+    phases: tuple[str, ...] = ()   # the round phases its engine declares, in round order
 
 
 def suite_path() -> Path:
@@ -106,20 +111,38 @@ def override_names(env: dict[str, Any], prefixes: list[str], ignore: list[str]) 
     return out
 
 
+def engine_of(suite: dict[str, Any], arm: dict[str, Any]) -> EngineDecl:
+    """The declaration of the engine an arm of the raw suite runs: its `[engines.NAME]` table,
+    else the built-in one (imports no engine), else an engine that declares nothing."""
+    name = str(arm.get("engine", declare.DEFAULT_ENGINE))
+    table = (suite.get("engines") or {}).get(name)
+    if isinstance(table, dict):
+        return EngineDecl.from_dict({"name": name, **table})
+    return declare.builtin(name) or EngineDecl(name=name)
+
+
 def arm_specs(suite: dict[str, Any], environ: dict[str, str] | None = None) -> list[ArmSpec]:
-    """The suite's arms with their dashboard labels. Inherited override variables (say,
-    SPECDEC_PROFILE=1 exported in the shell) apply to every arm and are named too."""
+    """The suite's arms with their dashboard labels. An override is a variable under the suite's
+    own prefixes or the arm's engine's declared ones; inherited ones (say, a profile variable
+    exported in the shell) apply to every arm and are named too."""
     environ = dict(os.environ if environ is None else environ)
-    prefixes = list(suite.get("override_prefixes", ["SPECDEC_", "MLX_"]))
     ignore = list(suite.get("override_ignore", []))
-    inherited = {k: v for k, v in environ.items() if any(k.startswith(p) for p in prefixes)}
     specs = []
     for a in suite.get("arms", []):
+        decl = engine_of(suite, a)
+        prefixes = list(dict.fromkeys([*suite.get("override_prefixes", []), *decl.override_prefixes]))
+        inherited = {k: v for k, v in environ.items() if any(k.startswith(p) for p in prefixes)}
         env = {**inherited, **{k: str(v) for k, v in (a.get("env") or {}).items()}}
         names = override_names(env, prefixes, ignore)
         label = a["name"] + (f" [not shipping: {', '.join(names)}]" if names else "")
-        specs.append(ArmSpec(a["name"], label, int(a.get("block", 1)), tuple(names)))
+        specs.append(ArmSpec(a["name"], label, int(a.get("block", 1)), tuple(names), decl.phases))
     return specs
+
+
+def declared_phases(arms: list[ArmSpec]) -> list[str]:
+    """Every phase a speculative arm's engine declares, first-seen order: the dashboard's phase
+    parameter (asv fixes parameters before any session runs, so only declared phases chart)."""
+    return list(dict.fromkeys(p for a in arms if a.block > 1 for p in a.phases))
 
 
 def suite_digest(suite: dict[str, Any]) -> str:
@@ -175,9 +198,10 @@ def with_repetitions(text: str, n: int) -> str:
 
 
 def _figures_of(record: Path, rc: Any) -> dict[str, Any]:
-    data = json.loads(record.read_text(encoding="utf-8"))
-    if data.get("schema_version") != 1 or data.get("kind") != "harness.record":
-        raise RuntimeError(f"{record}: not a harness record of schema_version 1")
+    try:
+        data = Record.load(record).data   # any schema version, migrated; a journal merged
+    except UserError as e:
+        raise RuntimeError(str(e)) from None
     figs = figures_from_record(data, arm_specs(load_suite_file(suite_path())))
     figs["record"] = str(record)
     figs["exit_status"] = rc
@@ -297,9 +321,16 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
         rounds = [float(r["diagnostics"]["rounds"]) for r in spec]
         figs["ms_per_round"][lab] = [float(r["diagnostics"]["decode_ms"]) / n for r, n in zip(spec, rounds)]
         figs["rejection_rate"][lab] = [1.0 - float(r["diagnostics"]["acceptance_rate"]) for r in spec]
-        for p in PHASES:
-            figs["phase_ms_per_round"][f"{lab}|{p}"] = [
-                float((r["diagnostics"].get("phase_ms") or {}).get(p, 0.0)) / n for r, n in zip(spec, rounds)]
+        # A phase the engine did not report in every run is skipped, never read as 0.0 (which
+        # a comparison would call "unchanged").
+        reported = [r["diagnostics"].get("phase_ms") or {} for r in spec]
+        for p in dict.fromkeys([*a.phases, *(k for ph in reported for k in ph)]):
+            key = f"{lab}|{p}"
+            if all(p in ph for ph in reported):
+                figs["phase_ms_per_round"][key] = [float(ph[p]) / n for ph, n in zip(reported, rounds)]
+            else:
+                skip["phase_ms_per_round"][key] = (f"the engine reported no {p!r} phase in "
+                                                   f"{sum(p not in ph for ph in reported)} of {len(spec)} runs")
         # One round in classic steps: this run's ms per round over the classic run of the same
         # prompt and repetition (adjacent in time, so they share the machine's state).
         cost = []
@@ -320,7 +351,7 @@ def samples_for(cache: dict[str, Any], figure: str, key: str) -> dict[str, Any]:
     label = key.split("|", 1)[0]
     if label in cache["errors"]:
         raise RuntimeError(f"{label}: {cache['errors'][label]}")
-    why = cache["skip"].get(figure, {}).get(label)
+    why = cache["skip"].get(figure, {}).get(label) or cache["skip"].get(figure, {}).get(key)
     if why:
         print(f"asv: skipped: {label}: {why}")
         raise SkipNotImplemented(why)
@@ -334,3 +365,4 @@ SUITE = load_suite_file()
 ARMS = arm_specs(SUITE)
 LABELS = [a.label for a in ARMS]
 SPEC_LABELS = [a.label for a in ARMS if a.block > 1]
+PHASES = declared_phases(ARMS)

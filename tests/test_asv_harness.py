@@ -33,10 +33,11 @@ def _run(arm, rep, mpt, mode="classic", rounds=0, accept=None, ident="identical"
             "diagnostics": diag, "identity": {"status": ident}, "marks": [], "label": "shipping configuration"}
 
 
-ARMS = [session.ArmSpec("classic", "classic", 1, ()),
-        session.ArmSpec("block3", "block3", 3, ()),
+PH = ("draft_block", "verify_forward")
+ARMS = [session.ArmSpec("classic", "classic", 1, (), PH),
+        session.ArmSpec("block3", "block3", 3, (), PH),
         session.ArmSpec("block3-inexact", "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]", 3,
-                        ("SPECDEC_ALLOW_INEXACT",))]
+                        ("SPECDEC_ALLOW_INEXACT",), PH)]
 
 
 def _record(fail_arm=None, ident="identical"):
@@ -100,6 +101,28 @@ def test_arm_labels_name_their_overrides():
                       "dense [not shipping: SPECDEC_QUANTIZE_DRAFTER=0]"]
     inherited = session.arm_specs(suite, environ={"SPECDEC_PROFILE": "1"})
     assert inherited[0].label == "classic [not shipping: SPECDEC_PROFILE]"
+
+
+def test_a_foreign_engine_declares_its_own_prefixes_and_phases():
+    suite = {"engines": {"tiny": {"phases": ["draft", "verify", "host_readback"], "override_prefixes": ["TINY_"]}},
+             "arms": [{"name": "classic", "engine": "tiny", "block": 1, "command": ["tiny"]},
+                      {"name": "b3", "engine": "tiny", "block": 3, "command": ["tiny"],
+                       "env": {"TINY_ALLOW_INEXACT": "1"}}]}
+    arms = session.arm_specs(suite, environ={"SPECDEC_PROFILE": "1", "TINY_TRACE": "2"})
+    # Another engine's variables are not this engine's overrides; its own inherited ones are.
+    assert [a.label for a in arms] == ["classic [not shipping: TINY_TRACE=2]",
+                                      "b3 [not shipping: TINY_ALLOW_INEXACT, TINY_TRACE=2]"]
+    assert session.declared_phases(arms) == ["draft", "verify", "host_readback"]
+    runs = [_run("b3", rep, 3.0, mode="speculative", rounds=10, accept=0.5,
+                 phase={"draft": 5.0, "verify": 20.0, **({"host_readback": 2.0} if rep else {})})
+            for rep in range(3)]
+    f = session.figures_from_record({"runs": runs}, arms)
+    lab = arms[1].label
+    assert f["figures"]["phase_ms_per_round"][f"{lab}|verify"] == [2.0] * 3
+    # Reported in 2 of 3 runs: skipped with the reason, never charted as 0.0.
+    assert f"{lab}|host_readback" not in f["figures"]["phase_ms_per_round"]
+    with pytest.raises(NotImplementedError, match="no 'host_readback' phase in 1 of 3 runs"):
+        session.samples_for(f, "phase_ms_per_round", f"{lab}|host_readback")
 
 
 def test_the_shipped_suite_has_enough_runs_and_a_labelled_override_arm():
