@@ -1,11 +1,11 @@
 """The asv benchmarks: figures per arm, all from the commit's one harness session
 (harness.asvsession.run_session). A repository's benchmarks/ holds only
 `from harness.asvbench import *`; asv names each benchmark after that module
-(benchmarks/bench_specdec.py: "bench_specdec.Decode.track_ms_per_token").
+(benchmarks/bench_engine.py: "bench_engine.Decode.track_ms_per_token").
 
 Every figure is lower-is-better, as asv assumes: ms per token rather than tokens/s,
 rejection rate (1 - acceptance) rather than acceptance. An arm that runs under an override
-carries it in its name ("block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]").
+carries it in its name ("block3-inexact [not shipping: ENGINE_ALLOW_INEXACT]").
 A figure that does not apply to an arm (rounds of classic decode) is skipped, not failed;
 an arm whose runs failed on a commit fails every figure on that commit.
 """

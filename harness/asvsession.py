@@ -114,7 +114,7 @@ def override_names(env: dict[str, Any], prefixes: list[str], ignore: list[str]) 
 def engine_of(suite: dict[str, Any], arm: dict[str, Any]) -> EngineDecl:
     """The declaration of the engine an arm of the raw suite runs: its `[engines.NAME]` table,
     else the built-in one (imports no engine), else an engine that declares nothing."""
-    name = str(arm.get("engine", declare.DEFAULT_ENGINE))
+    name = str(arm.get("engine", declare.default_engine()))
     table = (suite.get("engines") or {}).get(name)
     if isinstance(table, dict):
         return EngineDecl.from_dict({"name": name, **table})

@@ -210,8 +210,8 @@ def parse_compare(output: str) -> list[CompareRow]:
 @dataclass
 class Figure:
     """One benchmark at one parameter combination, at one commit."""
-    name: str                      # "bench_specdec.Decode.track_ms_per_token('classic')"
-    benchmark: str                 # "bench_specdec.Decode.track_ms_per_token"
+    name: str                      # "bench_engine.Decode.track_ms_per_token('classic')"
+    benchmark: str                 # "bench_engine.Decode.track_ms_per_token"
     params: tuple[str, ...]        # unquoted parameter values
     value: float | None            # None: failed; NaN: skipped
     samples: list[float] | None

@@ -365,12 +365,12 @@ def _sigterm(signum: int, frame: Any) -> None:
 
 
 def in_process_engines_first(suite: Any) -> None:
-    """Before anything loads mlx.core (collect_host does): specdec's OpenBLAS preload at import
-    only takes effect then. Only for an in-process specdec arm: a command engine is another
-    process, whose BLAS this process must not decide (it reports its own)."""
-    if any(a.adapter == "specdec" for a in suite.arms):
-        from harness.adapters.specdec import preload_blas
-        preload_blas()
+    """Before anything loads mlx.core (collect_host does): each in-process engine's process
+    preparation (a BLAS preload only takes effect then). Never for a command engine: that is
+    another process, whose BLAS this process must not decide (it reports its own)."""
+    from harness.declare import prepare_process
+    prepare_process({suite.engine(a).name: suite.engine(a) for a in suite.arms
+                     if a.adapter != "command"}.values())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,15 +10,13 @@ The record keeps every declaration (suite.engines), so reports read them, not th
 
 from __future__ import annotations
 
+import functools
 import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-ADAPTERS = ("specdec", "mlx-lm", "command")
-# Built-in engine name -> the module that declares it (and holds its adapter).
-BUILTIN_MODULES = {"specdec": "harness.adapters.specdec", "mlx-lm": "harness.adapters.mlx_lm"}
-# An arm without `engine` runs this one (suites written before engines were declared).
-DEFAULT_ENGINE = "specdec"
+ADAPTER_PACKAGE = "harness.adapters"
 
 
 @dataclass(frozen=True)
@@ -35,6 +33,11 @@ class EngineDecl:
     prompts: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     # A loader for prompts kept in the engine's own package (imported only when used).
     prompt_loader: Callable[[str], list[tuple[str, str]]] | None = field(default=None, compare=False)
+    # Runs in a process that will host this engine in-process, before anything loads MLX (a
+    # BLAS preload, say); returns what it did, for the record. Never run for another process.
+    prepare_process: Callable[[], Any] | None = field(default=None, compare=False)
+    # The engine an arm without `engine` runs (suites written before engines were declared).
+    default_for_undeclared_arms: bool = field(default=False, compare=False)
 
     def builtin_prompts(self, category: str) -> list[tuple[str, str]]:
         """(name, text) pairs of a built-in category; KeyError/ValueError when it has none."""
@@ -69,18 +72,45 @@ class EngineDecl:
 COMMAND = EngineDecl(name="command", adapter="command")
 
 
+@functools.lru_cache(maxsize=None)
+def builtin_modules() -> dict[str, str]:
+    """Built-in engine name -> the module that declares it and holds its adapter: every module
+    of harness/adapters/ (an engine named "mlx-lm" lives in mlx_lm.py). Listed, not written
+    here, so this module names no engine."""
+    pkg = importlib.import_module(ADAPTER_PACKAGE)
+    return {m.name.replace("_", "-"): f"{ADAPTER_PACKAGE}.{m.name}"
+            for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+
+
+def adapters() -> tuple[str, ...]:
+    return (*builtin_modules(), "command")
+
+
 def builtin(name: str) -> EngineDecl | None:
     """A built-in engine's declaration (None for an unknown name); imports no engine."""
     if name == "command":
         return COMMAND
-    mod = BUILTIN_MODULES.get(name)
+    mod = builtin_modules().get(name)
     return None if mod is None else importlib.import_module(mod).DECLARATION
 
 
+@functools.lru_cache(maxsize=None)
+def default_engine() -> str:
+    """The engine an arm without `engine` runs: the built-in that declares itself the default
+    for suites written before engines were declared ("command" when none does)."""
+    return next((n for n in builtin_modules() if getattr(builtin(n), "default_for_undeclared_arms", False)),
+                "command")
+
+
+def prepare_process(decls: Any) -> dict[str, Any]:
+    """Each in-process engine's process preparation, before anything loads MLX; what each did."""
+    return {d.name: d.prepare_process() for d in decls if d.prepare_process is not None}
+
+
 def v1_declaration(name: str) -> EngineDecl:
-    """How schema_version 1 read an engine: specdec's phases, profile variable and prefixes for
-    every engine (so a v1 record renders as it did)."""
-    spec = builtin("specdec")
+    """How schema_version 1 read an engine: the default engine's phases, profile variable and
+    prefixes for every engine (so a v1 record renders as it did)."""
+    spec = builtin(default_engine())
     assert spec is not None
     own = builtin(name)
     if own is not None and own.adapter != "command":
@@ -93,7 +123,7 @@ def v1_declaration(name: str) -> EngineDecl:
 def of_record(record: dict[str, Any], arm: str) -> EngineDecl:
     """The declaration of the engine an arm of a (migrated) record ran."""
     a = next((x for x in record["suite"]["arms"] if x["name"] == arm), {})
-    name = a.get("engine", DEFAULT_ENGINE)
+    name = a.get("engine", default_engine())
     d = (record["suite"].get("engines") or {}).get(name)
     if d is not None:
         return EngineDecl.from_dict(d)

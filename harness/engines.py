@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Protocol
 
-from harness.declare import BUILTIN_MODULES
+from harness.declare import builtin_modules
 from harness.schema import ArmInfo, Diagnostics, EngineInfo, EngineResult, Gate, ResultError, decode_engine_result
 from harness.suite import Arm, Pairing, Prompt, Settings
 
@@ -212,7 +212,7 @@ def _adapter(kind: str) -> Adapter:
     if kind == "command":
         return CommandAdapter()
     import importlib
-    return importlib.import_module(BUILTIN_MODULES[kind]).ADAPTER()
+    return importlib.import_module(builtin_modules()[kind]).ADAPTER()
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from harness.errors import UserError
-from harness.provenance import DISTRIBUTION
+from harness.provenance import harness_distribution
 
 TEMPLATES = Path(__file__).resolve().parent / "init_templates"
 # Repository path -> template file (under init_templates/).
@@ -58,24 +58,27 @@ class InitResult:
 def installed_harness_spec() -> tuple[str, str | None]:
     """(pip requirement that installs this harness, warning or None), from how it was installed
     (PEP 610 direct_url.json): a VCS URL at its commit, a local directory, or the version."""
+    name = harness_distribution()
     try:
-        dist = importlib.metadata.distribution(DISTRIBUTION)
+        if name is None:
+            raise importlib.metadata.PackageNotFoundError("harness")
+        dist = importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError:
-        raise UserError(f"the harness is not installed as a distribution ({DISTRIBUTION}); "
+        raise UserError("the harness is not installed as a distribution; "
                         "pass --harness-spec with the pip requirement that installs it") from None
     text = dist.read_text("direct_url.json")
     if not text:
-        return f"{DISTRIBUTION}=={dist.version}", None
+        return f"{name}=={dist.version}", None
     d = json.loads(text)
     url = str(d.get("url", ""))
     vcs = d.get("vcs_info")
     if vcs:
-        return f"{DISTRIBUTION} @ {vcs.get('vcs', 'git')}+{url}@{vcs.get('commit_id', '')}".rstrip("@"), None
+        return f"{name} @ {vcs.get('vcs', 'git')}+{url}@{vcs.get('commit_id', '')}".rstrip("@"), None
     if url.startswith("file://"):
         path = unquote(urlparse(url).path)
         return path, (f"the harness requirement is a local path ({path}): it works on this machine "
                       "only; for CI runners pass --harness-spec with a URL")
-    return f"{DISTRIBUTION} @ {url}", None
+    return f"{name} @ {url}", None
 
 
 def _git_root(start: Path) -> Path:

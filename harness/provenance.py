@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 UNKNOWN = "unknown"
-DISTRIBUTION = "specdec-bench"   # the harness's distribution name (pyproject.toml)
 ASV_COMMIT = "ASV_COMMIT"        # asv 0.6: set for benchmarks run in an environment it built
 ASV_CONF_DIR = "ASV_CONF_DIR"    # asv 0.6: the directory asv runs from, in every environment
 
@@ -86,9 +85,15 @@ def repo_info(repo: str | Path | None = None) -> dict[str, Any]:
     return out
 
 
+def harness_distribution() -> str | None:
+    """The distribution that installed the `harness` package, whatever it is named."""
+    return (importlib.metadata.packages_distributions().get("harness") or [None])[0]
+
+
 def harness_version() -> str:
     try:
-        return importlib.metadata.version(DISTRIBUTION)
+        dist = harness_distribution()
+        return importlib.metadata.version(dist) if dist else UNKNOWN
     except importlib.metadata.PackageNotFoundError:
         return UNKNOWN
 

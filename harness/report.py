@@ -112,8 +112,12 @@ class Facts:
         for r in self.runs_of.get(arm, []):
             e = r.get("engine_info") or {}
             if e:
-                return (f"{e.get('name', '?')} {e.get('version', '?')} (mlx {e.get('mlx', '?')}, mlx-lm "
-                        f"{e.get('mlx_lm', '?')}, {e.get('device', '?')}, BLAS {e.get('blas', '?')})")
+                # Only what the engine reported: a foreign engine need not use MLX or a BLAS.
+                extra = [f"{k.replace('_', '-')} {e[k]}" for k in ("mlx", "mlx_lm") if e.get(k)]
+                extra += [str(e[k]) for k in ("device",) if e.get(k)]
+                extra += [f"{k} {e[k]}" for k in ("numerics",) if e.get(k)]
+                extra += [f"BLAS {e['blas']}" for _ in [0] if e.get("blas")]
+                return f"{e.get('name', '?')} {e.get('version', '?')}" + (f" ({', '.join(extra)})" if extra else "")
         return "unknown"
 
     def blas(self, arm: str) -> str:
@@ -225,7 +229,7 @@ def setup_table(fx: Facts) -> Table:
     t = Table(["Field", "Value"])
     h = fx.host
     cpu, mem, osys = _sec(h, "cpu"), _sec(h, "memory"), _sec(h, "os")
-    repo, blas = _sec(h, "repo"), _sec(h, "blas")
+    repo, harness = _sec(h, "repo"), _sec(h, "harness")
     t.add("host", f"{fx.host_short()}; {mem.get('total_gib', '?')} GiB; {osys.get('distribution', osys.get('platform', '?'))}; "
                   f"host profile {fx.host_name()}")
     la = fx.loadavg()
@@ -242,8 +246,7 @@ def setup_table(fx: Facts) -> Table:
     engines = {}
     for a in fx.arm_order:
         engines.setdefault(fx.engine_desc(a), []).append(a)
-    t.add("harness and engine versions",
-          f"harness at {repo.get('short_commit', 'unknown')} (no separate version); "
+    t.add("harness and engine versions", f"{harness_desc(harness)}; "
           + "; ".join(f"{k} for {names(v)}" for k, v in engines.items()))
     for role in ("target", "drafter"):
         vals = []
@@ -275,9 +278,23 @@ def setup_table(fx: Facts) -> Table:
                       f"{s['max_tokens']} tokens per run{' (EOS ignored)' if s.get('ignore_eos', True) else ''}; "
                       f"{s['repetitions']} measured runs after {s['warmups']} warm-up(s) per arm and prompt, "
                       f"cooldown {s['cooldown_s']:g} s ({s.get('cooldown_source', 'suite')}), arms interleaved")
-    t.add("BLAS", f"{blas.get('blas', blas.get('name', 'unknown'))} ({blas.get('preload', 'unknown')}) for in-process arms")
+    blases: dict[str, list[str]] = {}
+    for a in fx.arm_order:
+        blases.setdefault(fx.blas(a), []).append(a)
+    t.add("BLAS", "; ".join(f"{k} for {names(v)}" for k, v in blases.items())
+          + " (as each engine reported it; unknown: the engine reports none)")
     t.add("exactness gate", gate_sentence(fx))
     return t
+
+
+def harness_desc(h: dict[str, Any]) -> str:
+    """The harness that measured (records before the harness was its own package: unknown)."""
+    commit = h.get("commit")
+    where = f" at {str(commit)[:12]}" if commit and commit != "unknown" else ""
+    dirty = "; its own files had uncommitted changes" if h.get("dirty") is True else ""
+    version = h.get("version", "unknown")
+    named = f" {version}" if version != "unknown" else "" if where else " (version unknown)"
+    return f"harness{named}{where}{dirty}"
 
 
 def probe_readings(fx: Facts) -> list[dict[str, str]]:
@@ -720,7 +737,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
 
 def reproducing(fx: Facts) -> dict[str, Any]:
     repo = _sec(fx.host, "repo")
-    cmds = [f"git checkout {repo.get('commit', 'unknown')}"]
+    cmds = [f"git checkout {repo.get('commit', 'unknown')}   # in the measured engine's repository"]
     suite = fx.suite.get("path")
     ids = {k for s in fx.rows for k in s.identity}
     if fx.rec.get("baselines") and ids & {"identical", "differs"}:

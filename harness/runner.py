@@ -410,9 +410,9 @@ def measure_scaling(suite: Suite, context_tokens: int = 512) -> dict[str, Any] |
     """Verify-forward cost scaling of the first pairing run by an engine that can measure it
     (suite `scaling = true`); None when no arm's engine can."""
     import importlib
-    from harness.declare import BUILTIN_MODULES
+    from harness.declare import builtin_modules
     for arm in suite.arms:
-        mod = BUILTIN_MODULES.get(suite.engine(arm).adapter)
+        mod = builtin_modules().get(suite.engine(arm).adapter)
         scaler = getattr(importlib.import_module(mod), "measure_scaling", None) if mod else None
         if scaler is not None:
             return scaler(suite.pairing(arm.pairing), context_tokens=context_tokens)

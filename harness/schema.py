@@ -289,8 +289,8 @@ class Baselines(_S, kw_only=True):
 def migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """schema_version 1 -> 2: the same facts under the meanings above; nothing renders differently.
 
-    v1 engines were read with fixed assumptions (SPECDEC_PROFILE, specdec's five phases, the
-    SPECDEC_/MLX_ prefixes); the suite's `engines` section states them so v2 readers agree."""
+    v1 engines were read with fixed assumptions (the default engine's profile variable, its
+    five phases and its prefixes); the suite's `engines` section states them so v2 readers agree."""
     from harness import declare
     out = copy.deepcopy(data)
     for r in out.get("runs") or []:
@@ -306,9 +306,15 @@ def migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
         for e in d.get("rounds_log") or []:
             if isinstance(e, dict) and "proposed" not in e and isinstance(e.get("drafted"), list):
                 e["proposed"] = len(e["drafted"])
+    host = out.get("host")
+    if isinstance(host, dict) and "harness" not in host and isinstance(host.get("repo"), dict):
+        # v1's harness lived in the measured checkout: its commit and tree state were the repo's.
+        repo = host["repo"]
+        host["harness"] = {"version": "unknown", "location": "the measured checkout",
+                           "commit": repo.get("commit", "unknown"), "dirty": repo.get("dirty", "unknown")}
     suite = out.get("suite")
     if isinstance(suite, dict) and "engines" not in suite:
-        names = {a.get("engine", declare.DEFAULT_ENGINE) for a in suite.get("arms") or [] if isinstance(a, dict)}
+        names = {a.get("engine", declare.default_engine()) for a in suite.get("arms") or [] if isinstance(a, dict)}
         suite["engines"] = {n: declare.v1_declaration(n).to_dict() for n in sorted(names)}
     out["schema_version"] = SCHEMA_VERSION
     return out

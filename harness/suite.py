@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import declare
-from harness.declare import DEFAULT_ENGINE, EngineDecl
+from harness.declare import EngineDecl, default_engine
 from harness.errors import UserError
 
 EMBEDDED = "embedded"
@@ -100,7 +100,7 @@ class Pairing:
 class Arm:
     name: str
     pairing: str
-    engine: str = DEFAULT_ENGINE
+    engine: str = ""                    # resolved at load: the arm's, else the default engine
     block: int = 1                      # 1 = classic (target alone); K > 1 drafts K-1 tokens
     env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] | None = None
@@ -108,7 +108,7 @@ class Arm:
     tok_s_regex: str | None = None
     # Resolved from the engine's declaration: which adapter runs it, and the override prefixes
     # (the suite's plus the engine's) under which an inherited variable is an override.
-    adapter: str = DEFAULT_ENGINE
+    adapter: str = "command"
     override_prefixes: tuple[str, ...] = ()
 
     @property
@@ -173,7 +173,7 @@ class Suite:
 
 def embedded_dir(which: str) -> Path:
     """The default engine's embedded model directory, found without loading MLX."""
-    return importlib.import_module(declare.BUILTIN_MODULES[DEFAULT_ENGINE]).embedded_dir(which)
+    return importlib.import_module(declare.builtin_modules()[default_engine()]).embedded_dir(which)
 
 
 # --- loading ---------------------------------------------------------------------------
@@ -476,10 +476,10 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, Eng
                          f"{k}.pairing")
         if pairing not in pairings:
             raise v.fail(f"{k}.pairing", f"no pairing named {pairing!r} (have: {', '.join(pairings)})")
-        engine = v.str_(t.get("engine", DEFAULT_ENGINE), f"{k}.engine")
+        engine = v.str_(t.get("engine", default_engine()), f"{k}.engine")
         decl = declared.get(engine) or declare.builtin(engine)
         if decl is None:
-            known = [*declare.ADAPTERS, *declared]
+            known = [*declare.adapters(), *declared]
             raise v.fail(f"{k}.engine", f"unknown engine {engine!r} (known: {', '.join(known)}; "
                          f"a command engine can be declared in an [engines.{engine}] table)")
         engines[engine] = decl

@@ -2,7 +2,7 @@
 measured run by run, alternating, without paying a process start and a model load per run.
 
 The worker runs this harness (the driver's) with the commit's checkout first on sys.path and
-as its working directory: an in-process engine (specdec) is imported from the checkout, and a
+as its working directory: an in-process engine is imported from the checkout, and a
 command engine runs there, so each side measures its own commit's engine. It loads each
 pairing once and keeps it, like an in-process session does.
 
@@ -51,9 +51,9 @@ def _serve(proto: IO[str], suite_json: Path, engine_root: Path) -> int:
         suite = suite_from_record(json.loads(suite_json.read_text(encoding="utf-8")), str(suite_json))
         # Only an in-process arm's engine is imported here (its BLAS preload, before anything
         # loads MLX); a command engine's process decides its own.
-        if any(a.adapter == "specdec" for a in suite.arms):
-            from harness.adapters.specdec import preload_blas
-            info["specdec"] = preload_blas()
+        from harness.declare import prepare_process
+        info["prepared"] = prepare_process({suite.engine(a).name: suite.engine(a) for a in suite.arms
+                                            if a.adapter != "command"}.values())
     except Exception as e:  # noqa: BLE001 - reported to the driver as one line
         proto.write(json.dumps({"ready": False, "error": f"{type(e).__name__}: {e}"}) + "\n")
         proto.flush()

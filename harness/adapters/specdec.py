@@ -45,6 +45,8 @@ DECLARATION = EngineDecl(
     numerics="MLX (Metal / CUDA; CPU BLAS on a CPU device)",
     tools={"scaling": "python -m specdec scaling"},
     prompt_loader=_prompts,
+    prepare_process=lambda: preload_blas(),   # defined below; resolved when called
+    default_for_undeclared_arms=True,
 )
 
 
