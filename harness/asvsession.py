@@ -320,7 +320,11 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
             continue
         rounds = [float(r["diagnostics"]["rounds"]) for r in spec]
         figs["ms_per_round"][lab] = [float(r["diagnostics"]["decode_ms"]) / n for r, n in zip(spec, rounds)]
-        figs["rejection_rate"][lab] = [1.0 - float(r["diagnostics"]["acceptance_rate"]) for r in spec]
+        accept = [r["diagnostics"].get("acceptance_rate") for r in spec]
+        if all(x is not None for x in accept):
+            figs["rejection_rate"][lab] = [1.0 - float(x) for x in accept]
+        else:
+            skip["rejection_rate"][lab] = "the engine reported neither acceptance_rate nor proposed/accepted counts"
         # A phase the engine did not report in every run is skipped, never read as 0.0 (which
         # a comparison would call "unchanged").
         reported = [r["diagnostics"].get("phase_ms") or {} for r in spec]

@@ -30,6 +30,8 @@ class EngineDecl:
     profile_var: str | None = None             # set: the engine syncs per phase (slows itself)
     numerics: str = "unknown"                  # the library deciding device numerics
     tools: dict[str, str] = field(default_factory=dict)          # e.g. {"scaling": "<command>"}
+    # What a round split means in each timing mode ("default", "profile"), said under the split.
+    split_notes: dict[str, str] = field(default_factory=dict)
     prompts: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     # A loader for prompts kept in the engine's own package (imported only when used).
     prompt_loader: Callable[[str], list[tuple[str, str]]] | None = field(default=None, compare=False)
@@ -56,7 +58,7 @@ class EngineDecl:
         return {"name": self.name, "adapter": self.adapter, "phases": list(self.phases),
                 "phase_labels": dict(self.phase_labels), "overrides": dict(self.overrides),
                 "override_prefixes": list(self.override_prefixes), "profile_var": self.profile_var,
-                "numerics": self.numerics, "tools": dict(self.tools)}
+                "numerics": self.numerics, "tools": dict(self.tools), "split_notes": dict(self.split_notes)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EngineDecl":
@@ -65,7 +67,7 @@ class EngineDecl:
                    overrides=dict(d.get("overrides") or {}),
                    override_prefixes=tuple(d.get("override_prefixes") or ()),
                    profile_var=d.get("profile_var"), numerics=str(d.get("numerics") or "unknown"),
-                   tools=dict(d.get("tools") or {}))
+                   tools=dict(d.get("tools") or {}), split_notes=dict(d.get("split_notes") or {}))
 
 
 # A command engine that declares nothing: no phases, no prefixes, no profile mode.
@@ -117,7 +119,8 @@ def v1_declaration(name: str) -> EngineDecl:
         return own
     return EngineDecl(name=name, adapter="command", phases=spec.phases, phase_labels=spec.phase_labels,
                       overrides=spec.overrides, override_prefixes=spec.override_prefixes,
-                      profile_var=spec.profile_var, numerics="unknown", tools=spec.tools)
+                      profile_var=spec.profile_var, numerics="unknown", tools=spec.tools,
+                      split_notes=spec.split_notes)
 
 
 def of_record(record: dict[str, Any], arm: str) -> EngineDecl:

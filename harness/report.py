@@ -349,9 +349,10 @@ def split_sections(fx: Facts) -> list[dict[str, Any]]:
         t.add(f"{unit} total (decode)", f"{s.decode_ms:.2f}", f"{s.per_unit_ms:.3f}", "100.0%")
         what = (f"{s.runs} runs, {s.units} rounds, {s.emitted_per_verify:.3f} tokens per round" if unit == "round"
                 else f"{s.runs} runs, {s.units} tokens")
-        mode = ("profile mode: one sync after each stage" if s.profile else
-                "default mode: draft_block is the host issuing the drafter; its device work finishes inside "
-                "verify_forward (unattributed)") if unit == "round" else "classic decode"
+        notes = declare.of_record(fx.rec, s.arm).split_notes
+        key = "profile" if s.profile else "default"
+        mode = (f"{key} mode: {notes.get(key, 'phases as the engine timed them')}" if unit == "round"
+                else "classic decode")
         title = fx.row_label(s.arm, s.prompt)
         if s.mode == "classic" and fx.arms.get(s.arm, {}).get("block", 1) > 1:
             title += ": decoded classic (the gate declined)"

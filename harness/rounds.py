@@ -112,7 +112,8 @@ def round_split(arm: str, prompt: str, runs: list[dict[str, Any]],
     reported = list(dict.fromkeys(k for d in diags for k in d["phase_ms"]))   # the engine's order
     names = [k for k in decl.phases if k in reported] + [k for k in reported if k not in decl.phases]
     decode = sum(float(d["decode_ms"]) for d in diags)
-    block = int(diags[0].get("block_size") or 1)
+    # The block the engine ran: its own diagnostics, else the arm's as recorded with the run.
+    block = int(diags[0].get("block_size") or runs[0].get("block") or 1)
     comps = []
     for n in names:
         # Only runs that reported the phase: a missing phase is not a measured 0.

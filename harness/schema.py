@@ -165,6 +165,9 @@ def complete_timings(res: EngineResult) -> EngineResult:
             d.ms_per_token = 1000.0 / d.decode_tokens_per_s
     if d.decode_tokens_per_s is None and d.ms_per_token:
         d.decode_tokens_per_s = 1000.0 / d.ms_per_token
+    # Acceptance from the counts when the engine gave counts only.
+    if d.acceptance_rate is None and d.proposed and d.accepted is not None:
+        d.acceptance_rate = d.accepted / d.proposed
     return res
 
 

@@ -284,7 +284,7 @@ _WATCH = ("enabled", "threshold_pct", "interval_s")
 _PAIRING = ("name", "target", "drafter")
 _ARM = ("name", "pairing", "engine", "block", "env", "command", "timeout_s", "tok_s_regex")
 _PROMPT = ("name", "category", "text", "file", "limit", "engine")
-_ENGINE = ("adapter", "phases", "phase_labels", "overrides", "override_prefixes", "profile_var",
+_ENGINE = ("adapter", "phases", "phase_labels", "overrides", "override_prefixes", "profile_var", "split_notes",
            "numerics", "tools", "prompts")
 
 
@@ -333,7 +333,8 @@ def _engines(v: _V, raw: Any) -> dict[str, EngineDecl]:
             override_prefixes=v.str_list(t.get("override_prefixes", []), f"{k}.override_prefixes"),
             profile_var=None if profile is None else v.str_(profile, f"{k}.profile_var"),
             numerics=v.str_(t.get("numerics", "unknown"), f"{k}.numerics"),
-            tools=_str_table(v, t.get("tools", {}), f"{k}.tools"), prompts=prompts)
+            tools=_str_table(v, t.get("tools", {}), f"{k}.tools"), prompts=prompts,
+            split_notes=_str_table(v, t.get("split_notes", {}), f"{k}.split_notes"))
     return out
 
 

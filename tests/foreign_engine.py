@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Callable
 
 from asv_scratch import commit_all, git
 
@@ -20,10 +21,13 @@ MODEL = Path("tinyspec/model.py")
 VERIFY = "logits = target.forward("
 
 
-def make_foreign_repo(root: Path) -> dict[str, str]:
-    """Create root (a git repository of tinyspec) and return {base, docs, slow} commit SHAs."""
+def make_foreign_repo(root: Path, prepare: Callable[[Path], None] | None = None) -> dict[str, str]:
+    """Create root (a git repository of tinyspec) and return {base, docs, slow} commit SHAs.
+    `prepare(root)` runs in the new repository before the first commit (`harness init`, say)."""
     shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     git(root, "init", "-q", "-b", "main")
+    if prepare is not None:
+        prepare(root)
     shas = {"base": commit_all(root, "tinyspec 0.3.0")}
     readme = root / "README.md"
     readme.write_text(readme.read_text() + "\nThe weights are random; acceptance is about 70% at block 3.\n")

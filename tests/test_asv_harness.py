@@ -123,6 +123,11 @@ def test_a_foreign_engine_declares_its_own_prefixes_and_phases():
     assert f"{lab}|host_readback" not in f["figures"]["phase_ms_per_round"]
     with pytest.raises(NotImplementedError, match="no 'host_readback' phase in 1 of 3 runs"):
         session.samples_for(f, "phase_ms_per_round", f"{lab}|host_readback")
+    # No acceptance reported: its rejection rate is skipped with the reason, not read as 0.
+    with pytest.raises(NotImplementedError, match="neither acceptance_rate nor proposed/accepted"):
+        session.samples_for(session.figures_from_record(
+            {"runs": [{**x, "diagnostics": {**x["diagnostics"], "acceptance_rate": None}} for x in runs]}, arms),
+            "rejection_rate", lab)
 
 
 def test_the_shipped_suite_has_enough_runs_and_a_labelled_override_arm():

@@ -49,6 +49,13 @@ def test_malformed_results_name_what_is_wrong(text: str, needle: str) -> None:
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_acceptance_comes_from_counts_when_the_engine_gives_counts_only() -> None:
+    r = schema.decode_engine_result({"token_ids": [1, 2], "diagnostics": {"decode_ms": 4.0, "proposed": 8, "accepted": 6}})
+    assert r.diagnostics.acceptance_rate == 0.75
+    r = schema.decode_engine_result({"token_ids": [1, 2], "diagnostics": {"decode_ms": 4.0, "proposed": 8}})
+    assert r.diagnostics.acceptance_rate is None   # no count of accepted: unknown, not 0
+
+
 def test_round_log_proposed_is_filled_from_drafted_ids() -> None:
     r = schema.decode_engine_result({"token_ids": [1], "diagnostics": {"decode_ms": 1.0, "rounds_log": [
         {"offset": 0, "drafted": [5, 6], "accepted": 1}, {"offset": 2, "proposed": 2, "accepted": 0}]}})

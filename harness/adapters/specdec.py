@@ -44,6 +44,9 @@ DECLARATION = EngineDecl(
     # MLX decides device numerics: Metal on a Mac, CUDA on NVIDIA, its CPU backend (BLAS) elsewhere.
     numerics="MLX (Metal / CUDA; CPU BLAS on a CPU device)",
     tools={"scaling": "python -m specdec scaling"},
+    split_notes={"default": "draft_block is the host issuing the drafter; its device work finishes inside "
+                            "verify_forward (unattributed)",
+                 "profile": "one sync after each stage"},
     prompt_loader=_prompts,
     prepare_process=lambda: preload_blas(),   # defined below; resolved when called
     default_for_undeclared_arms=True,
