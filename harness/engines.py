@@ -114,6 +114,10 @@ class CommandAdapter:
         env = dict(os.environ)
         env.update(arm.env)
         overrides = overrides_in_force(arm.env, env, arm.override_prefixes, s.override_ignore)
+        # The environment running the harness comes first on PATH: under asv and pr-check that
+        # is the commit's own, so a console-script engine is that commit's build, not whichever
+        # copy the shell would find.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
             prompt_file = Path(tmp) / "prompt.txt"
             prompt_file.write_text(req.prompt.text, encoding="utf-8")

@@ -45,6 +45,9 @@ def _serve(proto: IO[str], suite_json: Path, engine_root: Path) -> int:
     # from the driver's install, and its submodules resolve through the loaded package.
     sys.path.insert(0, str(engine_root))
     importlib.invalidate_caches()
+    # A command engine is a child process: it sees the checkout through PYTHONPATH, so
+    # `{python} -m package` runs this commit's source, not an installed copy.
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(engine_root), os.environ.get("PYTHONPATH")) if p)
     os.chdir(engine_root)
     info: dict[str, Any] = {"ready": True, "pid": os.getpid(), "engine_root": str(engine_root)}
     try:

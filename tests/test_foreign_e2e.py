@@ -26,7 +26,8 @@ pytestmark = pytest.mark.e2e
 
 MACHINE = "foreign"
 ARTIFACTS = REPO / "build" / "artifacts"
-TINY = '["tinyspec", "--prompt-file", "{prompt_file}", "--max-tokens", "{max_tokens}", "--block", "{block}", "--seed", "{seed}"]'
+# `{python} -m`: under pr-check each side is its commit's source tree on PYTHONPATH.
+TINY = '["{python}", "-m", "tinyspec", "--prompt-file", "{prompt_file}", "--max-tokens", "{max_tokens}", "--block", "{block}", "--seed", "{seed}"]'
 
 # What the lab writes into the starter suite: its engine's declaration and its arms.
 SUITE = f"""
@@ -221,6 +222,10 @@ def test_pr_check_does_not_fail_a_docs_only_change(lab):
 
 
 def test_nightly_pushes_into_a_bare_results_repository(lab):
+    # A commit lands after the checks above: nightly measures what has no results yet.
+    readme = lab.repo / "README.md"
+    readme.write_text(readme.read_text() + "\nNightly numbers: see the dashboard.\n")
+    lab.shas["new"] = commit_all(lab.repo, "docs: point at the dashboard")
     bare = lab.root / "results.git"
     git(lab.root, "init", "-q", "--bare", "-b", "main", str(bare))
     t0 = time.monotonic()
@@ -229,6 +234,7 @@ def test_nightly_pushes_into_a_bare_results_repository(lab):
     _timing("nightly_s", t0)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     files = git(bare, "ls-tree", "-r", "--name-only", "main").splitlines()
-    for k in ("docs", "slow"):
-        assert any(f.startswith(f"results/{MACHINE}/{lab.shas[k][:8]}") for f in files), files
-    assert any(f.startswith(f"records/{MACHINE}/") for f in files), files
+    # Every measured commit's asv results (pr-check's stored ones too) and the new one's record.
+    for k in ("base", "slow", "new"):
+        assert any(f.startswith(f"results/{MACHINE}/{lab.shas[k][:8]}") for f in files), (k, files)
+    assert any(f.startswith(f"records/{MACHINE}/{lab.shas['new'][:12]}") for f in files), files

@@ -208,6 +208,10 @@ def test_only_the_specdec_adapter_imports_specdec() -> None:
         if "import specdec" in text or "from specdec" in text:
             hits.append(f.relative_to(REPO).as_posix())
     assert hits == ["harness/adapters/specdec.py"]
+    # Not even by name: the harness knows an engine only through its declaration.
+    named = sorted(f.relative_to(REPO).as_posix() for f in (REPO / "harness").rglob("*")
+                   if f.is_file() and "__pycache__" not in f.parts and b"specdec" in f.read_bytes())
+    assert named == ["harness/adapters/specdec.py"]
 
 
 # --- the command adapter's contract ----------------------------------------------------------
