@@ -18,7 +18,7 @@ import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from harness.declare import builtin_modules
 from harness.schema import ArmInfo, Diagnostics, EngineInfo, EngineResult, Gate, ResultError, decode_engine_result
@@ -96,6 +96,21 @@ def _tail(s: str | bytes | None, n: int = STDERR_TAIL_CHARS) -> str | None:
 
 def failure_from_exception(e: BaseException, overrides: dict[str, str]) -> EngineFailure:
     return EngineFailure(f"{type(e).__name__}: {e}", _tail(traceback.format_exc()), overrides)
+
+
+def run_in_process(req: "RunRequest", generate: Callable[[dict[str, str]], dict[str, Any]]) -> "EngineOutput":
+    """One in-process generation under the arm's env: `generate(overrides)` returns the engine's
+    result dict, decoded strictly here; any exception fails this run, never the session. The
+    overrides are the harness's view and the engine's own, united."""
+    arm, s = req.arm, req.settings
+    with env_applied(arm.env):
+        overrides = overrides_in_force(arm.env, os.environ, arm.override_prefixes, s.override_ignore)
+        try:
+            result = decode_engine_result(generate(overrides))
+        except Exception as e:  # the engine under test may fail in any way; record it
+            raise failure_from_exception(e, overrides) from None
+    overrides.update(result.overrides)
+    return EngineOutput(result=result, overrides=dict(sorted(overrides.items())))
 
 
 # --- any engine with a CLI --------------------------------------------------------------

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.declare import EngineDecl
-from harness.engines import EngineOutput, RunRequest, env_applied, failure_from_exception, overrides_in_force
-from harness.schema import decode_engine_result
+from harness.engines import EngineOutput, RunRequest, run_in_process
 
 # Stock mlx-lm reports no phases and has no profile mode; MLX_ variables change how it runs.
 DECLARATION = EngineDecl(
@@ -41,15 +39,8 @@ class MlxLmAdapter:
         return self._models[key]
 
     def run(self, req: RunRequest) -> EngineOutput:
-        arm, s = req.arm, req.settings
-        with env_applied(arm.env):
-            overrides = overrides_in_force(arm.env, os.environ, arm.override_prefixes, s.override_ignore)
-            try:
-                result = self._generate(req)
-            except Exception as e:
-                raise failure_from_exception(e, overrides) from None
-        result["overrides"] = overrides
-        return EngineOutput(result=decode_engine_result(result), overrides=overrides)
+        # Stock mlx-lm has no view of its overrides: the result carries the harness's.
+        return run_in_process(req, lambda overrides: {**self._generate(req), "overrides": dict(overrides)})
 
     def _generate(self, req: RunRequest) -> dict[str, Any]:
         import mlx.core as mx

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from pathlib import Path
 from typing import Any
 
 from harness.declare import EngineDecl
-from harness.engines import EngineOutput, RunRequest, failure_from_exception, env_applied, overrides_in_force
-from harness.schema import decode_engine_result
+from harness.engines import EngineOutput, RunRequest, run_in_process
 
 NAME = "specdec"
 
@@ -90,20 +88,14 @@ class SpecdecAdapter:
         self._pairs: dict[tuple, Any] = {}
 
     def run(self, req: RunRequest) -> EngineOutput:
-        arm, s = req.arm, req.settings
-        with env_applied(arm.env):
-            overrides = overrides_in_force(arm.env, os.environ, arm.override_prefixes, s.override_ignore)
-            try:
-                from specdec.engine import generate
-                pair = self._pair(req)
-                res = generate(pair, req.prompt.text, block=arm.block, max_tokens=s.max_tokens,
-                               temp=s.temp, seed=s.seed, ignore_eos=s.ignore_eos)
-                result = decode_engine_result(res.to_dict())
-            except Exception as e:  # the engine under test may fail in any way; record it
-                raise failure_from_exception(e, overrides) from None
-        # The engine's own view of its overrides is a fact too; keep the union.
-        overrides.update(result.overrides)
-        return EngineOutput(result=result, overrides=dict(sorted(overrides.items())))
+        return run_in_process(req, lambda _overrides: self._generate(req))
+
+    def _generate(self, req: RunRequest) -> dict[str, Any]:
+        from specdec.engine import generate
+        s = req.settings
+        res = generate(self._pair(req), req.prompt.text, block=req.arm.block, max_tokens=s.max_tokens,
+                       temp=s.temp, seed=s.seed, ignore_eos=s.ignore_eos)
+        return res.to_dict()
 
     def _pair(self, req: RunRequest) -> Any:
         key = (req.pairing, tuple(sorted(req.arm.env.items())))
