@@ -4,7 +4,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install bench test check baseline blas clean
+.PHONY: install bench test test-fast lint chromium check baseline blas clean
 
 # Debian/Ubuntu: MLX's CPU wheel bundles the reference BLAS; OpenBLAS is ~50x faster and
 # specdec preloads it when present. Elsewhere (macOS uses Accelerate) this step does nothing.
@@ -23,8 +23,25 @@ install: blas $(BIN)/python
 bench: install
 	$(BIN)/harness run
 
-test: install
+# Everything CI needs: lint, then every test (the end-to-end ones too).
+test: install lint chromium
 	$(BIN)/python -m pytest
+
+# The quick loop while editing: every test but the end-to-end ones (e2e).
+test-fast: install
+	$(BIN)/python -m pytest -m "not e2e"
+
+# ruff, and the import layering (pyproject.toml [tool.importlinter]): no package imports one above it.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+# The dashboard test drives a real headless browser; install one where none is found.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+	    && ! command -v google-chrome >/dev/null 2>&1 && [ -f /etc/debian_version ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; fi
 
 # Each arm's output against its own recorded baseline (record one first with `make baseline`).
 check: install

@@ -1,5 +1,5 @@
 """The asv benchmarks: figures per arm, all from the commit's one harness session
-(harness.asvsession.run_session). A repository's benchmarks/ holds only
+(harness.ci.asvsession.run_session). A repository's benchmarks/ holds only
 `from harness.asvbench import *`; asv names each benchmark after that module
 (benchmarks/bench_engine.py: "bench_engine.Decode.track_ms_per_token").
 
@@ -10,8 +10,7 @@ A figure that does not apply to an arm (rounds of classic decode) is skipped, no
 an arm whose runs failed on a commit fails every figure on that commit.
 """
 
-from harness import asvsession as _s
-
+from harness.ci import asvsession as _s
 
 
 class _Figures:

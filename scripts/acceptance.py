@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness.stats import wilson_ci
+from harness.analyze.stats import wilson_ci
 from specdec.engine import generate
 from specdec.errors import SpecdecError
 from specdec.loading import load_pair

@@ -20,10 +20,10 @@ import os
 import statistics
 import time
 
-import specdec  # noqa: F401  (BLAS preload before mlx)
 import mlx.core as mx
 from mlx_lm.generate import generate_step, speculative_generate_step
 
+import specdec  # noqa: F401  (BLAS preload before mlx)
 from specdec.blas import blas_info
 from specdec.diagnostics import Diagnostics
 from specdec.engine import _count_round, generate

@@ -12,12 +12,12 @@ import json
 import time
 from pathlib import Path
 
-import specdec  # noqa: F401  (BLAS preload before mlx)
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.llama import Model, ModelArgs
 from mlx_lm.utils import load_tokenizer
 
+import specdec  # noqa: F401  (BLAS preload before mlx)
 from specdec.engine import generate
 from specdec.loading import EMBEDDED_TARGET, Pair, parameter_count, quantize_drafter
 from specdec.scaling import verify_forward_cost_scaling

@@ -14,11 +14,11 @@ import shutil
 import sys
 from pathlib import Path
 
-import specdec  # noqa: F401  (BLAS preload before mlx)
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.utils import save_model
 
+import specdec  # noqa: F401  (BLAS preload before mlx)
 from specdec.loading import EMBEDDED_TARGET
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

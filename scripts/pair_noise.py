@@ -4,7 +4,7 @@ Reads a record of interleaved arms that differ only in run length (e.g.
 scripts/suites/noise-probe-random-8b.toml) and prints, per arm: the spread (sd) of the
 log-ratio of successive measured runs of that arm (what one pair of a paired check sees when
 nothing changed), the wall time per run, the cooldown the suite's rule adds, and the pairs and
-measuring seconds needed for the smallest detectable change (harness.paired, same design as
+measuring seconds needed for the smallest detectable change (harness.analyze.paired, same design as
 the check) to reach --threshold.
 
     PYTHONPATH=. python3 scripts/pair_noise.py RECORD.json --threshold 0.02 --looks 4

@@ -24,7 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import cli, record  # noqa: E402
+from harness import cli  # noqa: E402
+from harness.collect import record  # noqa: E402
 
 ENGINE = """import json, sys, time
 time.sleep(float(sys.argv[1]))

@@ -6,7 +6,8 @@ one (`y`, emitted but not yet fed to any model). An MTP head fits the same proto
 """
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import mlx.core as mx
 import mlx.nn as nn

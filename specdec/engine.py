@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
@@ -17,7 +17,7 @@ from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 import specdec
 from specdec import blas, overrides
 from specdec.diagnostics import Diagnostics, RoundLog
-from specdec.drafter import DraftModelDrafter, Drafter
+from specdec.drafter import Drafter, DraftModelDrafter
 from specdec.errors import SpecdecError
 from specdec.loading import Pair
 from specdec.probe import GateDecision, gate

@@ -1,8 +1,3 @@
-"""pytest configuration shared by every test module."""
+"""pytest configuration shared by every test module (markers are declared in pyproject.toml).
 
-
-def pytest_configure(config):
-    # `python -m pytest -m e2e` selects the slow end-to-end proofs; plain `python -m pytest`
-    # (make test, CI) runs them too.
-    config.addinivalue_line("markers", "e2e: slow end-to-end test (asv over scratch commits, "
-                                       "headless Chromium on the dashboard); part of make test")
+`make test` (CI) runs everything; `make test-fast` leaves out the e2e tests."""

@@ -11,8 +11,8 @@ and its own override variables (TINY_*), in a fresh git repository with three co
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from asv_scratch import commit_all, git
 

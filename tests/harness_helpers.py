@@ -97,9 +97,9 @@ def last_json(stdout: str) -> dict[str, Any]:
 
 
 def load(path: Path) -> dict[str, Any]:
-    """A JSON file as a reader sees it; a record with its run journal (harness.record)."""
+    """A JSON file as a reader sees it; a record with its run journal (harness.collect.record)."""
     data = json.loads(Path(path).read_text())
     if isinstance(data, dict) and data.get("kind") == "harness.record":
-        from harness.record import Record
+        from harness.collect.record import Record
         return Record.load(path).data
     return data

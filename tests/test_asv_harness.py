@@ -11,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import asvtool, machine, nightly, prcheck
-from harness.errors import UserError
+from harness.ci import asvtool, machine, nightly, prcheck
+from harness.core.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from harness import asvsession as session  # noqa: E402  (the asv suite's helpers: benchmarks/ imports them)
-
+from harness.ci import asvsession as session  # noqa: E402  (the asv suite's helpers: benchmarks/ imports them)
 
 # --- figures from a record -----------------------------------------------------------------
 
@@ -133,7 +132,7 @@ def test_a_foreign_engine_declares_its_own_prefixes_and_phases():
 def test_the_shipped_suite_has_enough_runs_and_a_labelled_override_arm():
     assert session.SUITE["repetitions"] >= 7
     assert "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]" in session.LABELS
-    assert session.SPEC_LABELS == [l for l in session.LABELS if l != "classic"]
+    assert session.SPEC_LABELS == [lab for lab in session.LABELS if lab != "classic"]
 
 
 def test_version_follows_meaning_not_noise_settings():
@@ -175,8 +174,9 @@ def _cmp(verdict_change, noise=0.01, n=24, identity=None, head_fail=False):
     """A Comparison of two sides built from synthetic paired runs, judged by the real code."""
     import numpy as np
 
-    from harness import commits, paired
-    from harness.identity import IdentityRow
+    from harness.analyze import paired
+    from harness.analyze.identity import IdentityRow
+    from harness.ci import commits
 
     rng = np.random.default_rng(0)
     design = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=2)
@@ -222,7 +222,7 @@ def test_noise_that_hides_the_threshold_is_inconclusive_first_never_pass():
 
 
 def test_identity_breaks_and_runs_failing_at_head_only_fail():
-    from harness.identity import IdentityRow
+    from harness.analyze.identity import IdentityRow
     c = _cmp(1.0, identity=[IdentityRow("classic", "p", "differs", "1 of 8 head runs: differs at token 3")])
     assert c.exit_status == 1 and "no longer byte-identical" in c.headline()
     c = _cmp(1.0, head_fail=True)
@@ -236,7 +236,7 @@ def _rec(outputs):
 
 
 def test_identity_against_the_base_commits_output():
-    from harness.identity import identity_rows
+    from harness.analyze.identity import identity_rows
     base = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
     same = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
     other = _rec([("classic", [1, 2, 4], "abd", "shipping configuration")])
@@ -340,7 +340,7 @@ def test_the_asv_shim_reads_the_chosen_machine_file(tmp_path):
     mf = tmp_path / "m.json"
     machine.write_machine_entry({"machine": "shim-test", "chip": "X", "os": "o", "arch": "a", "cpu": "c",
                                  "num_cpu": "1", "ram": "1"}, mf)
-    code = ("import sys; from harness import asvtool; from asv.machine import Machine;"
+    code = ("import sys; from harness.ci import asvtool; from asv.machine import Machine;"
             f"asvtool.main(['--machine-file', {str(mf)!r}, '--', '--version']);"
             "print(Machine.load(machine_name='shim-test').chip)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
@@ -425,7 +425,7 @@ def test_branch_commits_stop_at_since(tmp_path):
 # --- the dashboard's libraries ------------------------------------------------------------
 
 def test_vendor_dashboard_points_index_at_local_copies(tmp_path):
-    from harness import dashboard
+    from harness.ci import dashboard
     cache = tmp_path / "cache"
     for a in dashboard.ASSETS:
         for p in (a.path, *a.extra):

@@ -9,9 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from harness_helpers import (clean_env, command_arm, harness_argv,
-                             last_json, load, run_cli, write_suite)
+from harness_helpers import clean_env, command_arm, harness_argv, last_json, load, run_cli, write_suite
 
 
 def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
@@ -39,7 +37,7 @@ def test_bad_suites_exit_2_with_one_line(tmp_path: Path, mutate, expect: str) ->
 
 def test_missing_suite_and_unavailable_extension(tmp_path: Path) -> None:
     assert "suite file not found" in _one_line_exit_2(run_cli("check", "nope.toml", cwd=tmp_path))
-    # nightly has landed (harness.nightly): without a results repository it is one line, exit 2.
+    # nightly has landed (harness.ci.nightly): without a results repository it is one line, exit 2.
     assert "no results repository" in _one_line_exit_2(run_cli("nightly", cwd=tmp_path))
 
 

@@ -1,4 +1,4 @@
-"""harness.costmodel against the seed study's own numbers (seed/000_118329bea83d97d9.txt).
+"""harness.analyze.costmodel against the seed study's own numbers (seed/000_118329bea83d97d9.txt).
 
 Seed inputs (M5 Max, Qwen 3.8 27B pairing, block 3): classic 30.3 ms/token (32.96 tok/s),
 2.248 tokens per round, verify forward 35.27 ms, measured round 57.35 ms, drafter step
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import costmodel as cm
+from harness.analyze import costmodel as cm
 
 # --- helpers ---------------------------------------------------------------------------------
 

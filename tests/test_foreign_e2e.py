@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from asv_scratch import REPO, commit_all, git
 from foreign_engine import make_foreign_repo
 
@@ -113,7 +112,7 @@ class Lab:
         return self.run(str(self.venv / "bin" / "harness"), *args, timeout=timeout)
 
     def asv(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        return self.run(str(self.python), "-m", "harness.asvtool", "--machine-file", str(self.machine_file),
+        return self.run(str(self.python), "-m", "harness.ci.asvtool", "--machine-file", str(self.machine_file),
                         "--", *args, timeout=timeout)
 
 
@@ -132,7 +131,7 @@ def lab(tmp_path_factory) -> Lab:
     _timing("fresh_venv_install_s", t0)
     freeze = subprocess.run([str(lab.python), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
     assert "mlx" not in freeze.lower(), freeze
-    r = subprocess.run([str(lab.python), "-c", "import harness.cli, harness.hosts as h, sys; "
+    r = subprocess.run([str(lab.python), "-c", "import harness.cli, harness.collect.host.profiles as h, sys; "
                         "print(sorted(h.load_profiles())); assert 'mlx' not in sys.modules"],
                        capture_output=True, text=True, timeout=120, cwd=lab.root, env=lab.env)
     assert r.returncode == 0 and "h200" in r.stdout, r.stderr   # profiles shipped as package data
@@ -187,7 +186,7 @@ def test_asv_run_builds_the_engine_and_installs_the_harness_in_its_own_environme
     _timing("asv_run_1_commit_s", t0)
     assert "Benchmarking virtualenv" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
     sys.path.insert(0, str(REPO))
-    from harness.asvtool import load_config, load_figures
+    from harness.ci.asvtool import load_config, load_figures
     figs = load_figures(load_config(lab.repo / "asv.conf.json"), MACHINE, lab.shas["base"])
     classic = figs["bench_engine.Decode.track_ms_per_token('classic')"]
     assert classic.samples and len(classic.samples) >= 7, r.stdout[-3000:]

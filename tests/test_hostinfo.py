@@ -1,14 +1,14 @@
 """Host metadata: every section present, "unknown" where unreadable, never an exception."""
 
 import json
-from pathlib import Path
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from harness import hostinfo
-from harness.hostinfo import UNKNOWN, collect_host
+from harness.collect.host import info as hostinfo
+from harness.collect.host.info import UNKNOWN, collect_host
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = {"cpu", "gpu", "memory", "os", "python", "mlx", "blas", "repo", "harness"}
@@ -121,7 +121,7 @@ def test_run_quiet_never_raises():
 def test_collect_host_imports_no_engine_and_says_whose_blas_it_is(tmp_path):
     # A fresh process, as `harness run` of a command suite is: collecting the host must not
     # import specdec (whose import preloads OpenBLAS into the harness's own process).
-    code = ("import json, sys; from harness.hostinfo import collect_host\n"
+    code = ("import json, sys; from harness.collect.host.info import collect_host\n"
             "h = collect_host(); print(json.dumps({'blas': h['blas'], "
             "'engine_loaded': 'specdec' in sys.modules}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from harness import hosts
-from harness.errors import UserError
-from harness.hostinfo import collect_host
+from harness.collect.host import profiles as hosts
+from harness.collect.host.info import collect_host
+from harness.core.errors import UserError
 
 LAB = {"m1-ultra", "m3-ultra", "m5-max", "gb10", "h200", "linux-cpu"}
 
@@ -149,16 +149,15 @@ def test_old_profile_with_default_cooldown_s_reads_as_a_fixed_floor(tmp_path):
 
 
 def test_host_cooldown_setting_takes_the_whole_rule(tmp_path, monkeypatch):
-    from harness import cli
-    from harness.suite import load_suite
     from harness_helpers import command_arm, write_suite
+
+    from harness.collect.suite import load_suite
     s = load_suite(write_suite(tmp_path, [command_arm("a")], cooldown_s="host"))
     monkeypatch.setattr(hosts, "match_profile", lambda host: hosts.get_profile("m3-ultra"))
-    monkeypatch.setattr(cli, "_host", lambda: {})
-    r = cli.resolve_host_settings(s).settings
+    r = hosts.resolve_host_settings(s, {}).settings
     assert (r.cooldown_s, r.cooldown_ratio, r.cooldown_cap_s) == (5.0, 9.0, 90.0)
     assert r.cooldown_source.startswith("host profile m3-ultra") and "cap 90 s" in r.cooldown_source
     monkeypatch.setattr(hosts, "match_profile", lambda host: None)
-    r = cli.resolve_host_settings(s).settings
+    r = hosts.resolve_host_settings(s, {}).settings
     assert (r.cooldown_s, r.cooldown_ratio, r.cooldown_cap_s) == (10.0, 0.0, None)
     assert r.cooldown_source.startswith("host: no profile matched")

@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.identity import (BaselineStore, classic_comparisons, compare_output, first_byte_difference,
-                              first_token_difference, identity_key, record_baselines)
 from harness_helpers import command_arm, last_json, load, run_cli, write_suite
+
+from harness.analyze.identity import (
+    BaselineStore,
+    classic_comparisons,
+    compare_output,
+    first_byte_difference,
+    first_token_difference,
+    identity_key,
+    record_baselines,
+)
 
 
 def test_first_difference_token_and_byte_offset() -> None:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import asvtool, hosts
-from harness.errors import UserError
-from harness.init import FILES, init
+from harness.ci import asvtool
+from harness.ci.init import FILES, init
+from harness.collect.host import profiles as hosts
+from harness.core.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
 COMMAND = ["{python}", "-c", "print('decode: 100.0 tok/s')"]
@@ -62,7 +63,7 @@ def test_init_writes_every_file_and_a_config_asv_accepts(tmp_path):
     ours = asvtool.load_config(repo / "asv.conf.json")
     assert asvtool.configured_suite(ours) == repo / "benchmarks" / "suite.toml"
     # The starter suite loads, with its command arm.
-    from harness.suite import load_suite
+    from harness.collect.suite import load_suite
     suite = load_suite(str(repo / "benchmarks" / "suite.toml"))
     assert [(a.name, a.adapter, list(a.command or ())) for a in suite.arms] == [("classic", "command", COMMAND)]
     assert "from harness.asvbench import *" in (repo / "benchmarks" / "bench_engine.py").read_text()
@@ -98,8 +99,8 @@ def test_init_refuses_to_overwrite_and_force_overwrites(tmp_path):
     assert not (repo / "benchmarks").exists() and (repo / ".gitignore").read_text() == "build/\n.asv/"
     res = _init(repo, force=True)
     assert "asv.conf.json" in res.written and json.loads(
-        "\n".join(l for l in (repo / "asv.conf.json").read_text().splitlines()
-                  if not l.strip().startswith("//")))["harness_suite"] == "benchmarks/suite.toml"
+        "\n".join(ln for ln in (repo / "asv.conf.json").read_text().splitlines()
+                  if not ln.strip().startswith("//")))["harness_suite"] == "benchmarks/suite.toml"
     # The user's .gitignore lines stay; only the missing outputs are appended.
     lines = (repo / ".gitignore").read_text().splitlines()
     assert lines[:2] == ["build/", ".asv/"] and lines.count(".asv/") == 1 and "/results/" in lines
@@ -128,7 +129,7 @@ def test_pr_check_takes_the_suite_from_the_config(tmp_path):
     (repo / "benchmarks" / "suite.toml").rename(repo / "benchmarks" / "lab.toml")
     conf_path = repo / "asv.conf.json"
     conf_path.write_text(conf_path.read_text().replace('"benchmarks/suite.toml"', '"benchmarks/lab.toml"'))
-    from harness.prcheck import suite_file
+    from harness.ci.prcheck import suite_file
     assert suite_file(asvtool.load_config(conf_path), None) == repo / "benchmarks" / "lab.toml"
     conf_path.write_text(conf_path.read_text().replace('"benchmarks/lab.toml"', '"benchmarks/gone.toml"'))
     with pytest.raises(UserError, match="harness_suite.*gone.toml.*not found"):

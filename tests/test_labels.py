@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.engines import overrides_in_force
-from harness.labels import NOT_SHIPPING, SHIPPING, label_run
 from harness_helpers import command_arm, last_json, load, run_cli, write_suite
+
+from harness.analyze.labels import NOT_SHIPPING, SHIPPING, label_run
+from harness.collect.engines import overrides_in_force
 
 READING = "verify block position 0 differs from the single-token chain in 12 of 4096 logit bytes"
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from harness import comparisons, paired, sequential
+from harness.analyze import comparisons, paired, sequential
 
 D = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
 

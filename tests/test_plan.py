@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.plan import build_plan
-from harness.suite import load_suite
 from harness_helpers import command_arm, write_suite
+
+from harness.collect.plan import build_plan
+from harness.collect.suite import load_suite
 
 
 def _suite(tmp: Path, **settings):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UserError
-from harness.record import SCHEMA_VERSION, Record, write_json_atomic
+from harness.collect.record import SCHEMA_VERSION, Record, write_json_atomic
+from harness.core.errors import UserError
 
 
 def _new(path: Path) -> Record:
@@ -54,7 +54,7 @@ def test_a_killed_session_keeps_every_finished_run(tmp_path: Path) -> None:
 
 
 def test_record_is_rewritten_when_due_and_the_journal_goes(tmp_path: Path, monkeypatch) -> None:
-    import harness.record as record
+    import harness.collect.record as record
     monkeypatch.setattr(record, "REWRITE_MIN_INTERVAL_S", 0.0)
     monkeypatch.setattr(record, "REWRITE_MAX_SHARE", float("inf"))
     p = tmp_path / "r.json"
@@ -113,7 +113,7 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path) -> None:
 
 
 def test_duty_cycle_from_known_wall_times() -> None:
-    from harness.record import duty_cycle
+    from harness.collect.record import duty_cycle
     runs = [{"wall_s": 4.0, "warmup": True, "cooldown_s": 0.0, "gate_wait_s": 0.5},
             {"wall_s": 2.0, "warmup": False, "cooldown_s": 3.0, "gate_wait_s": 0.0,
              "load": {"thermal_wait": {"waited_s": 1.5}}},
@@ -134,7 +134,7 @@ class _Clock:
 
 
 def test_session_wall_sums_segments_and_finish_writes_duty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import record as record_mod
+    from harness.collect import record as record_mod
     clock = _Clock()
     monkeypatch.setattr(record_mod.time, "monotonic", clock)
     p = tmp_path / "r.json"
@@ -160,7 +160,7 @@ def test_session_wall_sums_segments_and_finish_writes_duty(tmp_path: Path, monke
 
 
 def test_old_record_keeps_its_earlier_runs_out_of_the_duty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import record as record_mod
+    from harness.collect import record as record_mod
     clock = _Clock()
     monkeypatch.setattr(record_mod.time, "monotonic", clock)
     p = tmp_path / "r.json"

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_helpers import command_arm, write_suite
 from rich.console import Console
 
-from harness import runner
-from harness.engines import Engines
-from harness.labels import annotate_label
-from harness.plan import PlannedRun, build_plan
-from harness.record import Record
-from harness.suite import load_suite
-from harness_helpers import command_arm, write_suite
+from harness.analyze.labels import annotate_label
+from harness.collect import runner
+from harness.collect.engines import Engines
+from harness.collect.plan import PlannedRun, build_plan
+from harness.collect.record import Record
+from harness.collect.suite import load_suite
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def test_inprocess_env_is_restored_specdec(tmp_path: Path) -> None:
 
 class _Watch:
     def __init__(self, *a: Any, **k: Any) -> None: ...
-    def __enter__(self) -> "_Watch": return self
+    def __enter__(self) -> _Watch: return self
     def __exit__(self, *a: Any) -> None: ...
     def result(self) -> dict: return {"samples": 4, "contended_samples": 2, "contended_fraction": 0.5, "busiest": None}
 
@@ -120,8 +120,8 @@ class _QuietGate(_Gate):
 
 
 def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.loadwatch, "ContentionWatch", _Watch)
-    monkeypatch.setattr(runner.loadwatch, "QuietGate", _Gate)
+    monkeypatch.setattr(runner.host_quiet, "ContentionWatch", _Watch)
+    monkeypatch.setattr(runner.host_quiet, "QuietGate", _Gate)
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1, quiet={"enabled": True, "timeout_s": 1},
                     watch={"enabled": True})
     r = _session(tmp_path, p).runs[0]
@@ -139,7 +139,7 @@ class _WellSampledWatch(_Watch):
 
 
 def test_ten_samples_are_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.loadwatch, "ContentionWatch", _WellSampledWatch)
+    monkeypatch.setattr(runner.host_quiet, "ContentionWatch", _WellSampledWatch)
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1, watch={"enabled": True})
     assert _session(tmp_path, p).runs[0]["marks"] == []
 
@@ -169,7 +169,7 @@ def test_eta_counts_cooldowns(tmp_path: Path) -> None:
 
 
 def test_mlx_lm_rounds_rebuilt_from_from_draft() -> None:
-    from harness.adapters.mlx_lm import _mlx_lm_diagnostics
+    from harness.collect.adapters.mlx_lm import _mlx_lm_diagnostics
     # block 3 (2 drafts per round): R1 accepts 2 then the target token, R2 accepts 0, R3 accepts 1,
     # R4 accepts 2 and hits max_tokens=8, so it ends without a target token.
     flags = [True, True, False, False, True, False, True, True]
@@ -185,7 +185,7 @@ def test_mlx_lm_rounds_rebuilt_from_from_draft() -> None:
 
 
 def test_cooldown_rule_clamps_ratio_times_the_previous_run() -> None:
-    from harness.suite import Settings
+    from harness.collect.suite import Settings
     rule = Settings(cooldown_s=5.0, cooldown_ratio=9.0, cooldown_cap_s=90.0)
     assert runner.cooldown_for(rule, None) == 5.0             # no previous run: the floor
     assert runner.cooldown_for(rule, 0.2) == 5.0              # 1.8 s < floor
@@ -212,7 +212,7 @@ def test_watch_interval_aims_at_twenty_samples() -> None:
 
 
 def test_each_measured_run_cools_down_by_the_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.loadwatch, "QuietGate", _QuietGate)
+    monkeypatch.setattr(runner.host_quiet, "QuietGate", _QuietGate)
     _Gate.calls = []
     p = write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], repetitions=2, warmups=1,
                     cooldown_s=0.001, cooldown_ratio=0.5, cooldown_cap_s=0.05,
@@ -231,16 +231,16 @@ def test_each_measured_run_cools_down_by_the_rule(tmp_path: Path, monkeypatch: p
 
 
 def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"cpu_speed_limit": 100})
-    runner.loadwatch._RECENT.clear()   # a reading from before is not reused
+    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: {"cpu_speed_limit": 100})
+    runner.host_thermal._RECENT.clear()   # a reading from before is not reused
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1)
     r = _session(tmp_path, p).runs[0]
     assert r["load"]["thermal_wait"] == {"checked": True, "nominal": True, "reason": "nominal (CPU_Speed_Limit 100)",
                                          "waited_s": 0.0, "reads": 1}
     assert r["load"]["thermal"] == {"cpu_speed_limit": 100}
     # Always hot: the warm-up is not waited for; the measured run waits up to the cap, then is marked.
-    monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"cpu_speed_limit": 40})
-    runner.loadwatch._RECENT.clear()   # a reading from before is not reused
+    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: {"cpu_speed_limit": 40})
+    runner.host_thermal._RECENT.clear()   # a reading from before is not reused
     d = tmp_path / "hot"
     d.mkdir()
     p = write_suite(d, [command_arm("a")], repetitions=1, warmups=1, cooldown_s=0.0, cooldown_cap_s=0.02)
@@ -250,8 +250,8 @@ def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monke
     tw = measured["load"]["thermal_wait"]
     assert tw["nominal"] is False and tw["reads"] >= 2 and "thermal_not_nominal" in measured["marks"]
     # Nothing readable: no wait.
-    monkeypatch.setattr(runner.loadwatch, "thermal_state", lambda: {"nvidia": "unknown"})
-    runner.loadwatch._RECENT.clear()   # a reading from before is not reused
+    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: {"nvidia": "unknown"})
+    runner.host_thermal._RECENT.clear()   # a reading from before is not reused
     d = tmp_path / "unknown"
     d.mkdir()
     r = _session(d, write_suite(d, [command_arm("a")], repetitions=1)).runs[0]

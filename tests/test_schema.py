@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from harness import declare, rounds, schema
-from harness import report as rp
-from harness.engines import CommandAdapter, EngineFailure, RunRequest
-from harness.labels import label_run
-from harness.record import Record
-from harness.suite import load_suite
 from harness_helpers import REPO, write_suite
+
+from harness.analyze import rounds
+from harness.analyze.labels import label_run
+from harness.ci import reports as report_cli
+from harness.collect.engines import CommandAdapter, EngineFailure, RunRequest
+from harness.collect.record import Record
+from harness.collect.suite import load_suite
+from harness.core import declare, schema
+from harness.render import report as rp
 
 V1 = REPO / "tests" / "fixtures" / "report" / "record.json"
 
@@ -94,7 +96,7 @@ def test_every_committed_record_renders_through_the_migration(path: Path, monkey
     monkeypatch.chdir(REPO)
     rel = str(path.relative_to(REPO))
     assert json.loads(path.read_text())["schema_version"] == 1
-    md = rp.render(rp.build_context(rel), "record",
+    md = rp.render(report_cli.context_for(rel), "record",
                    user_dir=REPO / "tests" / "fixtures" / "report" / "no-such-templates")
     assert "## Arms" in md
     for r in Record.load(rel).data["runs"]:
@@ -160,14 +162,14 @@ def test_a_command_engine_declares_phases_prefixes_and_prompts(tmp_path: Path) -
     ("\n[engines.command]\nphases = []\n", "engines.command: 'command' is a built-in engine"),
 ])
 def test_bad_declarations_are_one_line(tmp_path: Path, extra: str, needle: str) -> None:
-    from harness.errors import UserError
+    from harness.core.errors import UserError
     arm = {"name": "a", "pairing": "fx", "engine": "command", "command": ["true"]}
     with pytest.raises(UserError, match=needle.replace("[", r"\[").replace("(", r"\(")):
         load_suite(_declared_suite(tmp_path, [arm], extra))
 
 
 def test_unknown_engine_names_the_declaration_table(tmp_path: Path) -> None:
-    from harness.errors import UserError
+    from harness.core.errors import UserError
     arm = {"name": "a", "pairing": "fx", "engine": "nope", "command": ["true"]}
     with pytest.raises(UserError, match=r"\[engines.nope\]"):
         load_suite(write_suite(tmp_path, [arm]))
@@ -207,11 +209,11 @@ def test_only_the_specdec_adapter_imports_specdec() -> None:
         text = f.read_text()
         if "import specdec" in text or "from specdec" in text:
             hits.append(f.relative_to(REPO).as_posix())
-    assert hits == ["harness/adapters/specdec.py"]
+    assert hits == ["harness/collect/adapters/specdec.py"]
     # Not even by name: the harness knows an engine only through its declaration.
     named = sorted(f.relative_to(REPO).as_posix() for f in (REPO / "harness").rglob("*")
                    if f.is_file() and "__pycache__" not in f.parts and b"specdec" in f.read_bytes())
-    assert named == ["harness/adapters/specdec.py"]
+    assert named == ["harness/collect/adapters/specdec.py"]
 
 
 # --- the command adapter's contract ----------------------------------------------------------
@@ -277,7 +279,7 @@ def test_report_does_not_recommend_specdec_for_another_engine(tmp_path: Path, mo
         e["tools"] = {}
     p = tmp_path / "r.json"
     p.write_text(json.dumps(rec))
-    md = rp.render(rp.build_context(str(p)), "record", user_dir=tmp_path / "none")
+    md = rp.render(report_cli.context_for(str(p)), "record", user_dir=tmp_path / "none")
     assert "python -m specdec" not in md
-    assert "python -m specdec scaling" in rp.render(rp.build_context(str(V1.relative_to(REPO))), "record",
+    assert "python -m specdec scaling" in rp.render(report_cli.context_for(str(V1.relative_to(REPO))), "record",
                                                     user_dir=tmp_path / "none")

@@ -1,4 +1,4 @@
-"""harness.stats against values computed by hand, from textbook examples, or by brute force."""
+"""harness.analyze.stats against values computed by hand, from textbook examples, or by brute force."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from harness import stats
-
+from harness.analyze import stats
 
 # --- location and spread -------------------------------------------------------------------
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from harness.errors import UserError
-from harness.suite import DEFAULT_SUITE, load_suite, quick, suite_from_record
 from harness_helpers import command_arm, write_suite
+
+from harness.collect.suite import DEFAULT_SUITE, load_suite, quick, suite_from_record
+from harness.core.errors import UserError
 
 
 def _error(path: Path) -> str:
@@ -127,10 +127,11 @@ def test_record_round_trip_and_quick(tmp_path: Path) -> None:
 
 
 def test_cooldown_from_host_profile(tmp_path: Path) -> None:
-    from harness.cli import resolve_host_settings
+    from harness.collect.host.info import collect_host
+    from harness.collect.host.profiles import resolve_host_settings
     s = load_suite(write_suite(tmp_path, [command_arm("a")], cooldown_s="host"))
     assert s.settings.cooldown_source == "host"
-    r = resolve_host_settings(s)
+    r = resolve_host_settings(s, collect_host())
     assert r.settings.cooldown_source.startswith("host")  and r.settings.cooldown_source != "host"
     assert r.settings.cooldown_s >= 0
     assert "cooldown_s" in _error(write_suite(tmp_path, [command_arm("a")], cooldown_s="long"))
@@ -148,7 +149,7 @@ def test_scaling_setting_parses_and_rejects_non_bool(tmp_path: Path) -> None:
 
 
 def test_measure_scaling_times_the_first_specdec_target() -> None:
-    from harness.runner import measure_scaling
+    from harness.collect.runner import measure_scaling
     out = measure_scaling(load_suite(DEFAULT_SUITE), context_tokens=32)
     assert out is not None and out["pairing"] == "embedded"
     assert [w["T"] for w in out["widths"]] == [1, 2, 3, 4, 8]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.summary import duty_line, has_cooldown, machine_summary, render_table, summarize
+from harness.analyze.summary import duty_line, has_cooldown, machine_summary, render_table, summarize
 
 
 def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None, cooldown: float = 5.0,
@@ -82,7 +82,7 @@ def test_duty_in_the_json_line_and_the_line_under_the_table() -> None:
 
 
 def test_sequential_lines_say_why_sampling_stopped_and_each_arm_against_classic() -> None:
-    from harness.summary import sequential_lines
+    from harness.analyze.summary import sequential_lines
     fig = {"n": 39, "ratio": 1.577, "lo": 1.418, "hi": 1.754, "detectable": 0.144, "verdict": "worse", "note": ""}
     unres = {"n": 39, "ratio": 1.06, "lo": 0.93, "hi": 1.20, "detectable": 0.177, "verdict": "inconclusive",
              "note": "smallest detectable change 17.7%, above the 10% threshold"}

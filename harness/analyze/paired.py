@@ -1,0 +1,182 @@
+"""Paired comparison: two sides measured run by run, judged on the ratio within each pair.
+
+Two sides (a base and a head commit, or an arm and its classic reference) run adjacent in
+time, so a slow drift of the machine lands on both runs of a pair, and the ratio head/base of
+one pair carries little of it. Each figure is judged on those ratios:
+
+- the geometric mean of the per-pair ratios, with a two-sided t interval on their logs;
+- the smallest detectable change: the true change this check catches with `power` (80%)
+  at its false-alarm level, i.e. max(q_alpha * se, log(1 + floor)) + q_power * se on the
+  log scale. It is a statement about the data, not a half-width of a no-change interval;
+- a verdict: "worse"/"improved" when the interval excludes no change AND the change is at
+  least the floor (threshold / 2 by default: two worker processes or two machine states can
+  differ by a percent or two, and a change that small is not what a check is for);
+  "unchanged" when the interval lies inside +-threshold and the check could have seen a
+  change of the threshold; "inconclusive" otherwise, with the smallest detectable change.
+
+The false-alarm level is split evenly over the looks of a sequential check (Bonferroni over
+at most `looks` looks) and over the figures that gate the check, so repeated looks at a
+growing sample and many figures keep the family-wise false-alarm rate at or below `alpha`
+(docs/statistics.md). Pure functions; nothing here runs or reads anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats as _sps
+
+VERDICTS = ("worse", "improved", "unchanged", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Design:
+    """What one check promises: the change it must see, and its false-alarm level."""
+
+    threshold: float = 0.10   # relative change the check must be able to see (0.10 = 10%)
+    alpha: float = 0.05       # family-wise false-alarm level of the whole check
+    looks: int = 4            # at most this many looks at a growing sample; alpha split over them
+    figures: int = 1          # figures that gate the check; alpha split over them too
+    power: float = 0.80       # probability of catching a change of the detectable size
+    floor: float | None = None  # smallest change ever called worse/improved (default threshold/2)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"threshold must be in (0, 1), got {self.threshold!r}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
+        if self.looks < 1 or self.figures < 1:
+            raise ValueError(f"looks and figures must be >= 1, got {self.looks}, {self.figures}")
+        if not 0.5 <= self.power < 1.0:
+            raise ValueError(f"power must be in [0.5, 1), got {self.power!r}")
+
+    @property
+    def alpha_per_test(self) -> float:
+        return self.alpha / (self.looks * self.figures)
+
+    @property
+    def min_effect(self) -> float:
+        return self.threshold / 2.0 if self.floor is None else self.floor
+
+    @classmethod
+    def for_settings(cls, settings: object, figures: int) -> Design:
+        """A suite's design: its threshold and alpha, split over its looks only when a budget
+        makes looks repeated, and over the compared figures."""
+        s = settings
+        return cls(threshold=s.threshold, alpha=s.alpha,  # type: ignore[attr-defined]
+                   looks=s.looks if s.budget_s else 1, figures=max(1, figures))  # type: ignore[attr-defined]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "alpha_per_test": self.alpha_per_test, "min_effect": self.min_effect}
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One figure's paired reading. Ratios are head / base (lower is better for timings)."""
+
+    n: int                         # pairs used
+    ratio: float | None            # geometric mean of the per-pair ratios
+    lo: float | None               # confidence interval at 1 - alpha_per_test
+    hi: float | None
+    detectable: float | None       # smallest relative change caught with the design's power
+    verdict: str                   # worse | improved | unchanged | inconclusive
+    note: str = ""
+    sd_log: float | None = None    # standard deviation of the per-pair log ratios
+
+    @property
+    def resolved(self) -> bool:
+        """Needs no more data: decided, or able to see the threshold."""
+        return self.verdict in ("worse", "improved", "unchanged")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _quantiles(n: int, design: Design) -> tuple[float, float]:
+    df = n - 1
+    q_a = float(_sps.t.ppf(1.0 - design.alpha_per_test / 2.0, df))
+    q_b = float(_sps.t.ppf(design.power, df))
+    return q_a, q_b
+
+
+def detectable_change(sd_log: float, n: int, design: Design) -> float:
+    """The true relative change a check of n pairs with this spread catches with the design's
+    power: exp(max(q_a * se, log(1 + floor)) + q_b * se) - 1, se = sd_log / sqrt(n)."""
+    if n < 2:
+        return math.inf
+    q_a, q_b = _quantiles(n, design)
+    se = sd_log / math.sqrt(n)
+    return math.expm1(max(q_a * se, math.log1p(design.min_effect)) + q_b * se)
+
+
+def pairs_needed(sd_log: float, design: Design, limit: int = 100_000) -> int | None:
+    """Fewest pairs whose detectable change is at most the threshold (None past `limit`).
+    The detectable change shrinks as n grows, so a bisection finds the first n."""
+    if detectable_change(sd_log, limit, design) > design.threshold:
+        return None
+    lo, hi = 2, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if detectable_change(sd_log, mid, design) <= design.threshold:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Paired:
+    """Judge head against base, pair by pair (base[i] and head[i] ran next to each other)."""
+    b = np.asarray(base, dtype=float)
+    h = np.asarray(head, dtype=float)
+    if b.shape != h.shape or b.ndim != 1:
+        raise ValueError(f"base and head must be paired sequences of one length, got {b.shape} and {h.shape}")
+    keep = np.isfinite(b) & np.isfinite(h)
+    b, h = b[keep], h[keep]
+    n = int(b.size)
+    if n == 0:
+        return Paired(0, None, None, None, None, "inconclusive", "no pairs")
+    if np.any(b <= 0) or np.any(h <= 0):
+        return Paired(n, None, None, None, None, "inconclusive", "non-positive values: no ratio to judge")
+    logs = np.log(h / b)
+    mean = float(logs.mean())
+    ratio = math.exp(mean)
+    if n < 2:
+        return Paired(n, ratio, None, None, None, "inconclusive", "one pair: its spread is unknown")
+    sd = float(logs.std(ddof=1))
+    q_a, _ = _quantiles(n, design)
+    se = sd / math.sqrt(n)
+    lo, hi = math.exp(mean - q_a * se), math.exp(mean + q_a * se)
+    det = detectable_change(sd, n, design)
+    t, floor = design.threshold, design.min_effect
+    big = abs(mean) >= math.log1p(floor)
+    if lo > 1.0 and big:
+        return Paired(n, ratio, lo, hi, det, "worse", "", sd)
+    if hi < 1.0 and big:
+        return Paired(n, ratio, lo, hi, det, "improved", "", sd)
+    inside = lo >= 1.0 - t and hi <= 1.0 + t
+    if inside and det <= t:
+        note = ""
+        if lo > 1.0 or hi < 1.0:
+            note = f"a significant {ratio - 1.0:+.1%}, below the {floor:.0%} floor"
+        return Paired(n, ratio, lo, hi, det, "unchanged", note, sd)
+    if det > t:
+        note = f"smallest detectable change {det:.1%}, above the {t:.0%} threshold"
+    else:
+        note = f"the interval reaches beyond ±{t:.0%}"
+    return Paired(n, ratio, lo, hi, det, "inconclusive", note, sd)
+
+
+def ratio_text(p: Paired) -> str:
+    """'+3.1% (+0.4% to +5.9%)', or '-' when there is no ratio."""
+    if p.ratio is None:
+        return "-"
+    if p.lo is None or p.hi is None:
+        return f"{p.ratio - 1.0:+.1%}"
+    return f"{p.ratio - 1.0:+.1%} ({p.lo - 1.0:+.1%} to {p.hi - 1.0:+.1%})"
+
+
+def detectable_text(p: Paired) -> str:
+    return "-" if p.detectable is None or not math.isfinite(p.detectable) else f"{p.detectable:.1%}"

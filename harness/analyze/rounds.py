@@ -1,0 +1,220 @@
+"""Round split of each arm, and profile mode against the same arm unprofiled.
+
+Reads the engine's diagnostics (phase_ms, decode_ms, rounds) from a record's measured runs,
+and the engine's declaration (suite.engines in the record: phase order and labels, profile
+variable). Phases are the engine's own: a name it declares or reports is kept, in declared
+order then as reported; a phase a run did not report is left out of that run's figures.
+Totals are summed over an arm's measured runs, so components close against the decode total
+exactly as the engine's closure_error_ms says; per-round figures divide by the rounds summed
+the same way. Classic decode has no rounds: its unit is the token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.analyze import stats
+from harness.core import declare
+from harness.core.declare import EngineDecl
+
+
+def profile_var(record: dict[str, Any], arm: str) -> str | None:
+    """The variable that puts this arm's engine in profile mode (None: it has none)."""
+    return declare.of_record(record, arm).profile_var
+
+
+def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) -> bool:
+    """The arm ran in its engine's profile mode (which slows it on purpose)."""
+    var = profile_var(record, arm)
+    return var is not None and var in overrides
+
+
+def measured_ok(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in record["runs"] if not r.get("warmup") and r.get("status") == "ok"]
+
+
+def by_arm_prompt(record: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Measured ok runs by (arm, prompt), in suite order."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for a in record["suite"]["arms"]:
+        for p in record["suite"]["prompts"]:
+            out[(a["name"], p["name"])] = []
+    for r in measured_ok(record):
+        out.setdefault((r["arm"], r["prompt"]), []).append(r)
+    return {k: v for k, v in out.items() if v}
+
+
+def engaged(runs: list[dict[str, Any]]) -> bool:
+    """Every run decoded speculatively (the gate engaged, by itself or overridden)."""
+    return bool(runs) and all((r.get("diagnostics") or {}).get("mode") == "speculative" for r in runs)
+
+
+def profiled(runs: list[dict[str, Any]]) -> bool:
+    return bool(runs) and all((r.get("diagnostics") or {}).get("profile") for r in runs)
+
+
+@dataclass
+class Component:
+    name: str
+    label: str
+    total_ms: float
+    per_unit_ms: float
+    share: float                      # of the decode total
+    per_run: list[float] = field(default_factory=list)   # ms per unit, one per run
+
+
+@dataclass
+class RoundSplit:
+    arm: str
+    prompt: str
+    mode: str                         # speculative | classic
+    block: int
+    runs: int
+    units: int                        # rounds (speculative) or tokens (classic)
+    unit: str                         # "round" | "token"
+    decode_ms: float                  # summed over runs
+    components: list[Component]
+    closure_ms: float                 # decode total minus the components' sum
+    emitted_per_verify: float | None
+    profile: bool
+    per_run_unit_ms: list[float]      # decode ms per unit, one per run
+
+    @property
+    def closure_pct(self) -> float:
+        return abs(self.closure_ms) / self.decode_ms if self.decode_ms else 0.0
+
+    @property
+    def per_unit_ms(self) -> float:
+        return self.decode_ms / self.units if self.units else 0.0
+
+    def component(self, name: str) -> Component | None:
+        return next((c for c in self.components if c.name == name), None)
+
+
+def _units(d: dict[str, Any]) -> int:
+    return int(d.get("rounds") or 0) if d.get("mode") == "speculative" else int(d.get("generated_tokens") or 0)
+
+
+def round_split(arm: str, prompt: str, runs: list[dict[str, Any]],
+                decl: EngineDecl | None = None) -> RoundSplit | None:
+    """None when the engine gives no phase split (stock mlx-lm, a tok/s-only command)."""
+    diags = [r.get("diagnostics") or {} for r in runs]
+    if not diags or not all(d.get("phase_ms") and d.get("decode_ms") for d in diags):
+        return None
+    modes = {d.get("mode") for d in diags}
+    if len(modes) != 1:
+        return None
+    mode = modes.pop()
+    units = [_units(d) for d in diags]
+    if not all(units):
+        return None
+    decl = decl or EngineDecl(name="?")
+    reported = list(dict.fromkeys(k for d in diags for k in d["phase_ms"]))   # the engine's order
+    names = [k for k in decl.phases if k in reported] + [k for k in reported if k not in decl.phases]
+    decode = sum(float(d["decode_ms"]) for d in diags)
+    # The block the engine ran: its own diagnostics, else the arm's as recorded with the run.
+    block = int(diags[0].get("block_size") or runs[0].get("block") or 1)
+    comps = []
+    for n in names:
+        # Only runs that reported the phase: a missing phase is not a measured 0.
+        have = [(d, u) for d, u in zip(diags, units) if n in d["phase_ms"]]
+        total = sum(float(d["phase_ms"][n]) for d, _ in have)
+        have_decode = sum(float(d["decode_ms"]) for d, _ in have)
+        comps.append(Component(n, decl.phase_label(n, block), total, total / sum(u for _, u in have),
+                               total / have_decode if have_decode else 0.0,
+                               [float(d["phase_ms"][n]) / u for d, u in have]))
+    tokens = sum(int(d.get("generated_tokens") or 0) for d in diags)
+    return RoundSplit(
+        arm=arm, prompt=prompt, mode=mode, block=block, runs=len(runs), units=sum(units),
+        unit="round" if mode == "speculative" else "token", decode_ms=decode, components=comps,
+        closure_ms=decode - sum(c.total_ms for c in comps),
+        emitted_per_verify=(tokens / sum(units)) if mode == "speculative" else None,
+        profile=all(d.get("profile") for d in diags),
+        per_run_unit_ms=[float(d["decode_ms"]) / u for d, u in zip(diags, units)])
+
+
+def all_splits(record: dict[str, Any]) -> list[RoundSplit]:
+    out = []
+    for (arm, prompt), runs in by_arm_prompt(record).items():
+        s = round_split(arm, prompt, runs, declare.of_record(record, arm))
+        if s is not None:
+            out.append(s)
+    return out
+
+
+# --- profile mode against the same arm unprofiled -------------------------------------
+
+@dataclass
+class ProfileComparison:
+    profiled: RoundSplit
+    unprofiled: RoundSplit
+    drafter_steps_per_round: float    # drafter forwards per round (drafted tokens / rounds)
+    syncs_per_round: float
+    sync_ms_per_round: float
+
+    @property
+    def cost(self) -> float:
+        """Profile mode's cost: its round time over the unprofiled round, minus 1."""
+        return self.profiled.per_unit_ms / self.unprofiled.per_unit_ms - 1.0
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the two arms' per-round ranges separate (otherwise the cost is inside the noise)."""
+        a, b = self.profiled.per_run_unit_ms, self.unprofiled.per_run_unit_ms
+        return min(a) > max(b) or max(a) < min(b)
+
+    @property
+    def drafter_step_ms(self) -> float | None:
+        """Profiled draft_block per drafter forward: the step cost with its device work synced in."""
+        c = self.profiled.component("draft_block")
+        if c is None or not self.drafter_steps_per_round:
+            return None
+        return c.per_unit_ms / self.drafter_steps_per_round
+
+
+def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
+    """The arm that is this one without its engine's profile variable: same pairing, engine,
+    block, other env. None when the engine has no profile mode."""
+    var = profile_var(record, arm_name)
+    if var is None:
+        return None
+    arms = {a["name"]: a for a in record["suite"]["arms"]}
+    me = arms[arm_name]
+
+    def rest(arm: dict[str, Any]) -> dict[str, str]:
+        return {k: v for k, v in (arm.get("env") or {}).items() if k != var}
+    for a in record["suite"]["arms"]:
+        if a["name"] != arm_name and var not in (a.get("env") or {}) \
+                and (a["pairing"], a["engine"], a["block"]) == (me["pairing"], me["engine"], me["block"]) \
+                and rest(a) == rest(me):
+            return a["name"]
+    return None
+
+
+def profile_comparisons(record: dict[str, Any]) -> list[ProfileComparison]:
+    groups = by_arm_prompt(record)
+    out = []
+    for (arm, prompt), runs in groups.items():
+        if not (engaged(runs) and profiled(runs)):
+            continue
+        twin = unprofiled_twin(record, arm)
+        if twin is None or not engaged(groups.get((twin, prompt), [])):
+            continue
+        decl = declare.of_record(record, arm)
+        p, u = round_split(arm, prompt, runs, decl), round_split(twin, prompt, groups[(twin, prompt)], decl)
+        if p is None or u is None:
+            continue
+        diags = [r["diagnostics"] for r in runs]
+        proposed = sum(int(d.get("proposed") or 0) for d in diags)
+        out.append(ProfileComparison(
+            profiled=p, unprofiled=u,
+            drafter_steps_per_round=proposed / p.units if p.units else 0.0,
+            syncs_per_round=sum(int(d.get("profile_syncs") or 0) for d in diags) / p.units,
+            sync_ms_per_round=sum(float(d.get("profile_sync_ms") or 0.0) for d in diags) / p.units))
+    return out
+
+
+def median_range(xs: list[float]) -> tuple[float, float, float]:
+    lo, hi = stats.min_max(xs)
+    return stats.median(xs), lo, hi

@@ -1,0 +1,107 @@
+"""A time budget instead of a fixed count: keep adding interleaved rounds until every compared
+figure can see its threshold, the budget is spent, or the looks are used up.
+
+The budget counts measuring: the caller runs its warm-ups (model loads, kernel compiles) first.
+The stopping rule (docs/statistics.md): at most `looks` looks, each judged at alpha / looks
+(and / the number of gating figures), so the chance of any false alarm over all looks stays at
+or below alpha whatever the looks saw (Bonferroni over looks). Look j is due once the session
+has spent j / looks of its budget, or when the next round would not fit; the minimum number of
+rounds always runs first. A figure that is already decided (worse, improved) or resolved
+(unchanged within the threshold) needs no more data; when every figure is, sampling stops.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from harness.analyze.paired import Paired
+
+STOPS = {
+    "resolved": "every compared figure resolved its threshold",
+    "budget": "the time budget was spent",
+    "max_rounds": "the maximum number of rounds was reached",
+    "looks": "the last look was taken",
+    "fixed": "a fixed number of rounds (no budget)",
+    "nothing_to_compare": "no compared figure: the minimum number of rounds only",
+}
+
+
+@dataclass
+class Look:
+    index: int                      # 1-based
+    rounds: int                     # rounds complete at this look
+    elapsed_s: float
+    figures: dict[str, dict]        # name -> Paired.to_dict()
+    resolved: bool
+
+
+@dataclass
+class Outcome:
+    rounds: int
+    stopped: str                    # a key of STOPS
+    looks: list[Look] = field(default_factory=list)
+    round_s: list[float] = field(default_factory=list)
+
+    @property
+    def final(self) -> dict[str, dict]:
+        return self.looks[-1].figures if self.looks else {}
+
+    def to_dict(self) -> dict:
+        return {"rounds": self.rounds, "stopped": self.stopped, "stopped_because": STOPS[self.stopped],
+                "looks": [asdict(lk) for lk in self.looks],
+                "round_s": [round(x, 3) for x in self.round_s]}
+
+
+def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
+        do_round: Callable[[int], None], analyze: Callable[[], dict[str, Paired]],
+        started: float | None = None, clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """Run rounds 0, 1, ... through do_round(i) and look with analyze() under the rule above.
+
+    budget_s None: exactly min_rounds rounds and one look (a fixed design)."""
+    if min_rounds < 1 or max_rounds < min_rounds:
+        raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
+    start = clock() if started is None else started
+    out = Outcome(rounds=0, stopped="fixed")
+
+    def one_round() -> None:
+        t = clock()
+        do_round(out.rounds)
+        out.rounds += 1
+        out.round_s.append(clock() - t)
+
+    while out.rounds < min_rounds:
+        one_round()
+    k = 1 if budget_s is None else looks
+    while True:
+        elapsed = clock() - start
+        nxt = statistics.median(out.round_s[-3:])
+        if budget_s is None:
+            stop_reason = "fixed"
+        elif out.rounds >= max_rounds:
+            stop_reason = "max_rounds"
+        elif elapsed + nxt > budget_s:
+            stop_reason = "budget"
+        else:
+            stop_reason = ""
+        due = len(out.looks) < k and (bool(stop_reason) or elapsed >= (len(out.looks) + 1) * budget_s / k)
+        if due:
+            figs = analyze()
+            resolved = all(p.resolved for p in figs.values())
+            out.looks.append(Look(len(out.looks) + 1, out.rounds, round(elapsed, 3),
+                                  {n: p.to_dict() for n, p in figs.items()}, resolved))
+            if not figs and budget_s is not None:
+                out.stopped = "nothing_to_compare"
+                return out
+            if resolved and budget_s is not None:
+                out.stopped = "resolved"
+                return out
+            if len(out.looks) >= k and not stop_reason:
+                out.stopped = "looks"
+                return out
+        if stop_reason:
+            out.stopped = stop_reason
+            return out
+        one_round()

@@ -1,0 +1,310 @@
+"""Per-arm summary of a record, with the flags that say whether a figure may be published.
+
+One row per (arm, prompt): tok/s differs by prompt, so pooling prompts would put prompt
+variation into the spread and flag every arm. Warm-ups and failed runs are left out of the
+figures (and counted). Reads the record only; runs nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from harness.analyze import paired, stats
+from harness.analyze.identity import classic_comparisons, describe
+from harness.collect.record import record_duty
+
+
+@dataclass
+class ArmSummary:
+    arm: str
+    pairing: str
+    prompt: str
+    engine: str
+    block: int
+    runs: int                       # measured runs that finished ok
+    failed: int
+    contended: int
+    quiet_gate_timeouts: int
+    contended_samples: int = 0      # contended watch samples in the contended runs
+    contention_samples: int = 0     # all watch samples in the contended runs
+    watch_undersampled: int = 0     # runs the watch sampled fewer than 10 times
+    tok_s_median: float | None = None
+    tok_s_min: float | None = None
+    tok_s_max: float | None = None
+    ms_per_token_median: float | None = None
+    ms_per_token_min: float | None = None
+    ms_per_token_max: float | None = None
+    spread: float | None = None
+    acceptance: float | None = None
+    per_step_acceptance: float | None = None
+    per_step_ci: tuple[float, float] | None = None
+    emitted_per_verify: float | None = None
+    speedup: float | None = None            # ratio of median tok/s over the classic arm
+    speedup_ci: tuple[float, float] | None = None
+    min_detectable_change: float | None = None
+    classic_arm: str | None = None
+    identity: dict[str, int] = field(default_factory=dict)   # status -> count
+    vs_classic: str | None = None           # information only (gate passed, no override)
+    shipping: bool = False
+    labels: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    do_not_publish: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _vals(runs: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in runs if r.get(key) is not None]
+
+
+def summarize(record: dict[str, Any]) -> list[ArmSummary]:
+    suite = record["suite"]
+    settings = suite["settings"]
+    arms = {a["name"]: a for a in suite["arms"]}
+    measured = [r for r in record["runs"] if not r.get("warmup")]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for a in suite["arms"]:           # suite order, so the table reads like the suite
+        for p in suite["prompts"]:
+            groups[(a["name"], p["name"])] = []
+    for r in measured:
+        groups.setdefault((r["arm"], r["prompt"]), []).append(r)
+    vs_classic = classic_comparisons(record)
+    out: list[ArmSummary] = []
+    for (arm_name, prompt), runs in groups.items():
+        a = arms.get(arm_name, {"pairing": "?", "engine": "?", "block": 0})
+        ok = [r for r in runs if r["status"] == "ok"]
+        s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
+                       block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
+                       contended=sum("contended" in (r.get("marks") or []) for r in runs),
+                       quiet_gate_timeouts=sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs),
+                       watch_undersampled=sum("watch_undersampled" in (r.get("marks") or []) for r in runs))
+        for r in runs:
+            if "contended" in (r.get("marks") or []):
+                c = (r.get("load") or {}).get("contention") or {}
+                s.contended_samples += int(c.get("contended_samples") or 0)
+                s.contention_samples += int(c.get("samples") or 0)
+        tps, mpt = _vals(ok, "decode_tokens_per_s"), _vals(ok, "ms_per_token")
+        if tps:
+            s.tok_s_median = stats.median(tps)
+            s.tok_s_min, s.tok_s_max = stats.min_max(tps)
+            if s.tok_s_median > 0:
+                s.spread = stats.spread(tps)
+        if mpt:
+            s.ms_per_token_median = stats.median(mpt)
+            s.ms_per_token_min, s.ms_per_token_max = stats.min_max(mpt)
+        diags = [r.get("diagnostics") or {} for r in ok]
+        proposed = sum(d.get("proposed") or 0 for d in diags)
+        accepted = sum(d.get("accepted") or 0 for d in diags)
+        tested = sum(d.get("per_step_tested") or 0 for d in diags)
+        if a["block"] > 1 and proposed:
+            s.acceptance = accepted / proposed
+        if a["block"] > 1 and tested:
+            s.per_step_acceptance = accepted / tested
+            s.per_step_ci = stats.wilson_ci(min(accepted, tested), tested)
+        epv = [float(d["emitted_per_verify"]) for d in diags if d.get("emitted_per_verify") is not None]
+        if epv:
+            s.emitted_per_verify = stats.median(epv)
+        for r in runs:
+            st = (r.get("identity") or {}).get("status", "not_compared")
+            s.identity[st] = s.identity.get(st, 0) + 1
+        if (arm_name, prompt) in vs_classic:
+            c = vs_classic[(arm_name, prompt)]
+            s.vs_classic = f"{describe(c)} (vs {c['classic_arm']}; information only)"
+        s.labels = sorted({r.get("label") or "unlabelled" for r in runs})
+        s.shipping = bool(runs) and all(r.get("shipping") for r in runs)
+        out.append(s)
+    _speedups(out, groups, settings)
+    for s in out:
+        _flag(s, settings, record)
+    return out
+
+
+def _classic_for(s: ArmSummary, rows: list[ArmSummary]) -> ArmSummary | None:
+    """The classic arm of the same pairing and prompt; same engine preferred."""
+    cands = [c for c in rows if c.block == 1 and c.pairing == s.pairing and c.prompt == s.prompt and c is not s]
+    same = [c for c in cands if c.engine == s.engine]
+    return (same or cands or [None])[0]
+
+
+def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]],
+              settings: dict[str, Any]) -> None:
+    def tps(row: ArmSummary) -> list[float]:
+        return _vals([r for r in groups[(row.arm, row.prompt)] if r["status"] == "ok"], "decode_tokens_per_s")
+
+    def by_rep(row: ArmSummary) -> dict[int, float]:
+        return {int(r.get("repetition", 0)): float(r["ms_per_token"]) for r in groups[(row.arm, row.prompt)]
+                if r["status"] == "ok" and isinstance(r.get("ms_per_token"), (int, float))}
+
+    # The smallest detectable change is the paired one (harness.analyze.paired): runs of the same
+    # repetition ran next to each other; it is the change caught with 80% power, not a half-width.
+    design = paired.Design(threshold=float(settings.get("threshold") or 0.10),
+                           alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
+
+    for s in rows:
+        if s.block == 1:
+            continue
+        c = _classic_for(s, rows)
+        if c is None:
+            continue
+        a, b = tps(s), tps(c)
+        s.classic_arm = c.arm
+        if not a or not b or min(b) <= 0:
+            continue
+        s.speedup, lo, hi = stats.bootstrap_ratio_ci(a, b)
+        s.speedup_ci = (lo, hi)
+        mine, ref = by_rep(s), by_rep(c)
+        reps = sorted(set(mine) & set(ref))
+        if len(reps) >= 2:
+            p = paired.analyze([ref[k] for k in reps], [mine[k] for k in reps], design)
+            s.min_detectable_change = p.detectable
+
+
+def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> None:
+    thr = settings["spread_threshold"]
+    if s.runs == 0:
+        s.flags.append("no successful runs")
+    elif s.runs < 2:
+        s.flags.append("1 run: spread unknown")
+    if s.spread is not None and s.spread > thr:
+        s.flags.append(f"may be unstable (spread {s.spread:.1%} > {thr:.0%})")
+    if s.contended:
+        # Counts from the runs' watches; records from before the counts say only how many runs.
+        counts = f" ({s.contended_samples} of {s.contention_samples} samples)" if s.contention_samples else ""
+        s.flags.append(f"{s.contended} contended{counts}")
+    if s.watch_undersampled:
+        s.flags.append(f"{s.watch_undersampled} watch undersampled")
+    if s.failed:
+        s.flags.append(f"{s.failed} failed")
+    if s.quiet_gate_timeouts:
+        s.flags.append(f"quiet gate timed out {s.quiet_gate_timeouts}x")
+    no_cooldown = not has_cooldown(settings)
+    if record.get("quick"):
+        s.flags.append("quick session")
+    elif no_cooldown:
+        s.flags.append("no cooldown")
+    if s.min_detectable_change is not None and s.speedup is not None \
+            and s.min_detectable_change > abs(s.speedup - 1.0):
+        s.flags.append(f"speedup inconclusive (smallest detectable {s.min_detectable_change:.1%})")
+    s.do_not_publish = bool(
+        (s.spread is not None and s.spread > thr) or s.contended or s.runs < 2 or record.get("quick")
+        or no_cooldown)
+    if s.do_not_publish:
+        s.flags.insert(0, "do not publish")
+
+
+def has_cooldown(settings: dict[str, Any]) -> bool:
+    """Whether measured runs got a cooldown: a floor, or a ratio with no zero cap. Settings
+    from old records lack the ratio and cap."""
+    if settings.get("cooldown_s"):
+        return True
+    cap = settings.get("cooldown_cap_s")
+    return bool(settings.get("cooldown_ratio")) and (cap is None or cap > 0)
+
+
+def _f(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render_table(rows: list[ArmSummary], title: str = "summary") -> Group:
+    """The people's table; long labels become numbered notes under it, quoted in full."""
+    t = Table(title=title, title_justify="left")
+    for col in ("arm", "prompt", "n", "tok/s median", "min-max", "ms/tok", "spread", "accept",
+                "per-step (95% CI)", "emit/verify", "vs classic", "identity", "label", "flags"):
+        t.add_column(col, overflow="fold")
+    notes: list[str] = []
+    for s in rows:
+        per_step = "-" if s.per_step_acceptance is None else (
+            f"{s.per_step_acceptance:.3f} ({s.per_step_ci[0]:.3f}-{s.per_step_ci[1]:.3f})" if s.per_step_ci
+            else f"{s.per_step_acceptance:.3f}")
+        speed = "-" if s.speedup is None else (
+            f"{s.speedup:.2f}x ({s.speedup_ci[0]:.2f}-{s.speedup_ci[1]:.2f})" if s.speedup_ci else f"{s.speedup:.2f}x")
+        ident = ", ".join(f"{k} {v}" for k, v in sorted(s.identity.items()))
+        if s.vs_classic:
+            ident += f"; {s.vs_classic}"
+        if s.shipping:
+            label = "shipping"
+        else:
+            refs = []
+            for text in s.labels:
+                if text not in notes:
+                    notes.append(text)
+                refs.append(f"[{notes.index(text) + 1}]")
+            label = "NOT shipping " + "".join(refs)
+        t.add_row(s.arm, s.prompt, f"{s.runs}" + (f"+{s.failed} failed" if s.failed else ""),
+                  _f(s.tok_s_median, ".1f"),
+                  "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
+                  _f(s.ms_per_token_median, ".2f"), _f(s.spread, ".1%"), _f(s.acceptance, ".3f"),
+                  per_step, _f(s.emitted_per_verify, ".2f"), speed, ident, label,
+                  "; ".join(s.flags) or "-", style="yellow" if s.do_not_publish else None)
+    lines = [Text(f"[{i + 1}] {n}") for i, n in enumerate(notes)]
+    return Group(t, *lines)
+
+
+def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
+    """The one JSON line printed last for machines."""
+    return {
+        "kind": "harness.summary", "record": record_path, "session_id": record.get("session_id"),
+        "complete": record.get("complete"), "runs": len(record["runs"]),
+        "failed": sum(r["status"] == "failed" for r in record["runs"]),
+        "identity_differs": sum((r.get("identity") or {}).get("status") == "differs" for r in record["runs"]),
+        "duty": record_duty(record),
+        "arms": [s.to_dict() for s in rows],
+    }
+
+
+def _secs(x: float) -> str:
+    return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
+
+
+def duty_line(record: Any) -> str:
+    """One line for people under the table: "duty cycle 63%: 112 s of measured runs in 178 s of
+    session wall (waiting 21 s)". record: a Record or its data; "" for a record from before
+    session wall time."""
+    data = getattr(record, "data", record)
+    duty = record_duty(data) if isinstance(data, dict) else None
+    if not duty or not duty.get("session_wall_s"):
+        return ""
+    cycle = duty.get("duty_cycle")
+    head = "duty cycle -" if cycle is None else f"duty cycle {cycle:.0%}"
+    return (f"{head}: {_secs(duty['measured_run_s'])} of measured runs in "
+            f"{_secs(duty['session_wall_s'])} of session wall (waiting {_secs(duty['waiting_s'])})")
+
+
+_VS_CLASSIC = {"worse": "slower than classic", "improved": "faster than classic",
+               "unchanged": "the same as classic within the threshold", "inconclusive": "inconclusive"}
+
+
+def sequential_lines(record: Any) -> list[str]:
+    """What the budget did, and each speculative arm against classic, paired by prompt and
+    repetition: "" lines for a record made without a budget or before budgets existed."""
+    data = getattr(record, "data", record)
+    seq = data.get("sequential") if isinstance(data, dict) else None
+    if not seq or not seq.get("looks"):
+        return []
+    d = seq.get("design") or {}
+    budget = seq.get("budget_s")
+    head = (f"budget {budget:g} s of measuring" if budget else "no budget") + \
+        f": {seq.get('rounds')} repetitions, {len(seq['looks'])} look(s); stopped: {seq.get('stopped_because')}"
+    out = [head]
+    if d:
+        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{d.get('threshold', 0):.0%}, "
+                   f"false-alarm level {d.get('alpha', 0):.0%} over {d.get('looks')} look(s) and "
+                   f"{d.get('figures')} arm(s); docs/statistics.md):")
+    for arm, p in seq["looks"][-1]["figures"].items():
+        if p.get("ratio") is None:
+            out.append(f"  {arm}: {p.get('note') or 'no pairs'}")
+            continue
+        ci = "" if p.get("lo") is None else f" ({p['lo'] - 1:+.1%} to {p['hi'] - 1:+.1%})"
+        det = p.get("detectable")
+        det_s = "-" if det is None else f"{det:.1%}"
+        words = _VS_CLASSIC.get(p["verdict"], p["verdict"])
+        note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
+        out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
+                   f"smallest detectable {det_s}{note}")
+    return out

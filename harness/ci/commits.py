@@ -1,0 +1,312 @@
+"""Two commits measured run by run: `harness compare-commits BASE HEAD` (and pr-check's engine).
+
+Each commit is exported from git into its own directory and served by one persistent worker
+(harness.collect.worker). The suite's plan runs once per side, run by run: every planned run is made on
+both sides back to back, the side that goes first alternating (ABBA: base head, head base, ...),
+so each pair shares the machine's state and neither side always goes first. Cooldown, quiet
+gate, contention watch and thermal checks are the runner's own, shared by both sides.
+
+Each side gets an ordinary harness record (so reports, identity and asv read it as usual).
+Each figure is judged on the per-pair ratios (harness.analyze.paired); with a budget, rounds are added
+under the sequential rule (harness.analyze.sequential) until every gated figure resolves its threshold.
+Gated figures are ms/token of every arm; the rest (ms/round, each phase per round) are shown
+as diagnostics, judged the same way, and do not decide the check.
+
+Exit status: 0 pass (every gated figure unchanged or improved, identity held, nothing newly
+failing); 1 fail (a gated figure worse, a run failing at head only, or an output differing
+from base's); 3 inconclusive (otherwise: some gated figure could not resolve its threshold on
+this host); 2 a problem to fix.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.analyze import comparisons, paired, sequential
+from harness.core.errors import UserError
+
+PASS, FAIL, INCONCLUSIVE = 0, 1, 3
+EXIT_WORDS = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
+
+
+# --- commits ---------------------------------------------------------------------------
+
+def rev_parse(repo: Path, name: str) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"cannot run git in {repo}: {e}") from None
+    if out.returncode != 0 or not out.stdout.strip():
+        raise UserError(f"unknown commit '{name}' in {repo} (git rev-parse found nothing)")
+    return out.stdout.strip()
+
+
+def export_commit(repo: Path, sha: str, dest: Path) -> Path:
+    """The commit's tree, as git stores it, in dest (no checkout: the repository is untouched)."""
+    try:
+        data = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", sha],
+                              capture_output=True, timeout=300, check=True).stdout
+    except subprocess.CalledProcessError as e:
+        raise UserError(f"git archive {sha[:12]} failed in {repo}: "
+                        f"{e.stderr.decode(errors='replace').strip()[:200]}") from None
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+# --- the comparison --------------------------------------------------------------------
+
+@dataclass
+class Figure:
+    arm: str
+    figure: str
+    gated: bool
+    result: paired.Paired
+    base_median: float | None = None
+    head_median: float | None = None
+
+
+@dataclass
+class Comparison:
+    base: str
+    head: str
+    design: paired.Design
+    figures: list[Figure]
+    identity: list[Any]
+    failures: dict[str, dict[str, int]]      # side -> arm -> failed measured runs
+    records: dict[str, str]                  # side -> record path
+    outcome: dict[str, Any]
+    duration_s: float
+    notes: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def gated(self) -> list[Figure]:
+        return [f for f in self.figures if f.gated]
+
+    @property
+    def newly_failing(self) -> list[str]:
+        base, head = self.failures.get("base", {}), self.failures.get("head", {})
+        return sorted(a for a, n in head.items() if n and not base.get(a))
+
+    @property
+    def exit_status(self) -> int:
+        bad_ident = [r for r in self.identity if r.status in ("differs", "nondeterministic")]
+        if any(f.result.verdict == "worse" for f in self.gated) or self.newly_failing or bad_ident:
+            return FAIL
+        if not self.gated or any(f.result.verdict == "inconclusive" for f in self.gated):
+            return INCONCLUSIVE
+        return PASS
+
+    def headline(self) -> str:
+        """One sentence, the verdict first; inconclusive says what this host could not see."""
+        st = self.exit_status
+        t = self.design.threshold
+        if st == FAIL:
+            parts = [f"{f.arm} {f.figure} {paired.ratio_text(f.result)}" for f in self.gated
+                     if f.result.verdict == "worse"]
+            parts += [f"{a}: runs fail at head only" for a in self.newly_failing]
+            nid = sum(r.status in ("differs", "nondeterministic") for r in self.identity)
+            if nid:
+                parts.append(f"{nid} arm/prompt output(s) no longer byte-identical to base")
+            return "FAIL: " + "; ".join(parts)
+        if st == INCONCLUSIVE:
+            if not self.gated:
+                return "inconclusive: no figure could be compared (every run failed on one side?)"
+            worst = max((f for f in self.gated if f.result.verdict == "inconclusive"),
+                        key=lambda f: f.result.detectable if f.result.detectable is not None else float("inf"))
+            det = worst.result.detectable
+            what = (f"changes under {det:.0%}" if det is not None and det != float("inf")
+                    else "any change")
+            return (f"inconclusive: this host could not see {what} in {worst.arm} {worst.figure} "
+                    f"(threshold {t:.0%})")
+        dets = [f.result.detectable for f in self.gated if f.result.detectable is not None]
+        rng = f"; smallest detectable {min(dets):.1%} to {max(dets):.1%}" if dets else ""
+        return f"pass: every gated figure unchanged within ±{t:.0%} or improved{rng}"
+
+
+def _failed_by_arm(record: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in record.runs:
+        if not r.get("warmup") and r.get("status") != "ok":
+            out[r["arm"]] = out.get(r["arm"], 0) + 1
+    return out
+
+
+def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: list[str],
+          design: paired.Design, gated_only: bool = False) -> list[Figure]:
+    """Every paired figure of the two sides (gated first, in suite arm order)."""
+    import statistics
+
+    table = comparisons.between_sessions(base_runs, head_runs)
+    order = {a: i for i, a in enumerate(arms)}
+    out = []
+    for (arm, fig), (xs, ys) in sorted(table.items(), key=lambda kv: (kv[0][1] != comparisons.MS_PER_TOKEN,
+                                                                        order.get(kv[0][0], 99), kv[0][1])):
+        gated = fig == comparisons.MS_PER_TOKEN
+        if gated_only and not gated:
+            continue
+        out.append(Figure(arm, fig, gated, paired.analyze(xs, ys, design),
+                          statistics.median(xs) if xs else None, statistics.median(ys) if ys else None))
+    return out
+
+
+def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, store: Any = None,
+                    console: Any = None, command: list[str] | None = None,
+                    host: dict[str, Any] | None = None) -> Comparison:
+    """Measure BASE and HEAD run by run under the suite's settings; records go under work/."""
+    from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
+    from harness.analyze.labels import annotate_label
+    from harness.collect import runner
+    from harness.collect.plan import build_plan
+    from harness.collect.record import Record
+    from harness.collect.worker import Worker
+
+    t0 = time.monotonic()
+    base_sha, head_sha = rev_parse(repo, base), rev_parse(repo, head)
+    s = suite.settings
+    arms = [a.name for a in suite.arms]
+    store = store if store is not None else BaselineStore.load(work / "no-baselines.json")
+    design = paired.Design.for_settings(s, len(arms))
+    suite_dict = suite.to_dict()
+    host = host or {}
+    sides: dict[str, dict[str, Any]] = {}
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for side, sha in (("base", base_sha), ("head", head_sha)):
+        root = export_commit(repo, sha, work / "trees" / f"{side}-{sha[:12]}")
+        rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict, host,
+                            command or ["harness", "compare-commits", base, head],
+                            len(build_plan(suite)), extra={"purpose": "compare-commits", "side": side,
+                                                          "commit": sha, "paired_with": {"base": base_sha,
+                                                                                         "head": head_sha}})
+        sides[side] = {"sha": sha, "record": rec, "worker": Worker(side, root, suite_dict, work / "logs")}
+    pacer = runner.Pacer()
+    ui = runner.NullUI()
+    pair_no = 0
+    settings_dict = suite_dict["settings"]
+
+    def run_on(side: str, p: Any) -> None:
+        sd = sides[side]
+        run = runner.run_one(p, suite, sd["worker"], ui, None, pacer)
+        run["side"] = side
+        sd["record"].add_run(annotate_identity(annotate_label(run), store, settings_dict))
+
+    def do_round(i: int) -> None:
+        nonlocal pair_no
+        plan = build_plan(suite, i + 1)
+        for p in plan:
+            if p.index in sides["base"]["record"].done_indices() and p.index in sides["head"]["record"].done_indices():
+                continue
+            order = ("base", "head") if pair_no % 2 == 0 else ("head", "base")
+            pair_no += 1
+            for side in order:
+                if p.index not in sides[side]["record"].done_indices():
+                    run_on(side, p)
+        for sd in sides.values():
+            sd["record"].data["planned_runs"] = len(plan)
+            sd["record"].data["planned_repetitions"] = i + 1
+
+    def look() -> dict[str, paired.Paired]:
+        figs = judge(sides["base"]["record"].runs, sides["head"]["record"].runs, arms, design, gated_only=True)
+        if console is not None:
+            console.print(f"look after {figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
+                          + "; ".join(f"{f.arm} {paired.ratio_text(f.result)} {f.result.verdict} "
+                                      f"(detectable {paired.detectable_text(f.result)})" for f in figs),
+                          highlight=False, soft_wrap=True)
+        return {f"{f.arm} {f.figure}": f.result for f in figs}
+
+    def warm_up() -> None:   # both sides load and compile before the budget's clock starts
+        for p in build_plan(suite, 0):
+            for side in ("base", "head"):
+                run_on(side, p)
+
+    max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
+    try:
+        warm_up()
+        outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, do_round, look)
+    finally:
+        for sd in sides.values():
+            sd["worker"].close()
+            sd["record"].finish(sd["record"].data.get("planned_runs", 0))
+    base_rec, head_rec = sides["base"]["record"], sides["head"]["record"]
+    figures = judge(base_rec.runs, head_rec.runs, arms, design)
+    ident = identity_rows({"base": [base_rec.data], "head": [head_rec.data]})
+    labels: dict[str, set[str]] = {}
+    for rec in (base_rec, head_rec):
+        for r in rec.runs:
+            if not r.get("warmup"):
+                labels.setdefault(r["arm"], set()).add(r.get("label") or "unlabelled")
+    out = Comparison(base=base_sha, head=head_sha, design=design, figures=figures, identity=ident,
+                     failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
+                     records={"base": str(base_rec.path), "head": str(head_rec.path)},
+                     outcome={"design": design.to_dict(), "budget_s": s.budget_s, **outcome.to_dict()},
+                     duration_s=time.monotonic() - t0,
+                     labels={a: sorted(v) for a, v in labels.items()})
+    measured = sum((sd["record"].data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
+    wall = out.duration_s
+    out.notes = {"duty": {side: sd["record"].data.get("duty") for side, sd in sides.items()},
+                 "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(wall, 3),
+                                "duty_cycle": round(measured / wall, 4) if wall > 0 else None},
+                 "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()}}
+    for sd in sides.values():
+        sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
+                                           "sequential": out.outcome}
+        sd["record"].write()
+    return out
+
+
+# --- rendering for people and machines -----------------------------------------------------
+
+def figure_rows(c: Comparison) -> list[dict[str, Any]]:
+    rows = []
+    for f in c.figures:
+        r = f.result
+        rows.append({"arm": f.arm, "figure": f.figure, "gated": f.gated, "verdict": r.verdict,
+                     "n": r.n, "base_median": f.base_median, "head_median": f.head_median,
+                     "change": paired.ratio_text(r), "detectable": paired.detectable_text(r),
+                     "note": r.note, "ratio": r.ratio, "lo": r.lo, "hi": r.hi,
+                     "detectable_value": r.detectable})
+    return rows
+
+
+def summary_json(c: Comparison) -> dict[str, Any]:
+    return {"kind": "harness.compare-commits", "base": c.base, "head": c.head,
+            "exit_status": c.exit_status, "headline": c.headline(), "duration_s": round(c.duration_s, 1),
+            "design": c.design.to_dict(), "rounds": c.outcome.get("rounds"),
+            "stopped": c.outcome.get("stopped"), "records": c.records,
+            "figures": figure_rows(c),
+            "identity": [{"arm": r.arm, "prompt": r.prompt, "status": r.status, "detail": r.detail}
+                         for r in c.identity],
+            "newly_failing": c.newly_failing, "duty": c.notes.get("check_duty"),
+            "duty_per_side": c.notes.get("duty")}
+
+
+def render_table(c: Comparison) -> Any:
+    from rich.table import Table
+
+    t = Table(title=f"{c.head[:8]} against {c.base[:8]}: {c.headline()}", title_justify="left")
+    for col in ("verdict", "figure", "arm", "base", "head", "pairs", "change (interval)", "detectable", "note"):
+        t.add_column(col, overflow="fold")
+    for f in c.figures:
+        r = f.result
+        t.add_row(r.verdict if f.gated else f"{r.verdict} (diag.)", f.figure, f.arm,
+                  "-" if f.base_median is None else f"{f.base_median:.4g}",
+                  "-" if f.head_median is None else f"{f.head_median:.4g}", str(r.n),
+                  paired.ratio_text(r), paired.detectable_text(r), r.note,
+                  style="red" if f.gated and r.verdict == "worse" else None)
+    return t
+
+
+EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, every output byte-identical "
+             "to BASE's); 1 fail (a gated figure worse, runs failing at HEAD only, or an output differing "
+             "from BASE's); 3 inconclusive (this host could not see the threshold on some gated figure; "
+             "treat as neutral, not green); 2 a problem to fix (one line on stderr)")

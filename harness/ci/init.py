@@ -1,0 +1,203 @@
+"""`harness init`: make an engine's repository benchmarkable by this harness.
+
+Writes, at the root of the git repository of the working directory:
+  asv.conf.json                      asv builds each commit's engine and installs it with the
+                                     harness into its own environment (build_command,
+                                     install_command); "harness_suite" names the suite
+  benchmarks/__init__.py,            a thin asv suite: `from harness.asvbench import *`, so the
+  benchmarks/bench_engine.py         benchmark code is the installed harness's
+  benchmarks/suite.toml              a starter suite with one command arm
+  hosts/README.md                    where the lab's own host profiles go (read first)
+  .github/workflows/pr-benchmark.yml `harness pr-check` on every pull request
+  .github/workflows/nightly.yml      `harness nightly` every night
+and adds the harness's outputs (.asv/, results/, html/, records/, baselines/) to .gitignore,
+appending only lines it lacks: untracked outputs would make every record "dirty".
+
+An existing file is never overwritten without --force: one line naming them, exit 2.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from harness.collect.provenance import harness_distribution
+from harness.core.errors import UserError
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "init_templates"
+# Repository path -> template file (under init_templates/).
+FILES = {
+    "asv.conf.json": "asv.conf.json",
+    "benchmarks/__init__.py": "benchmarks_init.py",
+    "benchmarks/bench_engine.py": "bench_engine.py",
+    "benchmarks/suite.toml": "suite.toml",
+    "hosts/README.md": "hosts_README.md",
+    ".github/workflows/pr-benchmark.yml": "workflows/pr-benchmark.yml",
+    ".github/workflows/nightly.yml": "workflows/nightly.yml",
+}
+IGNORED = (".asv/", "/results/", "/html/", "/records/", "/baselines/", ".venv/")
+PLACEHOLDER_COMMAND = ["{python}", "-m", "MY_ENGINE", "--prompt-file", "{prompt_file}",
+                       "--max-tokens", "{max_tokens}", "--seed", "{seed}"]
+
+
+@dataclass
+class InitResult:
+    root: Path
+    written: list[str] = field(default_factory=list)
+    gitignore_added: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def installed_harness_spec() -> tuple[str, str | None]:
+    """(pip requirement that installs this harness, warning or None), from how it was installed
+    (PEP 610 direct_url.json): a VCS URL at its commit, a local directory, or the version."""
+    name = harness_distribution()
+    try:
+        if name is None:
+            raise importlib.metadata.PackageNotFoundError("harness")
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        raise UserError("the harness is not installed as a distribution; "
+                        "pass --harness-spec with the pip requirement that installs it") from None
+    text = dist.read_text("direct_url.json")
+    if not text:
+        return f"{name}=={dist.version}", None
+    d = json.loads(text)
+    url = str(d.get("url", ""))
+    vcs = d.get("vcs_info")
+    if vcs:
+        return f"{name} @ {vcs.get('vcs', 'git')}+{url}@{vcs.get('commit_id', '')}".rstrip("@"), None
+    if url.startswith("file://"):
+        path = unquote(urlparse(url).path)
+        return path, (f"the harness requirement is a local path ({path}): it works on this machine "
+                      "only; for CI runners pass --harness-spec with a URL")
+    return f"{name} @ {url}", None
+
+
+def _git_root(start: Path) -> Path:
+    from harness.collect.provenance import repo_root
+    root = repo_root(start)
+    if root is None:
+        raise UserError(f"{start}: not in a git repository; `harness init` writes into an engine's "
+                        "repository: run `git init` there first")
+    return root
+
+
+def _engine_project(root: Path) -> tuple[str | None, str]:
+    """(the engine's distribution name when the repository is a Python package, else None; a
+    project name for asv)."""
+    py = root / "pyproject.toml"
+    if py.is_file():
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            name = tomllib.loads(py.read_text(encoding="utf-8")).get("project", {}).get("name")
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise UserError(f"{py}: not readable TOML ({e}); fix it or move it aside") from None
+        if isinstance(name, str) and name:
+            return name, name
+    if (root / "setup.py").is_file():
+        return root.name, root.name
+    return None, root.name
+
+
+def _branch(root: Path) -> str:
+    from harness.collect.provenance import repo_info
+    b = repo_info(str(root)).get("branch")
+    return b if isinstance(b, str) and b not in ("unknown", "detached") else "main"
+
+
+def _default_hosts() -> list[str]:
+    """This host's profile when one matches, else every profile the harness knows."""
+    from harness.collect.host import profiles as hosts
+    from harness.collect.host.info import collect_host
+    profiles = hosts.load_profiles()
+    mine = hosts.match_profile(collect_host(), profiles)
+    return [mine["name"]] if mine else sorted(profiles)
+
+
+def _indent(lines: list[str], n: int) -> str:
+    return "\n".join(" " * n + line for line in lines)
+
+
+def render(root: Path, harness_spec: str, command: list[str], hosts: list[str],
+           target: str = "..") -> dict[str, str]:
+    """Repository path -> file content."""
+    engine, project = _engine_project(root)
+    branch = _branch(root)
+    spec = shlex.quote(harness_spec)
+    install_harness = f"in-dir={{env_dir}} python -m pip install {spec}"
+    if engine is not None:
+        build = ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"]
+        install = ["in-dir={env_dir} python -m pip install {wheel_file}", install_harness]
+        uninstall = ["return-code=any python -m pip uninstall -y {project}"]
+        note = "A wheel of the engine's package at that commit."
+        ci = ["python3 -m venv .venv", ".venv/bin/python -m pip install -q --upgrade pip",
+              f".venv/bin/python -m pip install -q {spec}", ".venv/bin/python -m pip install -q -e ."]
+    else:
+        build, install, uninstall = [], [install_harness], []
+        note = ("No pyproject.toml or setup.py here, so nothing is built:\n    // add the engine's build "
+                "(run in the commit's checkout, {build_dir}), and make\n    // its command reachable from "
+                "any directory (the benchmarks run in a temporary one).")
+        ci = ["python3 -m venv .venv", ".venv/bin/python -m pip install -q --upgrade pip",
+              f".venv/bin/python -m pip install -q {spec}"]
+    values = {
+        "@@PROJECT@@": project, "@@BRANCH@@": branch, "@@BUILD_NOTE@@": note,
+        "@@BUILD_COMMAND@@": json.dumps(build), "@@INSTALL_COMMAND@@": json.dumps(install),
+        "@@UNINSTALL_COMMAND@@": json.dumps(uninstall),
+        "@@NAME@@": project, "@@TARGET@@": target, "@@COMMAND@@": json.dumps(command),
+        "@@HOSTS@@": ", ".join(hosts), "@@INSTALL@@": _indent(ci, 10),
+    }
+    out = {}
+    for dest, template in FILES.items():
+        text = (TEMPLATES / template).read_text(encoding="utf-8")
+        for k, v in values.items():
+            text = text.replace(k, v)
+        out[dest] = text
+    return out
+
+
+def _gitignore(root: Path) -> list[str]:
+    """Append the harness's outputs the repository's .gitignore lacks; returns those lines."""
+    path = root / ".gitignore"
+    have = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    missing = [line for line in IGNORED if line not in {h.strip() for h in have}]
+    if missing:
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        sep = "" if not text or text.endswith("\n") else "\n"
+        path.write_text(text + sep + "# harness and asv outputs (harness init)\n" + "\n".join(missing) + "\n",
+                        encoding="utf-8")
+    return missing
+
+
+def init(start: str | Path = ".", force: bool = False, harness_spec: str | None = None,
+         command: list[str] | None = None, hosts: list[str] | None = None, target: str = "..") -> InitResult:
+    """Write the files into the git repository containing `start`; see the module docstring."""
+    root = _git_root(Path(start).resolve())
+    warnings: list[str] = []
+    if harness_spec is None:
+        harness_spec, warning = installed_harness_spec()
+        if warning:
+            warnings.append(warning)
+    files = render(root, harness_spec, command or PLACEHOLDER_COMMAND,
+                   hosts or _default_hosts(), target)
+    existing = [p for p in files if (root / p).exists()]
+    if existing and not force:
+        raise UserError(f"{root}: would overwrite {', '.join(existing)}; move them aside or pass --force")
+    result = InitResult(root, warnings=warnings)
+    for rel, text in files.items():
+        dest = root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+        result.written.append(rel)
+    result.gitignore_added = _gitignore(root)
+    if command is None:
+        result.warnings.append("benchmarks/suite.toml runs a placeholder command (MY_ENGINE): put your "
+                               "engine's argv in its [[arms]] command, or re-run with --command")
+    return result

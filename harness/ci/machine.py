@@ -1,0 +1,134 @@
+"""This host's asv machine entry, from its host profile (`harness host register`, pr-check, nightly).
+
+asv names a machine by a free-form entry in ~/.asv-machine.json and copies every key of it
+into each result, where the dashboard offers them as filters. The entry written here uses the
+matching hosts/*.json profile: its asv_machine name, chip, GPU generation and peak bandwidth.
+A host no profile matches gets "unknown peak" and a warning, never a guessed figure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import UserError
+
+UNKNOWN_PEAK = "unknown peak"
+DEFAULT_MACHINE_FILE = Path("~/.asv-machine.json")
+
+
+def default_machine_file() -> Path:
+    return DEFAULT_MACHINE_FILE.expanduser()
+
+
+def _known(v: Any) -> str | None:
+    return None if v in (None, "", "unknown") else str(v)
+
+
+def detected_chip(host: dict[str, Any]) -> str:
+    cpu = host.get("cpu") if isinstance(host.get("cpu"), dict) else {}
+    gpu = host.get("gpu") if isinstance(host.get("gpu"), dict) else {}
+    return (_known(cpu.get("apple_chip")) or _known(gpu.get("name")) or _known(cpu.get("model"))
+            or "unknown")
+
+
+def detected_gpu_generation(host: dict[str, Any]) -> str:
+    gpu = host.get("gpu") if isinstance(host.get("gpu"), dict) else {}
+    if gpu.get("mlx_backend") == "none" and _known(gpu.get("name")) is None:
+        return "none"
+    return _known(gpu.get("family")) or _known(gpu.get("generation")) or "unknown"
+
+
+def peak_text(profile: dict[str, Any] | None) -> str:
+    peak = (profile or {}).get("peak_bandwidth_gbs")
+    return UNKNOWN_PEAK if peak is None else f"{peak:g} GB/s"
+
+
+def machine_entry(host: dict[str, Any], profile: dict[str, Any] | None,
+                  machine: str | None = None) -> tuple[dict[str, str], list[str]]:
+    """(asv machine entry, warnings). asv's own fields (os, arch, cpu, num_cpu, ram) plus chip,
+    gpu_generation, peak_bandwidth and host_profile, every value a string as asv stores them."""
+    from asv.machine import Machine
+
+    warnings: list[str] = []
+    d = {k: str(v) for k, v in Machine.get_defaults().items()}
+    if profile is None:
+        warnings.append("no host profile in hosts/ matches this host; its peak bandwidth is "
+                        f"\"{UNKNOWN_PEAK}\" (add hosts/<name>.json with the vendor's figure)")
+        chip, gen = detected_chip(host), detected_gpu_generation(host)
+        name = machine or d["machine"]
+    else:
+        chip = profile["chip"] if _known(profile["chip"]) else detected_chip(host)
+        gen = profile["gpu_generation"] if _known(profile["gpu_generation"]) else detected_gpu_generation(host)
+        name = machine or profile["asv_machine"]
+        if profile.get("peak_bandwidth_gbs") is None:
+            warnings.append(f"host profile {profile['name']} has no peak bandwidth figure "
+                            f"({profile.get('peak_bandwidth_source', 'no source')}); "
+                            f"recorded as \"{UNKNOWN_PEAK}\"")
+    d.update(machine=name, chip=chip, gpu_generation=gen, peak_bandwidth=peak_text(profile),
+             host_profile=profile["name"] if profile else "none")
+    return d, warnings
+
+
+def write_machine_entry(entry: dict[str, str], path: Path) -> None:
+    """Add or replace this machine's entry, keeping the file's other machines (asv's writer)."""
+    from asv.machine import MachineCollection
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        MachineCollection.save(entry["machine"], entry, _path=str(path))
+    except Exception as e:  # asv's UserError for a malformed file, or an OSError
+        raise UserError(f"{path}: cannot write the asv machine entry: {e}") from None
+
+
+def read_machine_file(path: Path) -> dict[str, dict[str, Any]]:
+    """Machine name -> entry; {} when the file does not exist."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: not a readable asv machine file: {e}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not an asv machine file (expected a JSON object)")
+    return {k: v for k, v in data.items() if k != "version" and isinstance(v, dict)}
+
+
+def resolve_machine(path: Path, machine: str | None) -> dict[str, Any] | None:
+    """The entry asv will use: the named one, or the only one; None when there is none."""
+    entries = read_machine_file(path)
+    if machine is not None:
+        if machine not in entries:
+            known = ", ".join(sorted(entries)) or "none"
+            raise UserError(f"{path}: no machine named '{machine}' (known: {known}); "
+                            f"run `harness host register`")
+        return entries[machine]
+    if len(entries) == 1:
+        return next(iter(entries.values()))
+    if not entries:
+        return None
+    raise UserError(f"{path}: several machines ({', '.join(sorted(entries))}); pass --machine")
+
+
+def register(profile_name: str | None = None, machine: str | None = None,
+             machine_file: Path | None = None, repo: str = ".",
+             host: dict[str, Any] | None = None,
+             profiles_dir: str | Path | None = None) -> tuple[dict[str, str], list[str], Path]:
+    """Detect, match (or take --profile), write. Returns (entry, warnings, path)."""
+    from harness.collect.host.profiles import get_profile, load_profiles, match_profile, matches
+
+    path = machine_file or default_machine_file()
+    profile = get_profile(profile_name, profiles_dir) if profile_name else None  # unknown: UserError
+    if host is None:
+        from harness.collect.host.info import collect_host
+        host = collect_host(repo)
+    warnings: list[str] = []
+    if profile is None:
+        profile = match_profile(host, load_profiles(profiles_dir))
+    elif not matches(profile, host):
+        warnings.append(f"host profile {profile['name']} was chosen with --profile, but its match "
+                        f"rules {json.dumps(profile['match'], sort_keys=True)} do not hold on this host")
+    entry, more = machine_entry(host, profile, machine)
+    write_machine_entry(entry, path)
+    return entry, warnings + more, path

@@ -1,0 +1,251 @@
+"""`harness pr-check BASE HEAD`: the two commits measured run by run, judged on paired ratios,
+stored in asv, and rendered as Markdown for a pull-request comment.
+
+The measuring is harness.ci.commits: one persistent worker per commit, runs alternating ABBA,
+a time budget with the sequential stopping rule, each figure judged on the per-pair ratios
+(harness.analyze.paired). Then each side's record is stored in asv's results for its commit
+(`asv run --python=same --set-commit-hash`, the benchmarks reading the record instead of
+running a session), so the dashboard and `asv compare` see every sample; asv's own table is
+shown beside the paired verdict, not instead of it.
+
+Exit status (the workflow maps it): 0 pass; 1 fail (a gated figure worse, a run failing at
+head only, an output no longer byte-identical to base's); 3 inconclusive (this host could not
+see the threshold on some gated figure: a neutral check, not a green one); 2 a problem to fix
+(one line on stderr).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.analyze import paired
+from harness.ci.asvtool import (
+    AsvConfig,
+    CompareRow,
+    configured_suite,
+    load_config,
+    load_figures,
+    parse_compare,
+    run_asv,
+)
+from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits, summary_json
+from harness.core.errors import UserError
+
+MARKER = "<!-- harness-pr-check:{machine} -->"   # one comment per host, updated in place
+ASV_BENCH = {"ms/token": "track_ms_per_token", "ms/round": "track_ms_per_round"}
+
+
+def ensure_machine(machine_file: Path, machine: str | None) -> dict[str, Any]:
+    """The machine entry asv will use; registers this host when the file has none."""
+    from harness.ci.machine import register, resolve_machine
+
+    entry = resolve_machine(machine_file, machine)
+    if entry is None:
+        entry, warnings, path = register(None, machine, machine_file)
+        for w in warnings:
+            print(f"harness: warning: {w}", file=sys.stderr)
+        print(f"harness: registered this host as asv machine '{entry['machine']}' in {path}", file=sys.stderr)
+    return entry
+
+
+def suite_file(conf: AsvConfig, given: str | None) -> Path:
+    """The suite pr-check measures: --suite, else $HARNESS_ASV_SUITE, else asv.conf.json's
+    "harness_suite" (the one the asv benchmarks run)."""
+    if not (given or os.environ.get("HARNESS_ASV_SUITE")):
+        return configured_suite(conf)
+    p = Path(given or os.environ["HARNESS_ASV_SUITE"])
+    if not p.is_file():
+        raise UserError(f"{p}: suite file not found (pass --suite)")
+    return p
+
+
+# --- asv: store both sides, read its comparison ------------------------------------------
+
+def store_in_asv(conf: AsvConfig, machine_file: Path, machine: str, sha: str, record: str,
+                 echo: bool = False) -> None:
+    """asv's results for `sha` from a finished record (no second measurement)."""
+    res = run_asv(["run", "--python=same", "--set-commit-hash", sha, "--machine", machine,
+                   "--record-samples", "--show-stderr"], conf, machine_file,
+                  env={"HARNESS_ASV_RECORD": str(Path(record).resolve())}, echo=echo)
+    stored = [f for f in load_figures(conf, machine, sha).values()
+              if f.benchmark.endswith("track_ms_per_token") and f.samples]
+    if not stored:
+        tail = " | ".join(res.output.strip().splitlines()[-3:])
+        raise UserError(f"asv stored no ms/token samples for {sha[:12]} (exit {res.returncode}): {tail}")
+
+
+def asv_rows(conf: AsvConfig, machine_file: Path, machine: str, base: str, head: str,
+             factor: float) -> tuple[list[CompareRow], str]:
+    comp = run_asv(["compare", "--factor", f"{factor:.4g}", "--machine", machine, base, head],
+                   conf, machine_file, echo=False)
+    return parse_compare(comp.output), comp.output
+
+
+def asv_word(rows: list[CompareRow], arm: str, figure: str) -> str:
+    """asv's own reading of one of our figures (its Mann-Whitney over the same samples)."""
+    bench = ASV_BENCH.get(figure)
+    if figure.startswith("phase ms/round: "):
+        bench = "track_phase_ms_per_round"
+    if bench is None:
+        return ""
+    for r in rows:
+        name = r.name
+        if f".{bench}(" not in name:
+            continue
+        args = name.split("(", 1)[1]
+        if not (args.startswith(f"'{arm}'") or args.startswith(f"'{arm} [")):
+            continue
+        if bench == "track_phase_ms_per_round" and f"'{figure.split(': ', 1)[1]}'" not in args:
+            continue
+        return {"+": "worse", "-": "better", "x": "not comparable", "!": "failing", "*": "fixed"}.get(
+            r.mark, "changed, not significant" if r.insignificant_change else "no significant change")
+    return ""
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] | None = None,
+                    asv_table: str = "") -> str:
+    d = c.design
+    st = c.exit_status
+    host = meta.get("host") or {}
+    lines = [MARKER.format(machine=meta["machine"]),
+             f"## Benchmark check: `{c.head[:8]}` against `{c.base[:8]}` on {meta['machine']}", "",
+             f"**{c.headline()}**", ""]
+    lines += [f"Host: {meta['machine']} (chip {host.get('chip', 'unknown')}, GPU generation "
+              f"{host.get('gpu_generation', 'unknown')}). Both commits ran run by run, alternating "
+              f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "
+              f"{c.outcome.get('stopped_because')}. Each figure is judged on the per-pair ratios head/base: "
+              f"geometric mean with a {1 - d.alpha_per_test:.2%} interval (false-alarm level {d.alpha:.0%} "
+              f"split over {d.looks} look(s) and {d.figures} gated figure(s)); \"smallest detectable\" is the "
+              f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
+              f"change of at least {d.min_effect:.0%}; unchanged needs the interval inside ±{d.threshold:.0%} "
+              f"and a smallest detectable change below it; anything else is inconclusive. "
+              f"Exit status {st} ({EXIT_WORDS[st]}).", ""]
+    lines += ["| verdict | figure | arm | base median | head median | pairs | change (interval) | "
+              "smallest detectable | asv | note |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for f in c.figures:
+        r = f.result
+        v = r.verdict if f.gated else f"{r.verdict} (diagnostic)"
+        if f.gated and r.verdict in ("worse", "improved", "inconclusive"):
+            v = f"**{v}**"
+        lines.append(f"| {v} | {f.figure} | {f.arm} | {_num(f.base_median)} | {_num(f.head_median)} | {r.n} | "
+                     f"{paired.ratio_text(r)} | {paired.detectable_text(r)} | "
+                     f"{asv_word(rows or [], f.arm, f.figure) or '-'} | {r.note} |")
+    lines += ["", "Gated figures (decode ms/token of every arm) decide the check; the diagnostics say where "
+                  "a change sits and do not."]
+    if c.newly_failing:
+        lines += ["", "Runs failing at head only: " + ", ".join(c.newly_failing)]
+    if c.identity:
+        lines += ["", "### Byte identity against the base commit's output", "",
+                  "| arm | prompt | identity | detail |", "|---|---|---|---|"]
+        for r in c.identity:
+            s = f"**{r.status}**" if r.status in ("differs", "nondeterministic") else r.status
+            lines.append(f"| {r.arm} | {r.prompt} | {s} | {r.detail} |")
+    not_shipping = {a: [x for x in ls if not x.startswith("shipping")] for a, ls in c.labels.items()}
+    not_shipping = {a: ls for a, ls in not_shipping.items() if ls}
+    if not_shipping:
+        lines += ["", "### Not shipping configurations", ""]
+        for a, ls in sorted(not_shipping.items()):
+            lines += [f"- {a}: {s}" for s in ls]
+    lines += ["", "### Load and time", ""]
+    for side in ("base", "head"):
+        n = (meta.get("load") or {}).get(side)
+        if n:
+            lines.append(f"- {side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
+                         f"{n['quiet_gate_timeouts']} quiet-gate timeouts")
+    duty = c.notes.get("check_duty") or {}
+    if duty.get("duty_cycle") is not None:
+        lines.append(f"- duty cycle {duty['duty_cycle']:.0%}: {duty['measured_run_s']:.0f} s of measured runs "
+                     f"(both sides) in {duty['wall_s']:.0f} s, exports and model loads included")
+    if asv_table.strip():
+        lines += ["", "<details><summary>asv compare over the same samples (Mann-Whitney U)</summary>", "",
+                  "```", asv_table.strip(), "```", "", "</details>"]
+    lines += ["", "### Reproducing", "", "```", meta["command"], "```",
+              f"Took {meta['duration_s']:.0f} s. Session records: `{c.records['base']}`, `{c.records['head']}`."]
+    return "\n".join(lines) + "\n"
+
+
+def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per side: measured runs, failed, contended, quiet-gate timeouts."""
+    out = {}
+    for side, rec in records.items():
+        runs = [r for r in rec.get("runs", []) if not r.get("warmup")]
+        out[side] = {"runs": len(runs), "failed": sum(r.get("status") != "ok" for r in runs),
+                     "contended": sum("contended" in (r.get("marks") or []) for r in runs),
+                     "quiet_gate_timeouts": sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs)}
+    return out
+
+
+# --- the command -------------------------------------------------------------------------
+
+def load_check_suite(path: Path, budget_s: float | None, threshold: float | None) -> Any:
+    from harness.collect.host.info import collect_host
+    from harness.collect.host.profiles import resolve_host_settings
+    from harness.collect.suite import load_suite, with_settings
+
+    suite = resolve_host_settings(load_suite(path), collect_host())
+    changes: dict[str, Any] = {}
+    if budget_s is not None:
+        if budget_s <= 0:
+            raise UserError(f"--budget-s must be positive, got {budget_s:g}")
+        changes["budget_s"] = budget_s
+    if threshold is not None:
+        if not 0.0 < threshold < 1.0:
+            raise UserError(f"--threshold must be between 0 and 1 (0.10 means 10%), got {threshold:g}")
+        changes["threshold"] = threshold
+    return with_settings(suite, **changes) if changes else suite
+
+
+def pr_check(base: str, head: str, config: str | None = None, machine: str | None = None,
+             machine_file: str | None = None, suite: str | None = None, budget_s: float | None = None,
+             threshold: float | None = None, baselines: str | None = None, output: str | None = None,
+             json_out: str | None = None, asv: bool = True, echo: bool = True) -> int:
+    from rich.console import Console
+
+    from harness.analyze.identity import BaselineStore
+    from harness.ci.machine import default_machine_file
+
+    conf = load_config(config)
+    mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
+    the_suite = load_check_suite(suite_file(conf, suite), budget_s, threshold)
+    store = BaselineStore.load(Path(baselines)) if baselines else None
+    entry = ensure_machine(mf, machine) if asv else {"machine": machine or "local"}
+    mname = entry["machine"]
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    work = conf.root / ".asv" / "pr-check" / f"{base.replace('/', '_')[:20]}-{head.replace('/', '_')[:20]}-{stamp}"
+    console = Console(stderr=True) if echo else None
+    cmp = compare_commits(conf.root, base, head, the_suite, work, store=store, console=console,
+                          command=["harness", "pr-check", base, head])
+    rows: list[CompareRow] = []
+    table = ""
+    if asv:
+        for side, sha in (("base", cmp.base), ("head", cmp.head)):
+            store_in_asv(conf, mf, mname, sha, cmp.records[side])
+        rows, table = asv_rows(conf, mf, mname, cmp.base, cmp.head, 1.0 + the_suite.settings.threshold)
+    records = {side: json.loads(Path(p).read_text(encoding="utf-8")) for side, p in cmp.records.items()}
+    args = [base, head] + (["--machine", machine] if machine else []) + (["--suite", suite] if suite else [])
+    args += [f"--budget-s {budget_s:g}"] if budget_s is not None else []
+    args += [f"--threshold {threshold:g}"] if threshold is not None else []
+    meta = {"machine": mname, "host": entry, "command": "harness pr-check " + " ".join(args),
+            "duration_s": cmp.duration_s, "load": load_notes(records)}
+    md = render_markdown(cmp, meta, rows, table)
+    print(md, end="", flush=True)
+    if output:
+        Path(output).write_text(md, encoding="utf-8")
+    summary = {**summary_json(cmp), "kind": "harness.pr-check", "machine": mname,
+               "asv": [r.__dict__ for r in rows]}
+    if json_out:
+        Path(json_out).write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n")
+    print(json.dumps({k: summary[k] for k in ("kind", "base", "head", "machine", "exit_status", "headline",
+                                               "duration_s", "rounds", "stopped")}, sort_keys=True), flush=True)
+    return cmp.exit_status

@@ -1,0 +1,62 @@
+"""Records rendered to Markdown files: one record (and a second beside it), a reports
+directory's index, and the records a nightly run left without Markdown. The reading and
+writing happen here; harness.render.report only turns a loaded record into text."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.collect.record import Record
+from harness.core.errors import UserError
+from harness.render.report import build_context, index_context, render
+
+
+def load_record(path: str) -> dict[str, Any]:
+    """A record as the report reads it: kind, version (migrated) and shape checked."""
+    rec = Record.load(path).data
+    for key in ("settings", "arms", "prompts", "pairings"):
+        if key not in rec["suite"]:
+            raise UserError(f"{path}: record's suite has no {key!r} field")
+    return rec
+
+
+def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
+    """The template context of the record at path, with a second record beside it."""
+    compare = (compare_path, load_record(compare_path)) if compare_path else None
+    return build_context(path, load_record(path), compare)
+
+
+def index_text(reports_dir: Path, template: str = "index") -> tuple[str, list[str]]:
+    """The index of every record in reports_dir, and a line per record that could not be read."""
+    entries, skipped = [], []
+    for p in sorted(reports_dir.glob("*.json")):
+        try:
+            ctx = context_for(str(p))
+        except UserError as e:
+            skipped.append(str(e))
+            continue
+        md = p.with_suffix(".md")
+        entries.append((p.name, md.name if md.exists() else None, ctx))
+    return render(index_context(entries, str(reports_dir)), template), skipped
+
+
+def render_missing(records_dir: Path) -> int:
+    """Markdown beside each record that has none, then the index; returns how many were written.
+    A record that cannot be rendered is named on stderr and left as it is."""
+    if not records_dir.is_dir():
+        return 0
+    n = 0
+    for rec in sorted(records_dir.glob("*.json")):
+        md = rec.with_suffix(".md")
+        if md.exists():
+            continue
+        try:
+            md.write_text(render(context_for(str(rec)), "record"), encoding="utf-8")
+            n += 1
+        except UserError as e:
+            print(f"harness: report of {rec.name} failed: {e}", file=sys.stderr)
+    text, _ = index_text(records_dir)
+    (records_dir / "README.md").write_text(text, encoding="utf-8")
+    return n

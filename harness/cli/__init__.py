@@ -1,0 +1,75 @@
+"""The `harness` command: one registry of commands, one module each.
+
+Each command module has NAME, `add_parser(subparsers) -> parser` and `run(args) -> int`; a
+module with PASSTHROUGH = True gets every argument after its name as `args.rest`, options
+included. `main(argv)` builds the parser, parses argv (passed explicitly) and turns the
+errors a user can fix into one line and exit 2, an interrupt into exit 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from harness.cli import (
+    baseline,
+    check,
+    compare_commits,
+    dashboard,
+    host,
+    init,
+    nightly,
+    pr_check,
+    project,
+    report,
+    run,
+    schema,
+)
+from harness.cli.session import Invocation
+from harness.core.errors import UserError
+
+# In the order `harness --help` lists them.
+COMMANDS: tuple[ModuleType, ...] = (run, check, baseline, project, report, host, pr_check, compare_commits,
+                                    nightly, dashboard, init, schema)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="harness", description="Benchmark harness for MLX speculative decoding")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for mod in COMMANDS:
+        mod.add_parser(sub).set_defaults(_command=mod)
+    return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    by_name = {mod.NAME: mod for mod in COMMANDS}
+    mod = by_name.get(argv[0]) if argv else None
+    if mod is not None and getattr(mod, "PASSTHROUGH", False):
+        return argparse.Namespace(_command=mod, command=mod.NAME, rest=argv[1:])
+    return build_parser().parse_args(argv)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    # A kill should end like Ctrl-C: the command child is killed and the record says so.
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse(argv)
+    args.invocation = Invocation(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return int(args._command.run(args) or 0)
+    except UserError as e:
+        print(f"harness: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130

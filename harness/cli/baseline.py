@@ -1,0 +1,67 @@
+"""`harness baseline record SUITE`: run each arm twice and store its output where both agree."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from harness.cli.session import (
+    console_out,
+    default_baselines_path,
+    default_record_path,
+    in_process_engines_first,
+    new_session,
+)
+
+NAME = "baseline"
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    b = sub.add_parser("baseline", help="record arms' outputs as their own baselines")
+    bsub = b.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
+    br = bsub.add_parser("record", help="run each arm twice and store outputs where both agree",
+                         epilog="exit status: 0 every baseline stored, updated or unchanged; 1 an "
+                                "INCONCLUSIVE key (the two runs disagree, or failed) or an existing, "
+                                "different baseline kept because --update was not given")
+    br.add_argument("suite")
+    br.add_argument("--update", action="store_true", help="replace differing baselines (old ones kept in history)")
+    br.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
+    br.add_argument("--record", help="record path for the baseline session")
+    return b
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run each arm twice per prompt and store the output where both runs agree."""
+    from dataclasses import replace
+
+    from harness.analyze.identity import BaselineStore, record_baselines
+    from harness.collect.suite import load_suite, with_settings
+    inv = args.invocation
+    suite = load_suite(args.suite)
+    in_process_engines_first(suite)
+    suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0, cooldown_cap_s=None,
+                          cooldown_source="baseline", budget_s=None,
+                          quiet=replace(suite.settings.quiet, enabled=False))
+    baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
+    record_path = Path(args.record) if args.record else default_record_path(inv, suite.name, "baseline")
+    record = new_session(inv, suite, record_path, baselines, {"purpose": "baseline", "quick": False})
+    store = BaselineStore.load(baselines)   # re-read: the file may have changed meanwhile
+    outcomes = record_baselines(record.data, store, update=args.update)
+    if any(o.status in ("stored", "updated") for o in outcomes):
+        store.save()
+    out = console_out()
+    t = Table(title=f"baselines ({baselines})", title_justify="left")
+    for col in ("key", "outcome", "detail"):
+        t.add_column(col, overflow="fold")
+    for o in outcomes:
+        t.add_row(o.key, o.status.upper() if o.status == "inconclusive" else o.status, o.detail)
+    out.print(t)
+    print(json.dumps({"kind": "harness.baselines.outcome", "baselines": str(baselines),
+                      "record": str(record.path),
+                      "outcomes": [{"key": o.key, "status": o.status, "detail": o.detail} for o in outcomes]},
+                     sort_keys=True), flush=True)
+    return 0 if all(o.status in ("stored", "updated", "unchanged") for o in outcomes) else 1

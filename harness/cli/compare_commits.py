@@ -1,0 +1,45 @@
+"""`harness compare-commits BASE HEAD`: two commits run by run on this host, judged paired."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.analyze.identity import BaselineStore
+from harness.ci.commits import EXIT_HELP, compare_commits, render_table, summary_json
+from harness.ci.prcheck import load_check_suite
+from harness.cli.session import add_budget_args
+from harness.collect.suite import DEFAULT_SUITE
+
+NAME = "compare-commits"
+
+
+def run(args: argparse.Namespace) -> int:
+    repo = Path(args.repo).resolve()
+    suite = load_check_suite(Path(args.suite) if args.suite else DEFAULT_SUITE, args.budget_s, args.threshold)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    work = Path(args.work) if args.work else repo / ".harness" / "compare" / stamp
+    store = BaselineStore.load(Path(args.baselines)) if args.baselines else None
+    c = compare_commits(repo, args.base, args.head, suite, work, store=store, console=Console(stderr=True),
+                        command=args.invocation.command)
+    out = Console() if Console().is_terminal else Console(width=200)
+    out.print(render_table(c))
+    print(json.dumps(summary_json(c), sort_keys=True, default=str), flush=True)
+    return c.exit_status
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("compare-commits", help="two commits run by run on this host, judged paired",
+                       epilog=EXIT_HELP)
+    p.add_argument("base", help="the reference commit")
+    p.add_argument("head", help="the commit under test")
+    p.add_argument("--repo", default=".", help="the git repository holding both commits (default: .)")
+    p.add_argument("--work", help="where the exported trees, records and worker logs go "
+                                  "(default: REPO/.harness/compare/<date-time>)")
+    add_budget_args(p)
+    return p

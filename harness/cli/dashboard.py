@@ -1,0 +1,31 @@
+"""`harness dashboard publish | preview`: the asv dashboard, its libraries made local."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.ci.asvtool import load_config, run_asv
+from harness.ci.dashboard import publish
+
+NAME = "dashboard"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "publish":
+        html = publish(args.config, vendor=not args.no_vendor)
+        print(f"dashboard: {html}/index.html (serve it with `harness dashboard preview`)")
+        return 0
+    conf = load_config(args.config)
+    extra = ["--port", str(args.port)] if args.port else []
+    return run_asv(["preview", *extra], conf).returncode
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("dashboard", help="publish the asv dashboard (libraries made local) or preview it",
+                       epilog="exit status: 0 published / preview ended; 2 a problem to fix (one line)")
+    p.add_argument("action", choices=("publish", "preview"))
+    p.add_argument("--config", help="asv config (default: ./asv.conf.json)")
+    p.add_argument("--no-vendor", action="store_true", help="keep asv's CDN links")
+    p.add_argument("--port", type=int, help="preview port (asv's default otherwise)")
+    return p

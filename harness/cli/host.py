@@ -1,0 +1,42 @@
+"""`harness host register`: detect this host, match a profile, write its asv machine entry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.ci.machine import register
+
+NAME = "host"
+
+
+def run(args: argparse.Namespace) -> int:
+    entry, warnings, path = register(args.profile, args.machine,
+                                     Path(args.machine_file).expanduser() if args.machine_file else None)
+    for w in warnings:
+        print(f"harness: warning: {w}", file=sys.stderr)
+    width = max(len(k) for k in entry)
+    print(f"asv machine entry '{entry['machine']}' written to {path}:")
+    for k in ("machine", "host_profile", "chip", "gpu_generation", "peak_bandwidth",
+              "os", "arch", "cpu", "num_cpu", "ram"):
+        if k in entry:
+            print(f"  {k:<{width}}  {entry[k]}")
+    print(json.dumps({"kind": "harness.host.register", "machine_file": str(path), "entry": entry,
+                      "warnings": warnings}, sort_keys=True), flush=True)
+    return 0
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    h = sub.add_parser("host", help="this host: register it as an asv machine")
+    hs = h.add_subparsers(dest="host_command", metavar="ACTION", required=True)
+    r = hs.add_parser("register", help="detect this host, match a hosts/*.json profile, write its asv machine entry",
+                      epilog="exit status: 0 written (warnings on stderr, e.g. an unknown peak); "
+                             "2 a problem to fix, e.g. an unknown --profile (one line on stderr)")
+    r.add_argument("--profile", metavar="NAME", help="use this host profile instead of matching (hosts/NAME.json)")
+    r.add_argument("--machine", metavar="NAME", help="asv machine name (default: the profile's asv_machine, "
+                                                     "or the hostname when no profile matches)")
+    r.add_argument("--machine-file", metavar="PATH", help="asv machine file (default: ~/.asv-machine.json)")
+    return h

@@ -1,0 +1,63 @@
+"""`harness run [SUITE]`: run a suite (the default suite when none is given), or finish one."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from harness.cli.session import (
+    default_baselines_path,
+    default_record_path,
+    execute,
+    in_process_engines_first,
+    new_session,
+    print_summary,
+)
+from harness.core.errors import UserError
+
+NAME = "run"
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    r = sub.add_parser("run", help="run a suite (the default suite when none is given)",
+                       epilog="exit status: 0 all runs ok; 1 a run failed or an output differs from its "
+                              "own baseline; 2 a problem to fix (one line on stderr); 130 interrupted "
+                              "(the record keeps every finished run: resume it with --resume)")
+    r.add_argument("suite", nargs="?", help="suite TOML (default: harness/suites/default.toml)")
+    r.add_argument("--record", help="record path (default: records/<date-time>-<suite>-<host>.json)")
+    r.add_argument("--resume", metavar="RECORD", help="finish the missing runs of an incomplete record")
+    r.add_argument("--quick", action="store_true",
+                   help="smoke test: 2 repetitions, no warm-up, no cooldown, no quiet gate, <=32 tokens")
+    r.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
+    return r
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.analyze.identity import BaselineStore
+    from harness.collect.record import Record
+    from harness.collect.suite import load_suite, quick, suite_from_record
+    inv = args.invocation
+    if args.resume:
+        if args.suite or args.quick or args.record:
+            raise UserError("--resume takes its suite, settings and path from the record; "
+                            "drop SUITE, --quick and --record")
+        record = Record.load(args.resume)
+        suite = suite_from_record(record.data["suite"], str(record.path))
+        in_process_engines_first(suite)
+        baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path(inv))
+        store = BaselineStore.load(baselines)
+        if not record.data.get("complete"):
+            record.note_resume(inv.command, inv.host())
+            execute(record, suite, store)
+    else:
+        suite = load_suite(args.suite)
+        in_process_engines_first(suite)
+        if args.quick:
+            suite = quick(suite)
+        record_path = Path(args.record) if args.record else default_record_path(inv, suite.name)
+        baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
+        record = new_session(inv, suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)})
+    print_summary(record, f"{suite.name}: {record.path}")
+    bad = [r for r in record.runs if r["status"] == "failed" or (r.get("identity") or {}).get("status") == "differs"]
+    return 1 if bad else 0

@@ -1,0 +1,184 @@
+"""What the session commands (run, check, baseline record) share: the invocation, default
+paths, executing a plan under the sequential rule, and printing the summary.
+
+The CLI is the composition root: it loads the suite, builds the plan, opens the record and
+baselines, and hands the runner an `annotate` hook built from labels and identity, so the
+runner itself never reaches downstream. It prints the summary table, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.core.errors import UserError
+
+
+@dataclass
+class Invocation:
+    """One `harness` invocation: its arguments (the record's "command") and this host,
+    collected once (the record and the default paths share it)."""
+
+    argv: list[str]
+    _host: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def command(self) -> list[str]:
+        return ["harness", *self.argv]
+
+    def host(self) -> dict[str, Any]:
+        if self._host is None:
+            from harness.collect.host.info import collect_host
+            self._host = collect_host()   # the repository under test: asv's, else the cwd's
+        return self._host
+
+
+# --- names and paths -----------------------------------------------------------------
+
+def host_name(host: dict[str, Any]) -> str:
+    """The matching host profile's name (hosts/*.json), else "local"."""
+    from harness.collect.host.profiles import match_profile
+    try:
+        profile = match_profile(host)
+    except UserError:
+        return "local"
+    return _slug(profile["name"]) if profile else "local"
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "local"
+
+
+def default_record_path(inv: Invocation, suite_name: str, kind: str = "") -> Path:
+    # Date and time, so a second session on the same day does not collide with the first.
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    suffix = f"-{kind}" if kind else ""
+    return Path("records") / f"{stamp}-{_slug(suite_name)}-{host_name(inv.host())}{suffix}.json"
+
+
+def default_baselines_path(inv: Invocation) -> Path:
+    return Path("baselines") / f"{host_name(inv.host())}.json"
+
+
+# --- session -------------------------------------------------------------------------
+
+def console_out() -> Console:
+    c = Console()
+    return c if c.is_terminal else Console(width=200, soft_wrap=False)
+
+
+def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    from harness.analyze.identity import annotate_identity
+    from harness.analyze.labels import annotate_label
+
+    def annotate(run: dict[str, Any]) -> dict[str, Any]:
+        return annotate_identity(annotate_label(run), store, settings)
+    return annotate
+
+
+def execute(record: Any, suite: Any, store: Any) -> None:
+    """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
+
+    A resumed session finishes the repetitions its record had planned and adds none."""
+    from harness.analyze import sequential
+    from harness.analyze.comparisons import judge_vs_classic, vs_classic
+    from harness.analyze.paired import Design
+    from harness.collect import runner
+    from harness.collect.plan import build_plan
+    s = suite.settings
+    annotate = _annotator(store, record.data["suite"]["settings"])
+    # The record keeps the repetitions planned so far (the minimum, then each added round), so a
+    # resumed session knows what to finish.
+    resumed = "planned_repetitions" in record.data
+    record.data.setdefault("planned_repetitions", s.repetitions)
+    min_reps = int(record.data["planned_repetitions"])
+    budget = None if resumed else s.budget_s
+    max_reps = max(min_reps, s.max_repetitions or (10_000 if budget else min_reps))
+    pacer = runner.Pacer.from_runs(record.runs)
+    design = Design.for_settings(s, len(vs_classic({"suite": record.data["suite"], "runs": []})))
+
+    def planned() -> list[Any]:
+        return build_plan(suite, int(record.data["planned_repetitions"]))
+
+    def do_round(i: int) -> None:
+        record.data["planned_repetitions"] = max(i + 1, int(record.data["planned_repetitions"]))
+        record.data["planned_runs"] = len(planned())
+        runner.execute(build_plan(suite, max(min_reps, i + 1) if resumed else i + 1), suite, record,
+                       annotate, pacer=pacer)
+
+    try:
+        # The warm-ups first: the budget is for measuring, not for loading and compiling.
+        runner.execute(build_plan(suite, 0), suite, record, annotate, pacer=pacer)
+        # Resumed: one "round" that finishes every planned repetition.
+        outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
+                                 design.looks, do_round, lambda: judge_vs_classic(record.data, design))
+    except KeyboardInterrupt:
+        plan = planned()
+        record.finish(len(plan))
+        n = len(record.runs)
+        print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
+              f"finish with: harness run --resume {record.path}", file=sys.stderr)
+        raise SystemExit(130) from None
+    if not resumed:
+        record.data["sequential"] = {"design": design.to_dict(), "budget_s": budget,
+                                     "min_repetitions": min_reps, "max_repetitions": max_reps,
+                                     **outcome.to_dict()}
+    if suite.settings.scaling and "scaling" not in record.data:
+        record.data["scaling"] = runner.measure_scaling(suite)
+    record.finish(len(planned()))
+
+
+def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any]) -> Any:
+    from harness.analyze.identity import BaselineStore
+    from harness.collect.host.profiles import resolve_host_settings
+    from harness.collect.plan import build_plan
+    from harness.collect.record import Record
+    suite = resolve_host_settings(suite, inv.host())
+    store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
+    record = Record.create(record_path, suite.to_dict(), inv.host(),
+                           inv.command, len(build_plan(suite)),
+                           extra={**extra, "baselines": str(baselines)})
+    execute(record, suite, store)
+    return record
+
+
+def print_summary(record: Any, title: str) -> list[Any]:
+    from harness.analyze.summary import duty_line, machine_summary, render_table, sequential_lines, summarize
+    rows = summarize(record.data)
+    out = console_out()
+    out.print(render_table(rows, title=title))
+    for line in [duty_line(record.data), *sequential_lines(record.data)]:
+        if line:
+            out.print(line, highlight=False, soft_wrap=True)
+    print(json.dumps(machine_summary(record.data, rows, str(record.path)), sort_keys=True), flush=True)
+    return rows
+
+
+def in_process_engines_first(suite: Any) -> None:
+    """Before anything loads mlx.core (collect_host does): each in-process engine's process
+    preparation (a BLAS preload only takes effect then). Never for a command engine: that is
+    another process, whose BLAS this process must not decide (it reports its own)."""
+    from harness.core.declare import prepare_process
+    prepare_process({suite.engine(a).name: suite.engine(a) for a in suite.arms
+                     if a.adapter != "command"}.values())
+
+
+
+def add_budget_args(p: argparse.ArgumentParser) -> None:
+    """The options pr-check and compare-commits share: the suite, the budget, the threshold."""
+    p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else asv.conf.json's "
+                                   "\"harness_suite\")")
+    p.add_argument("--budget-s", type=float, help="time budget in seconds (default: the suite's budget_s); "
+                                                  "the suite's repetitions become a minimum")
+    p.add_argument("--threshold", type=float, help="relative change the check must see (default: the "
+                                                   "suite's threshold, 0.10 = 10%%)")
+    p.add_argument("--baselines", help="arms' own baselines file, for the runs' identity field (optional)")

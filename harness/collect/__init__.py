@@ -1,0 +1,1 @@
+"""Suite -> plan -> runner -> record: what runs, how, on which host, and what it wrote."""

@@ -1,0 +1,310 @@
+"""Host metadata, pyperf-style: one collector per concern, each returning one dict.
+
+Every field this host cannot tell us is the string "unknown" (never a guess), and a
+collector that raises is recorded as {"error": "..."} for its section, so a record is
+always written even on an odd host.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+UNKNOWN = "unknown"
+
+# nvidia-smi prints these for fields a board does not expose (GB10 has no separate VRAM).
+_NVIDIA_NA = {"", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]"}
+
+
+def run_quiet(argv: list[str], timeout: float = 3.0) -> str | None:
+    """stdout of argv, or None when it is missing, fails or hangs; never raises."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def read_text(path: str) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _or_unknown(value: Any) -> Any:
+    return UNKNOWN if value is None or value == "" else value
+
+
+def nvidia_field(value: str) -> str:
+    value = value.strip()
+    return UNKNOWN if value in _NVIDIA_NA else value
+
+
+def parse_csv_rows(text: str | None, keys: list[str]) -> list[dict[str, str]]:
+    """nvidia-smi --format=csv,noheader rows as dicts; short rows are padded with unknown."""
+    rows = []
+    for line in (text or "").splitlines():
+        if not line.strip():
+            continue
+        cells = [nvidia_field(c) for c in line.split(",")]
+        cells += [UNKNOWN] * (len(keys) - len(cells))
+        rows.append(dict(zip(keys, cells)))
+    return rows
+
+
+# ---------------------------------------------------------------- cpu
+
+def _cpu_model() -> str:
+    if sys.platform == "darwin":
+        out = run_quiet(["sysctl", "-n", "machdep.cpu.brand_string"])
+        return _or_unknown(out.strip() if out else None)
+    text = read_text("/proc/cpuinfo") or ""
+    # x86 says "model name"; some Arm kernels say "Model" or nothing (then lscpu knows).
+    for key in ("model name", "Model", "Hardware"):
+        m = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+        if m:
+            return m.group(1).strip()
+    out = run_quiet(["lscpu"])
+    m = re.search(r"^Model name:\s*(.+)$", out or "", re.MULTILINE)
+    return m.group(1).strip() if m else UNKNOWN
+
+
+def _apple_chip(model: str) -> str:
+    # On Apple silicon the brand string is the chip name ("Apple M3 Ultra").
+    if sys.platform == "darwin" and model.startswith("Apple"):
+        return model
+    return UNKNOWN
+
+
+def cpu_info() -> dict:
+    import psutil
+
+    model = _cpu_model()
+    return {
+        "model": model,
+        "arch": _or_unknown(platform.machine()),
+        "logical_cores": _or_unknown(psutil.cpu_count(logical=True)),
+        "physical_cores": _or_unknown(psutil.cpu_count(logical=False)),
+        "apple_chip": _apple_chip(model),
+    }
+
+
+# ---------------------------------------------------------------- gpu
+
+_NVIDIA_KEYS = ["name", "driver_version", "memory_total", "compute_cap"]
+
+
+def nvidia_gpus() -> list[dict[str, str]] | str:
+    """One dict per NVIDIA GPU, or "unknown" when nvidia-smi is absent or fails."""
+    out = run_quiet(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap",
+                     "--format=csv,noheader"])
+    if out is None:
+        return UNKNOWN
+    rows = parse_csv_rows(out, _NVIDIA_KEYS)
+    for row in rows:
+        row["generation"] = sm_generation(row["compute_cap"])
+    return rows
+
+
+def sm_generation(compute_cap: str) -> str:
+    """'9.0' -> 'sm_90', '12.1' -> 'sm_121'; anything else is unknown."""
+    m = re.fullmatch(r"(\d+)\.(\d+)", compute_cap.strip())
+    return f"sm_{m.group(1)}{m.group(2)}" if m else UNKNOWN
+
+
+def apple_family(architecture: str) -> str:
+    """'applegpu_g15s' -> 'G15' (the GPU family; the suffix is the die variant)."""
+    m = re.match(r"applegpu_g(\d+)", architecture)
+    return f"G{m.group(1)}" if m else UNKNOWN
+
+
+def _mlx_gpu() -> tuple[str, dict]:
+    """(backend, MLX's device_info for the GPU) or (backend 'none', {}) on a CPU-only MLX."""
+    import mlx.core as mx
+
+    if mx.metal.is_available():
+        backend = "metal"
+    elif hasattr(mx, "cuda") and mx.cuda.is_available():
+        backend = "cuda"
+    else:
+        # device_info() would describe the CPU here, which is not a GPU reading.
+        return "none", {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # mx.metal.device_info is deprecated in newer MLX
+        if hasattr(mx, "device_info"):
+            info = mx.device_info(mx.gpu)
+        else:
+            info = mx.metal.device_info()
+    return backend, {k: v for k, v in dict(info).items() if isinstance(v, (str, int, float))}
+
+
+def gpu_info() -> dict:
+    try:
+        backend, info = _mlx_gpu()
+    except ImportError:
+        backend, info = UNKNOWN, {}
+    nvidia = nvidia_gpus()
+    name = info.get("device_name") or (nvidia[0]["name"] if isinstance(nvidia, list) and nvidia
+                                       else None)
+    arch = str(info.get("architecture", ""))
+    generation = UNKNOWN
+    if arch.startswith("applegpu"):
+        generation = arch
+    elif isinstance(nvidia, list) and nvidia:
+        generation = nvidia[0]["generation"]
+    elif re.fullmatch(r"sm_\d+", arch):
+        generation = arch
+    return {
+        "mlx_backend": backend,
+        "name": _or_unknown(name),
+        "generation": generation,
+        "family": apple_family(arch) if arch.startswith("applegpu") else generation,
+        "mlx_device_info": info or UNKNOWN,
+        "nvidia": nvidia,
+    }
+
+
+# ---------------------------------------------------------------- memory, os, python
+
+def memory_info() -> dict:
+    import psutil
+
+    total = psutil.virtual_memory().total
+    # GiB: what vendors' "128GB" unified-memory configurations actually are.
+    return {"total_bytes": total, "total_gib": round(total / 2**30, 1)}
+
+
+def _os_release() -> str:
+    text = read_text("/etc/os-release") or ""
+    m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?$', text, re.MULTILINE)
+    return m.group(1) if m else UNKNOWN
+
+
+def os_info() -> dict:
+    mac = platform.mac_ver()[0] if sys.platform == "darwin" else ""
+    return {
+        "system": _or_unknown(platform.system()),
+        "platform": _or_unknown(platform.platform()),
+        "kernel_release": _or_unknown(platform.release()),
+        "macos_version": _or_unknown(mac),
+        "distribution": _os_release() if sys.platform.startswith("linux") else UNKNOWN,
+        "hostname": _or_unknown(platform.node()),
+    }
+
+
+def python_info() -> dict:
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": _or_unknown(sys.executable),
+    }
+
+
+# ---------------------------------------------------------------- mlx, blas
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return UNKNOWN
+
+
+def mlx_info() -> dict:
+    try:
+        import mlx.core as mx
+    except ImportError:
+        return {"mlx": UNKNOWN, "mlx_lm": _dist_version("mlx-lm"), "default_device": UNKNOWN}
+    return {
+        "mlx": _or_unknown(getattr(mx, "__version__", None)),
+        "mlx_lm": _dist_version("mlx-lm"),
+        "default_device": str(mx.default_device()),
+    }
+
+
+# Names as the reference engine's blas_info() spells them, so engine and host sections agree.
+_BLAS_NAMES = [("openblas", "openblas"), ("mkl", "mkl"), ("blis", "blis"),
+               ("accelerate", "accelerate"), ("mlx_cpu.libs", "reference (bundled with mlx-cpu)"),
+               ("libblas", "reference")]
+
+
+def mapped_blas_libraries(maps_text: str) -> list[str]:
+    """BLAS-like shared objects in a /proc/<pid>/maps text, in first-mapped order."""
+    seen: list[str] = []
+    for line in maps_text.splitlines():
+        path = line.split()[-1] if len(line.split()) >= 6 else ""
+        low = os.path.basename(path).lower()
+        if ("blas" in low or "mkl" in low or "blis" in low) and path not in seen:
+            seen.append(path)
+    return seen
+
+
+def classify_blas(libraries: list[str]) -> str:
+    # Debian's libblas.so.3 can be OpenBLAS through alternatives: the resolved path says so.
+    joined = " ".join(libraries).lower()
+    for needle, name in _BLAS_NAMES:
+        if needle in joined:
+            return name
+    return UNKNOWN
+
+
+def blas_info() -> dict:
+    """The BLAS this (the harness's) process maps. It is an engine's only for an in-process
+    arm; every engine reports its own in its result (a run's engine_info.blas)."""
+    scope = "harness process: in-process engines only; each run's engine_info.blas is the engine's"
+    if sys.platform == "darwin":
+        return {"name": "accelerate", "libraries": UNKNOWN, "source": "platform (macOS)", "scope": scope}
+    try:
+        import mlx.core  # noqa: F401  (map what MLX itself loads before reading the maps)
+    except ImportError:
+        pass
+    maps = read_text("/proc/self/maps")
+    if maps is None:
+        return {"name": UNKNOWN, "libraries": UNKNOWN, "source": UNKNOWN, "scope": scope}
+    libs = mapped_blas_libraries(maps)
+    return {"name": classify_blas(libs), "libraries": libs or UNKNOWN, "source": "/proc/self/maps",
+            "scope": scope}
+
+
+# ---------------------------------------------------------------- repo, harness
+
+def repo_info(repo: str | None = None) -> dict:
+    """The repository under test (harness.collect.provenance.repo_info): not the harness's own."""
+    from harness.collect.provenance import repo_info as _repo_info
+
+    return _repo_info(repo)
+
+
+def harness_info() -> dict:
+    from harness.collect.provenance import harness_info as _harness_info
+
+    return _harness_info()
+
+
+# ---------------------------------------------------------------- all of it
+
+def _safe(collector: Callable[[], dict]) -> dict:
+    try:
+        return collector()
+    except Exception as exc:  # one broken concern must not lose the whole record
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def collect_host(repo: str | None = None) -> dict:
+    """Every section (cpu, gpu, memory, os, python, mlx, blas, repo, harness) as one dict each.
+    repo: the repository under test (default: asv's, else the working directory's)."""
+    collectors: dict[str, Callable[[], dict]] = {
+        "cpu": cpu_info, "gpu": gpu_info, "memory": memory_info, "os": os_info,
+        "python": python_info, "mlx": mlx_info, "blas": blas_info,
+        "repo": lambda: repo_info(repo), "harness": harness_info,
+    }
+    return {name: _safe(fn) for name, fn in collectors.items()}

@@ -1,0 +1,218 @@
+"""Lab host profiles: chip, GPU generation, peak bandwidth, cooldown rule, asv name. Shipped in
+harness/hosts_data/; hosts/*.json of the repository under test are read first.
+
+A profile says what the vendor promises (peak bandwidth, with its source); collect_host()
+says what the machine is. match_profile() joins the two so records can quote a ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import UserError
+
+# Profiles shipped with the harness (package data); a `hosts/` directory at the root of the
+# repository under test is read first, so a lab's own profile wins over a shipped one.
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "hosts_data"
+REPO_HOSTS = "hosts"
+
+
+def repo_profiles_dir(start: str | Path | None = None) -> Path | None:
+    """hosts/ of the repository under test (harness.collect.provenance.repo_root), if it has one."""
+    from harness.collect.provenance import repo_root
+
+    root = repo_root(start)
+    d = root / REPO_HOSTS if root is not None else None
+    return d if d is not None and d.is_dir() else None
+
+
+REQUIRED = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
+            "memory_gb": (int, float, type(None)), "peak_bandwidth_gbs": (int, float, type(None)),
+            "peak_bandwidth_source": str, "match": dict}
+MATCH_RULES = {"system", "chip", "gpu_name", "no_gpu"}
+# "cooldown": {"floor_s", "ratio", "cap_s"}: before a measured run, cool down for
+# clamp(ratio x the previous run's wall time, floor_s, cap_s); cap_s null: no cap. A profile
+# from before the rule may give "default_cooldown_s" instead: that floor, ratio 0, no cap.
+COOLDOWN_KEYS = ("floor_s", "ratio", "cap_s")
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+def _validate_cooldown(profile: dict, path: Path) -> dict:
+    """The profile's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key."""
+    if "cooldown" in profile and "default_cooldown_s" in profile:
+        raise UserError(f"{path}: key 'cooldown' replaces 'default_cooldown_s'; give one of them")
+    if "cooldown" not in profile:
+        if "default_cooldown_s" not in profile:
+            raise UserError(f"{path}: missing key 'cooldown'")
+        floor = profile["default_cooldown_s"]
+        if not _number(floor) or floor < 0:
+            raise UserError(f"{path}: key 'default_cooldown_s' must be a number >= 0, got {floor!r}")
+        return {"floor_s": float(floor), "ratio": 0.0, "cap_s": None}
+    c = profile["cooldown"]
+    if not isinstance(c, dict):
+        raise UserError(f"{path}: key 'cooldown' must be an object with {', '.join(COOLDOWN_KEYS)}")
+    unknown = sorted(set(c) - set(COOLDOWN_KEYS))
+    missing = [k for k in COOLDOWN_KEYS if k not in c]
+    if unknown or missing:
+        raise UserError(f"{path}: key 'cooldown' needs exactly {', '.join(COOLDOWN_KEYS)} "
+                        f"(missing: {', '.join(missing) or '-'}; unknown: {', '.join(unknown) or '-'})")
+    for k in ("floor_s", "ratio"):
+        if not _number(c[k]) or c[k] < 0:
+            raise UserError(f"{path}: key 'cooldown.{k}' must be a number >= 0, got {c[k]!r}")
+    cap = c["cap_s"]
+    if cap is not None and (not _number(cap) or cap < c["floor_s"]):
+        raise UserError(f"{path}: key 'cooldown.cap_s' must be null or a number >= floor_s "
+                        f"({c['floor_s']!r}), got {cap!r}")
+    return {"floor_s": float(c["floor_s"]), "ratio": float(c["ratio"]),
+            "cap_s": None if cap is None else float(cap)}
+
+
+def cooldown_rule(profile: dict) -> dict:
+    """A loaded profile's cooldown rule: {"floor_s", "ratio", "cap_s" (None: no cap)}."""
+    c = profile.get("cooldown")
+    if isinstance(c, dict) and all(k in c for k in COOLDOWN_KEYS):
+        return {k: c[k] for k in COOLDOWN_KEYS}
+    return {"floor_s": float(profile.get("default_cooldown_s", 0.0)), "ratio": 0.0, "cap_s": None}
+
+
+def describe_cooldown(rule: dict) -> str:
+    """"floor 5 s, 9 x previous run, cap 90 s" for cooldown_source and reports."""
+    parts = [f"floor {rule['floor_s']:g} s"]
+    if rule.get("ratio"):
+        parts.append(f"{rule['ratio']:g} x previous run")
+    if rule.get("cap_s") is not None:
+        parts.append(f"cap {rule['cap_s']:g} s")
+    return ", ".join(parts)
+
+
+def _validate(profile: Any, path: Path) -> dict:
+    if not isinstance(profile, dict):
+        raise UserError(f"{path}: a host profile must be a JSON object")
+    for key, types in REQUIRED.items():
+        if key not in profile:
+            raise UserError(f"{path}: missing key '{key}'")
+        if not isinstance(profile[key], types) or isinstance(profile[key], bool):
+            raise UserError(f"{path}: key '{key}' has the wrong type ({type(profile[key]).__name__})")
+    if profile["name"] != path.stem:
+        raise UserError(f"{path}: name '{profile['name']}' differs from the file name '{path.stem}'")
+    unknown = set(profile["match"]) - MATCH_RULES
+    if unknown or not profile["match"]:
+        raise UserError(f"{path}: key 'match' needs rules from {sorted(MATCH_RULES)}, "
+                        f"got {sorted(profile['match'])}")
+    # Readers rely on "cooldown"; an old profile's default_cooldown_s becomes its floor.
+    return {**profile, "cooldown": _validate_cooldown(profile, path)}
+
+
+def _load_dir(d: Path) -> dict[str, dict]:
+    out = {}
+    for path in sorted(d.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserError(f"{path}: cannot read host profile: {exc}") from None
+        out[path.stem] = _validate(data, path)
+    return out
+
+
+def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:
+    """Profiles by name, a malformed one a UserError naming the file. With a directory: its
+    *.json. Without: the repository under test's hosts/ first, then the shipped profiles it
+    does not replace (a local profile of the same name wins); match_profile keeps this order."""
+    if directory is not None:
+        d = Path(directory)
+        if not d.is_dir():
+            raise UserError(f"{d}: no host profile directory")
+        return _load_dir(d)
+    local = repo_profiles_dir()
+    out = _load_dir(local) if local is not None else {}
+    for name, profile in _load_dir(PROFILES_DIR).items():
+        out.setdefault(name, profile)
+    return out
+
+
+def _section(host: dict, name: str) -> dict:
+    sec = host.get(name)
+    return sec if isinstance(sec, dict) and "error" not in sec else {}
+
+
+def _gpu_names(host: dict) -> list[str] | None:
+    """Names of the GPUs collect_host saw; None when its gpu section could not be read."""
+    gpu = host.get("gpu")
+    if not isinstance(gpu, dict) or "error" in gpu:
+        return None
+    names = [gpu.get("name")]
+    if isinstance(gpu.get("nvidia"), list):
+        names += [g.get("name") for g in gpu["nvidia"] if isinstance(g, dict)]
+    return [n for n in names if isinstance(n, str) and n not in ("", "unknown")]
+
+
+def _contains_any(haystacks: list[str], needles: list[str]) -> bool:
+    return any(n.lower() in h.lower() for h in haystacks for n in needles)
+
+
+def _rule_holds(rule: str, want: Any, host: dict) -> bool:
+    cpu, osys = _section(host, "cpu"), _section(host, "os")
+    if rule == "system":
+        return str(osys.get("system", "")).lower() in [w.lower() for w in want]
+    if rule == "chip":
+        chips = [str(cpu.get(k, "")) for k in ("apple_chip", "model")]
+        return _contains_any([c for c in chips if c != "unknown"], want)
+    names = _gpu_names(host)
+    if names is None:  # an unreadable gpu section proves neither a GPU nor its absence
+        return False
+    if rule == "gpu_name":
+        return _contains_any(names, want)
+    if rule == "no_gpu":
+        return (not names) == bool(want)
+    return False
+
+
+def matches(profile: dict, host: dict) -> bool:
+    return all(_rule_holds(rule, want, host) for rule, want in profile["match"].items())
+
+
+def match_profile(host: dict, profiles: dict[str, dict] | None = None) -> dict | None:
+    """The profile whose match rules all hold for collect_host()'s dict; a specific profile
+    wins over a generic fallback, and among equals the first in load_profiles' order (the
+    repository's own before the shipped); None when nothing fits (no peak to quote)."""
+    profiles = load_profiles() if profiles is None else profiles
+    fits = [p for p in profiles.values() if matches(p, host)]
+    specific = [p for p in fits if not p.get("generic")]
+    return (specific or fits or [None])[0]
+
+
+def get_profile(name: str, directory: str | Path | None = None) -> dict:
+    profiles = load_profiles(directory)
+    if name not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise UserError(f"unknown host profile '{name}' (known: {known})")
+    return profiles[name]
+
+
+def profile_for_this_host(repo: str | None = None) -> dict | None:
+    from harness.collect.host.info import collect_host
+
+    return match_profile(collect_host(repo))
+
+
+def resolve_host_settings(suite: Any, host: dict[str, Any]) -> Any:
+    """cooldown_s = "host" takes the matching host profile's cooldown rule: its floor_s as
+    cooldown_s, its ratio and cap_s as cooldown_ratio and cooldown_cap_s."""
+    from harness.collect.suite import Settings, with_settings
+    if suite.settings.cooldown_source != "host":
+        return suite
+    profile = match_profile(host)
+    if profile is None:
+        base = Settings()
+        return with_settings(suite, cooldown_s=base.cooldown_s, cooldown_ratio=base.cooldown_ratio,
+                             cooldown_cap_s=base.cooldown_cap_s,
+                             cooldown_source=f"host: no profile matched, default {base.cooldown_s:g} s")
+    rule = cooldown_rule(profile)
+    return with_settings(suite, cooldown_s=float(rule["floor_s"]), cooldown_ratio=float(rule["ratio"]),
+                         cooldown_cap_s=None if rule["cap_s"] is None else float(rule["cap_s"]),
+                         cooldown_source=f"host profile {profile['name']} ({describe_cooldown(rule)})")

@@ -1,0 +1,213 @@
+"""The quiet gate before a run and the contention watch during it, on the foreign-CPU readings
+of harness.collect.host.load (see its docstring for what "foreign" and "busy" mean)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+
+from harness.collect.host.load import ForeignCpuSampler, busy_threshold, min_window_for, over_threshold
+from harness.collect.host.processes import Namer, ProcessSampler
+
+# ---------------------------------------------------------------- quiet gate
+
+class QuietGate:
+    """Wait out a cooldown while watching foreign CPU; then wait on only if the host was busy.
+
+    wait(cooldown_s) samples every interval_s during the cooldown, the last sample exactly at
+    its end. If no sample was busy, it returns right then: the cooldown was the settle window,
+    and there is no extra wait. After a busy sample it waits on until the host has been quiet
+    for settle_s since the last busy sample, or until timeout_s past the cooldown's end
+    (timed_out). A sample whose window is shorter than the sampler's minimum (a fresh sampler
+    with no earlier readings) decides nothing; the gate then samples again once it is long
+    enough.
+
+    Seams for tests: sampler (ForeignSample readings), process_sampler (the naming scan's
+    Reading lists), clock and sleep.
+    """
+
+    def __init__(self, threshold_pct: float = 15.0, settle_s: float = 3.0,
+                 timeout_s: float = 120.0, interval_s: float = 0.25,
+                 exclude_pids: Iterable[int] | None = None, *,
+                 sampler: Any = None, process_sampler: Any = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep, cpus: int | None = None) -> None:
+        self.threshold_pct = threshold_pct
+        self.busy_at_pct = busy_threshold(threshold_pct, cpus)
+        self.settle_s = settle_s
+        self.timeout_s = timeout_s
+        self.interval_s = interval_s
+        self.min_window_s = min_window_for(threshold_pct)
+        self.sampler = sampler or ForeignCpuSampler(exclude_pids, self.min_window_s)
+        self._make_process_sampler = (lambda: process_sampler) if process_sampler is not None \
+            else (lambda: ProcessSampler(exclude_pids))
+        self._clock = clock
+        self._sleep = sleep
+
+    def _sleep_until(self, t: float, on_tick: Callable[[str, float], None] | None,
+                     phase: str, ref: float) -> None:
+        while (left := t - self._clock()) > 0:
+            if on_tick is not None:
+                on_tick(phase, max(0.0, ref - self._clock()) if phase == "cooldown"
+                        else self._clock() - ref)
+            self._sleep(min(0.25, left))
+
+    def wait(self, cooldown_s: float = 0.0,
+             on_tick: Callable[[str, float], None] | None = None) -> dict:
+        """on_tick(phase, seconds): ("cooldown", seconds left) or ("quiet", seconds past it)."""
+        cooldown_s = max(0.0, float(cooldown_s))
+        start = self._clock()
+        cool_end = start + cooldown_s
+        deadline = cool_end + self.timeout_s
+        namer = Namer(self.threshold_pct, self.min_window_s, self._make_process_sampler)
+        st = {"samples": 0, "busy": 0, "short": 0, "fmax": 0.0, "last": None, "wmin": None}
+        last_busy: float | None = None
+        at_end = True      # the next decision is the one scheduled at the cooldown's end
+        self.sampler.prime()
+        next_t = min(start + self.interval_s, cool_end)
+        while True:
+            cooling = next_t < cool_end or self._clock() < cool_end
+            self._sleep_until(next_t, on_tick, "cooldown" if cooling else "quiet", cool_end)
+            s = self.sampler.sample(self.min_window_s, self.threshold_pct)
+            now = self._clock()
+            conclusive = s.window_s > 0 and s.window_s >= self.min_window_s - 1e-9
+            is_busy = conclusive and s.foreign_pct >= self.busy_at_pct
+            if conclusive:
+                st["samples"] += 1
+                st["last"] = s.foreign_pct
+                st["fmax"] = max(st["fmax"], s.foreign_pct)
+                st["wmin"] = s.window_s if st["wmin"] is None else min(st["wmin"], s.window_s)
+                if is_busy:
+                    st["busy"] += 1
+                    last_busy = now
+                namer.on_sample(is_busy, now)
+            else:
+                st["short"] += 1
+            if now >= cool_end - 1e-9:
+                settled = last_busy is None or now - last_busy >= self.settle_s - 1e-9
+                if conclusive and not is_busy and settled:
+                    # Ready at the cooldown's end: no gate wait (the last sleep's overshoot, if
+                    # any, is part of the cooldown). Otherwise the wait past it is the gate's.
+                    extra = 0.0 if at_end else max(0.0, now - cool_end)
+                    return self._result(namer, now, start, cooldown_s, extra, False, st)
+                if now >= deadline - 1e-9:
+                    return self._result(namer, now, start, cooldown_s, max(0.0, now - cool_end), True, st)
+                at_end = False
+                target = [now + self.interval_s, deadline]
+                if not conclusive:
+                    target.append(now + max(1e-3, self.min_window_s - s.window_s))
+                elif last_busy is not None and not is_busy:
+                    target.append(last_busy + self.settle_s)
+                next_t = min(target)
+            else:
+                next_t = min(now + self.interval_s, cool_end)
+
+    def _result(self, namer: Namer, now: float, start: float, cooldown_s: float, extra: float,
+                timed_out: bool, st: dict) -> dict:
+        namer.finish(now)
+        return {"waited_s": round(extra, 3), "cooldown_s": round(cooldown_s, 3),
+                "total_s": round(now - start, 3), "timed_out": timed_out,
+                "samples": st["samples"], "busy_samples": st["busy"], "short_samples": st["short"],
+                "foreign_pct_max": round(st["fmax"], 1),
+                "foreign_pct_last": None if st["last"] is None else round(st["last"], 1),
+                "window_s_min": None if st["wmin"] is None else round(st["wmin"], 4),
+                **namer.result(), "threshold_pct": self.threshold_pct, "busy_at_pct": self.busy_at_pct,
+                "settle_s": self.settle_s,
+                "timeout_s": self.timeout_s, "interval_s": self.interval_s,
+                "min_window_s": round(self.min_window_s, 4), "sampler": "foreign_cpu"}
+
+
+# ---------------------------------------------------------------- contention watch
+
+class ContentionWatch:
+    """Sample foreign CPU in a background thread while the `with` body runs.
+
+    A sample is contended when the foreign total is at or over threshold_pct (over_threshold).
+    Each sample covers at least min_window_for(threshold_pct), reaching back into the
+    sampler's earlier readings (a shared sampler holds the quiet gate's and the previous
+    run's), so samples may be far denser than the counters' resolution: the runner asks for
+    about a dozen per run. A fresh sampler's first samples cover less (short_samples).
+    """
+
+    def __init__(self, threshold_pct: float = 15.0, interval_s: float = 0.25,
+                 exclude_pids: Iterable[int] | None = None, *,
+                 sampler: Any = None, process_sampler: Any = None,
+                 clock: Callable[[], float] = time.monotonic, cpus: int | None = None) -> None:
+        self.threshold_pct = threshold_pct
+        self.busy_at_pct = busy_threshold(threshold_pct, cpus)
+        self.interval_s = interval_s
+        self.min_window_s = min_window_for(threshold_pct)
+        self.sampler = sampler or ForeignCpuSampler(exclude_pids, self.min_window_s)
+        make = (lambda: process_sampler) if process_sampler is not None \
+            else (lambda: ProcessSampler(exclude_pids))
+        self._namer = Namer(threshold_pct, self.min_window_s, make)
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.samples = 0
+        self.contended_samples = 0
+        self.short_samples = 0
+        self._fsum = self._fmax = 0.0
+        self._wmin: float | None = None
+        self._started = self._finished = 0.0
+        self._watch_cpu_s = 0.0
+
+    def __enter__(self) -> ContentionWatch:
+        self.sampler.prime()  # synchronously, so the first interval is already measured
+        self._started = self._last = self._clock()
+        self._thread = threading.Thread(target=self._loop, name="contention-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._finished = self._clock()
+
+    def _take(self) -> None:
+        s = self.sampler.sample(self.min_window_s, self.threshold_pct)
+        now = self._last = self._clock()
+        self.samples += 1
+        busy = over_threshold(s, self.busy_at_pct, self.min_window_s)
+        if s.window_s < self.min_window_s - 1e-9:
+            self.short_samples += 1
+        if busy:
+            self.contended_samples += 1
+        self._fsum += s.foreign_pct
+        self._fmax = max(self._fmax, s.foreign_pct)
+        self._wmin = s.window_s if self._wmin is None else min(self._wmin, s.window_s)
+        self._namer.on_sample(busy, now)
+
+    def _loop(self) -> None:
+        cpu0 = time.thread_time()
+        while not self._stop.wait(self.interval_s):
+            self._take()
+        # Cover the tail of the run (the sampler's window reaches back as far as it must).
+        if self.samples == 0 or self._clock() - self._last >= self.interval_s / 2:
+            self._take()
+        self._namer.finish(self._clock())
+        # The watcher competes with the run for CPU; report what it spent.
+        self._watch_cpu_s = time.thread_time() - cpu0
+
+    def result(self) -> dict:
+        frac = self.contended_samples / self.samples if self.samples else None
+        return {"samples": self.samples, "contended_samples": self.contended_samples,
+                "contended_fraction": round(frac, 4) if frac is not None else None,
+                "foreign_pct_max": round(self._fmax, 1),
+                "foreign_pct_mean": round(self._fsum / self.samples, 1) if self.samples else None,
+                "window_s_min": None if self._wmin is None else round(self._wmin, 4),
+                "short_samples": self.short_samples,
+                **self._namer.result(), "threshold_pct": self.threshold_pct, "busy_at_pct": self.busy_at_pct,
+                "interval_s": self.interval_s, "min_window_s": round(self.min_window_s, 4),
+                "duration_s": round((self._finished or self._clock()) - self._started, 3),
+                "watch_cpu_s": round(self._watch_cpu_s, 4), "sampler": "foreign_cpu"}
+
+

@@ -1,0 +1,424 @@
+"""Executes a plan: cooldown with the quiet gate, thermal check, contention watch, adapter, record.
+
+Before a measured run the runner cools down for clamp(cooldown_ratio x the previous run's
+wall_s, cooldown_s, cooldown_cap_s) while the quiet gate samples foreign CPU: on a quiet host
+the run starts when the cooldown ends; after a busy sample it waits on until the host has been
+quiet for settle_s. Where thermal state is readable it keeps cooling until it reads nominal.
+During the run the contention watch samples about a dozen times, paced from the previous run
+of the same arm. A `Pacer` holds that waiting state, so several drivers can share it.
+
+Each run is wrapped in load snapshots (before/after), the quiet gate's verdict, the
+contention watch's samples and a thermal reading, then appended to the record at once.
+Labels and identity are analyses, so the runner does not import them: the caller passes an
+`annotate` function that adds them to each run before it is recorded.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, ProgressColumn, TaskProgressColumn, TextColumn
+from rich.table import Table
+from rich.text import Text
+
+from harness.collect.engines import EngineFailure, Engines, RunRequest
+from harness.collect.host import load as host_load
+from harness.collect.host import quiet as host_quiet
+from harness.collect.host import thermal as host_thermal
+from harness.collect.plan import PlannedRun
+from harness.collect.record import Record, now_iso
+from harness.collect.suite import Suite
+from harness.core import schema
+
+Annotate = Callable[[dict[str, Any]], dict[str, Any]]
+TABLE_ROWS = 14
+WATCH_MIN_SAMPLES = 10          # fewer samples than this: the run is marked watch_undersampled
+WATCH_TARGET_SAMPLES = 20       # aim at 20 samples per run: runs vary, at least 10 must land
+WATCH_MIN_INTERVAL_S = 0.005
+FIRST_RUN_PREDICTED_S = 0.01    # an arm's first run: no previous run to predict its length from
+THERMAL_WAIT_MAX_S = 120.0
+
+
+def cooldown_for(settings: Any, prev_wall_s: float | None) -> float:
+    """clamp(cooldown_ratio x the previous run's wall_s, cooldown_s, cooldown_cap_s).
+
+    No previous run: the floor. Settings from old records lack the ratio and cap (0, None).
+    """
+    floor = float(getattr(settings, "cooldown_s", 0.0) or 0.0)
+    ratio = float(getattr(settings, "cooldown_ratio", 0.0) or 0.0)
+    cap = getattr(settings, "cooldown_cap_s", None)
+    x = max(floor, ratio * float(prev_wall_s or 0.0))
+    return min(x, float(cap)) if cap is not None else x
+
+
+def watch_interval(predicted_wall_s: float, interval_s: float) -> float:
+    """clamp(predicted_wall_s / 20, 0.005 s, interval_s): about 20 samples per run, so that a run
+    shorter than predicted still rests on at least 10."""
+    return min(interval_s, max(WATCH_MIN_INTERVAL_S, predicted_wall_s / WATCH_TARGET_SAMPLES))
+
+
+def thermal_limit_s(settings: Any) -> float:
+    """How long the thermal wait may keep cooling: the cooldown cap, 120 s at most."""
+    cap = getattr(settings, "cooldown_cap_s", None)
+    return THERMAL_WAIT_MAX_S if cap is None else min(float(cap), THERMAL_WAIT_MAX_S)
+
+
+@dataclass
+class Pacer:
+    """The waiting state shared by every run one driver (or several, alternately) makes.
+
+    last_wall_s: the previous run's wall time, any arm, warm-ups and failures included (it
+    heated the machine all the same): the cooldown rule's input. arm_wall_s: the previous run
+    of each arm: the watch interval's prediction. sampler: the foreign-CPU sampler the quiet
+    gate and the watch share, so each reading can look back into the previous ones.
+    """
+    last_wall_s: float | None = None
+    arm_wall_s: dict[str, float] = field(default_factory=dict)
+    sampler: Any = None
+
+    @classmethod
+    def from_runs(cls, runs: list[dict[str, Any]]) -> Pacer:
+        """A pacer that continues after these runs (a resumed record's, in run order)."""
+        p = cls()
+        for r in runs:
+            p.note(r)
+        return p
+
+    def note(self, run: dict[str, Any]) -> None:
+        w = run.get("wall_s")
+        if isinstance(w, (int, float)) and not isinstance(w, bool):
+            self.last_wall_s = float(w)
+            self.arm_wall_s[run["arm"]] = float(w)
+
+    def cooldown_s(self, settings: Any) -> float:
+        return cooldown_for(settings, self.last_wall_s)
+
+    def predicted_wall_s(self, arm: str) -> float:
+        return self.arm_wall_s.get(arm, FIRST_RUN_PREDICTED_S)
+
+    def watch_interval_s(self, arm: str, interval_s: float) -> float:
+        return watch_interval(self.predicted_wall_s(arm), interval_s)
+
+    def foreign_sampler(self) -> Any:
+        if self.sampler is None:
+            self.sampler = host_load.ForeignCpuSampler()
+            self.sampler.prime()
+        return self.sampler
+
+
+class NullUI:
+    """A UI that shows nothing: for drivers that call run_one themselves."""
+
+    def status(self, text: str, eta: float | None = None) -> None:
+        pass
+
+    def finished_run(self, run: dict[str, Any], eta: float | None = None) -> None:
+        pass
+
+
+@dataclass
+class RunnerUI:
+    """The progress bar and live table; plain one-line-per-run output when not a terminal.
+    (NullUI is the same interface doing nothing.)"""
+    console: Console
+    total: int
+    done_before: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.live_mode = self.console.is_terminal
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+            TextColumn("{task.completed}/{task.total}"), _EtaColumn(),
+            TextColumn("{task.fields[status]}"), console=self.console)
+        self.task = self.progress.add_task("runs", total=self.total, completed=self.done_before,
+                                           status="", eta_s=None)
+        self.live: Live | None = None
+
+    def __enter__(self) -> RunnerUI:
+        if self.live_mode:
+            self.live = Live(self._render(), console=self.console, refresh_per_second=4)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.update(self._render())
+            self.live.__exit__(*exc)
+
+    def status(self, text: str, eta_s: float | None) -> None:
+        self.progress.update(self.task, status=text, eta_s=eta_s)
+        if self.live is not None:
+            self.live.update(self._render())
+
+    def finished_run(self, run: dict[str, Any], eta_s: float | None) -> None:
+        self.rows.append(run)
+        self.progress.update(self.task, advance=1, status="", eta_s=eta_s)
+        if self.live is not None:
+            self.live.update(self._render())
+        else:
+            self.console.print(_plain_line(run, self.progress.tasks[0].completed, self.total),
+                               highlight=False, soft_wrap=True)
+
+    def _render(self) -> Group:
+        return Group(live_table(self.rows[-TABLE_ROWS:]), self.progress)
+
+
+class _EtaColumn(ProgressColumn):
+    """ETA from the runner's own estimate, which counts cooldowns and quiet-gate waits."""
+
+    def render(self, task: Any) -> Text:
+        eta = task.fields.get("eta_s")
+        if eta is None:
+            return Text("eta -:--", style="progress.remaining")
+        m, s = divmod(int(eta + 0.5), 60)
+        h, m = divmod(m, 60)
+        return Text(f"eta {h}:{m:02d}:{s:02d}" if h else f"eta {m}:{s:02d}", style="progress.remaining")
+
+
+def _fmt(x: Any, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def live_table(runs: list[dict[str, Any]]) -> Table:
+    t = Table(title="runs", title_justify="left", expand=False)
+    for col in ("#", "arm", "prompt", "rep", "tok/s", "ms/tok", "accept", "marks", "identity", "label"):
+        t.add_column(col, overflow="fold")
+    for r in runs:
+        acc = (r.get("diagnostics") or {}).get("acceptance_rate")
+        marks = mark_text(r) or ("warmup" if r.get("warmup") else "")
+        style = "red" if r["status"] == "failed" else ("dim" if r.get("warmup") else None)
+        t.add_row(str(r["index"]), r["arm"], r["prompt"], ("w" if r["warmup"] else "") + str(r["repetition"]),
+                  _fmt(r.get("decode_tokens_per_s"), ".1f"), _fmt(r.get("ms_per_token"), ".2f"),
+                  _fmt(acc, ".2f"), marks, (r.get("identity") or {}).get("status", "-"),
+                  short_label(r), style=style)
+    return t
+
+
+def mark_text(r: dict[str, Any]) -> str:
+    """The run's marks for people: contention with its counts ("contended 4/12")."""
+    c = (r.get("load") or {}).get("contention") or {}
+    out = []
+    for m in r.get("marks") or []:
+        if m == "contended" and c.get("samples"):
+            m = f"contended {c.get('contended_samples', 0)}/{c['samples']}"
+        elif m == "watch_undersampled" and c.get("samples") is not None:
+            m = f"watch_undersampled ({c['samples']} samples)"
+        out.append(m)
+    return ",".join(out)
+
+
+def short_label(r: dict[str, Any]) -> str:
+    """The live table's label: the full text is in the record and under the summary table."""
+    if r.get("shipping"):
+        return "shipping"
+    why = [f"{k}={v}" for k, v in sorted((r.get("overrides") or {}).items())]
+    outcome = (r.get("gate") or {}).get("outcome")
+    if outcome not in (None, "passed", "not_applicable"):
+        why.append(f"gate {outcome}")
+    return "NOT shipping" + (f" ({', '.join(why)})" if why else "")
+
+
+def _plain_line(r: dict[str, Any], done: float, total: int) -> str:
+    tps = _fmt(r.get("decode_tokens_per_s"), ".1f")
+    marks = mark_text(r)
+    ident = (r.get("identity") or {}).get("status", "-")
+    err = f" error={r['error']}" if r.get("error") else ""
+    return (f"[{int(done)}/{total}] run {r['index']} arm={r['arm']} prompt={r['prompt']} "
+            f"rep={'w' if r['warmup'] else ''}{r['repetition']} status={r['status']} tok/s={tps} "
+            f"identity={ident} marks={marks or '-'} label={short_label(r)}{err}")
+
+
+def _busy_s(r: dict[str, Any]) -> float:
+    """A finished run's own time plus the waits beyond its cooldown (gate and thermal)."""
+    thermal = ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s") or 0.0
+    return float(r["wall_s"]) + float(r.get("gate_wait_s") or 0.0) + float(thermal)
+
+
+def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]],
+                         suite: Suite, pacer: Pacer | None = None) -> float | None:
+    """Seconds left: per remaining run, the mean time of that arm's runs so far (with their gate
+    and thermal waits) plus, for a measured run, the cooldown the rule gives after the run
+    before it (its predicted wall time; the first from the pacer, else the last finished run).
+
+    Unknown arms take the mean over all runs; with no finished run yet there is no estimate.
+    """
+    if not done:
+        return None
+    measured = [r for r in done if not r.get("warmup")] or done
+    overall = statistics.fmean(_busy_s(r) for r in measured)
+    by_arm: dict[str, list[float]] = {}
+    walls: dict[str, list[float]] = {}
+    for r in measured:
+        by_arm.setdefault(r["arm"], []).append(_busy_s(r))
+        walls.setdefault(r["arm"], []).append(float(r["wall_s"]))
+    overall_wall = statistics.fmean(float(r["wall_s"]) for r in measured)
+    prev = pacer.last_wall_s if pacer is not None and pacer.last_wall_s is not None \
+        else float(done[-1]["wall_s"])
+    total = 0.0
+    for p in remaining:
+        xs = by_arm.get(p.arm)
+        total += statistics.fmean(xs) if xs else overall
+        if not p.warmup:
+            total += cooldown_for(suite.settings, prev)
+        ws = walls.get(p.arm)
+        prev = statistics.fmean(ws) if ws else overall_wall
+    return total
+
+
+def execute(plan: list[PlannedRun], suite: Suite, record: Record, annotate: Annotate,
+            engines: Engines | None = None, console: Console | None = None, *,
+            pacer: Pacer | None = None) -> list[dict[str, Any]]:
+    """Run every planned run the record lacks; returns the runs added in this call.
+
+    pacer: the waiting state to use (and update); None starts one that continues after the
+    runs already in the record.
+    """
+    engines = engines or Engines()
+    console = console or Console(stderr=True)
+    pacer = pacer if pacer is not None else Pacer.from_runs(record.runs)
+    done = record.done_indices()
+    todo = [p for p in plan if p.index not in done]
+    added: list[dict[str, Any]] = []
+    with RunnerUI(console, total=len(plan), done_before=len(plan) - len(todo)) as ui:
+        for i, planned in enumerate(todo):
+            history = [r for r in record.runs if r["status"] == "ok"]
+            eta = estimate_remaining_s(todo[i:], history, suite, pacer)
+            run = run_one(planned, suite, engines, ui, eta, pacer)
+            run = annotate(run)
+            record.add_run(run)
+            added.append(run)
+            ui.finished_run(run, estimate_remaining_s(todo[i + 1:], history + [run], suite, pacer))
+    return added
+
+
+def _cooldown(seconds: float, ui: Any, eta: float | None) -> None:
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        ui.status(f"cooling down {left:4.1f} s", None if eta is None else eta - (seconds - left))
+        time.sleep(min(0.25, left))
+
+
+def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
+            eta: float | None, pacer: Pacer | None = None) -> dict[str, Any]:
+    """One planned run, waits included; updates the pacer. ui: RunnerUI or NullUI (anything
+    with status(text, eta) and finished_run(run, eta))."""
+    s = suite.settings
+    pacer = pacer if pacer is not None else Pacer()
+    arm, pairing, prompt = suite.arm(planned.arm), suite.pairing(planned.pairing), suite.prompt(planned.prompt)
+    marks: list[str] = []
+    begun = time.monotonic()
+
+    def left() -> float | None:   # the ETA shrinks while this run cools down, waits and runs
+        return None if eta is None else max(0.0, eta - (time.monotonic() - begun))
+    # A warm-up is discarded, and the measured run after it gets its own cooldown.
+    cooldown = 0.0 if planned.warmup else pacer.cooldown_s(s)
+    quiet: dict[str, Any] = {"enabled": False}
+    gate_wait = 0.0
+    if s.quiet.enabled:
+        def tick(phase: str, secs: float) -> None:
+            ui.status(f"cooling down {secs:4.1f} s" if phase == "cooldown"
+                      else f"waiting for a quiet machine ({secs:4.1f} s)", left())
+        quiet = dict(host_quiet.QuietGate(threshold_pct=s.quiet.threshold_pct, settle_s=s.quiet.settle_s,
+                                         timeout_s=s.quiet.timeout_s,
+                                         sampler=pacer.foreign_sampler()).wait(cooldown, tick))
+        quiet["enabled"] = True
+        gate_wait = float(quiet.get("waited_s") or 0.0)
+        if quiet.get("timed_out"):
+            marks.append("quiet_gate_timeout")
+    elif cooldown > 0:
+        _cooldown(cooldown, ui, left())
+    thermal_wait, thermal = host_thermal.wait_thermal(
+        thermal_limit_s(s), read=host_thermal.recent_thermal_state, wait=not planned.warmup,
+        on_tick=lambda secs, why: ui.status(f"cooling: not thermally nominal ({why}) {secs:4.0f} s", left()))
+    if planned.warmup and thermal_wait["nominal"] is False:
+        thermal_wait["reason"] += " (warm-up: not waited for)"
+    elif thermal_wait["nominal"] is False:
+        marks.append("thermal_not_nominal")
+    ui.status(f"{arm.name} on {prompt.name}" + (" (warm-up)" if planned.warmup else ""), left())
+    before = host_load.load_snapshot()
+    started = now_iso()
+    req = RunRequest(arm=arm, pairing=pairing, prompt=prompt, settings=s)
+    out, failure = None, None
+    contention: dict[str, Any] = {"enabled": False}
+    if s.watch.enabled:
+        predicted = pacer.predicted_wall_s(arm.name)
+        with host_quiet.ContentionWatch(threshold_pct=s.watch.threshold_pct,
+                                       interval_s=watch_interval(predicted, s.watch.interval_s),
+                                       sampler=pacer.foreign_sampler()) as w:
+            t0 = time.perf_counter()
+            out, failure = _attempt(engines, req)
+            wall_s = time.perf_counter() - t0
+        contention = dict(w.result())
+        contention.update(enabled=True, predicted_wall_s=round(predicted, 4))
+    else:
+        t0 = time.perf_counter()
+        out, failure = _attempt(engines, req)
+        wall_s = time.perf_counter() - t0
+    after = host_load.load_snapshot()
+    if (contention.get("contended_fraction") or 0.0) > s.contention_threshold:
+        marks.append("contended")
+    if contention.get("enabled") and (contention.get("samples") or 0) < WATCH_MIN_SAMPLES:
+        marks.append("watch_undersampled")
+    if failure is not None:
+        marks.append("failed")
+
+    # The engine's parts are copied from its typed result; a failed run has none ({}).
+    result = out.result if out is not None else None
+    parts = {k: {} for k in ("gate", "engine", "arm", "diagnostics")} if result is None else \
+        {k: schema.to_builtins(getattr(result, k)) for k in ("gate", "engine", "arm", "diagnostics")}
+    diag = parts["diagnostics"]
+    ids = None if result is None else result.token_ids
+    run = {
+        **planned.to_dict(),
+        "engine": arm.engine, "block": arm.block,
+        "status": "ok" if failure is None else "failed",
+        "error": None if failure is None else failure.error,
+        "stderr_tail": failure.stderr_tail if failure is not None else (out.stderr_tail if out else None),
+        "started": started, "wall_s": wall_s,
+        "cooldown_s": round(cooldown, 4), "gate_wait_s": gate_wait,
+        "decode_tokens_per_s": diag.get("decode_tokens_per_s"),
+        "ms_per_token": diag.get("ms_per_token"),
+        "prefill_ms": diag.get("prefill_ms"),
+        "generated_tokens": diag.get("generated_tokens", len(ids) if ids is not None else None),
+        "token_ids": ids, "text": None if result is None else result.text,
+        "text_sha256": None if result is None else result.text_sha256,
+        "overrides": out.overrides if out is not None else failure.overrides,
+        "gate": parts["gate"], "engine_info": parts["engine"], "result_arm": parts["arm"],
+        "diagnostics": diag,
+        "load": {"before": before, "after": after, "quiet_gate": quiet, "contention": contention,
+                 "thermal": thermal, "thermal_wait": thermal_wait},
+        "marks": marks,
+    }
+    pacer.note(run)
+    return run
+
+
+def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | None]:
+    try:
+        return engines.run(req), None
+    except EngineFailure as f:
+        return None, f
+    except Exception as e:  # an adapter bug must not end the session either
+        import traceback
+        return None, EngineFailure(f"{type(e).__name__}: {e}", traceback.format_exc()[-2000:])
+
+
+def measure_scaling(suite: Suite, context_tokens: int = 512) -> dict[str, Any] | None:
+    """Verify-forward cost scaling of the first pairing run by an engine that can measure it
+    (suite `scaling = true`); None when no arm's engine can."""
+    import importlib
+
+    from harness.core.declare import builtin_modules
+    for arm in suite.arms:
+        mod = builtin_modules().get(suite.engine(arm).adapter)
+        scaler = getattr(importlib.import_module(mod), "measure_scaling", None) if mod else None
+        if scaler is not None:
+            return scaler(suite.pairing(arm.pairing), context_tokens=context_tokens)
+    return None

@@ -1,0 +1,624 @@
+"""TOML suite -> validated `Suite`.
+
+Every error a user can fix becomes one `UserError` line: "<file>: <key>: <what is wrong>".
+Validation is complete before anything runs, so a typo in the last arm never costs a
+half-finished session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+import string
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from harness.core import declare
+from harness.core.declare import EngineDecl, default_engine
+from harness.core.errors import UserError
+
+EMBEDDED = "embedded"
+# Placeholders a command arm's argv may use; anything else is a typo caught at load time.
+COMMAND_PLACEHOLDERS = (
+    "prompt_file", "prompt", "max_tokens", "block", "num_draft", "model", "draft_model",
+    "temp", "seed", "python", "ignore_eos",
+)
+DEFAULT_SUITE = Path(__file__).resolve().parents[1] / "suites" / "default.toml"
+
+
+@dataclass(frozen=True)
+class QuietSettings:
+    enabled: bool = True
+    threshold_pct: float = 15.0
+    settle_s: float = 3.0
+    timeout_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    # Contention watch during a run: a sample is contended when a foreign process is above
+    # threshold_pct; the run is marked when the contended fraction passes contention_threshold.
+    enabled: bool = True
+    threshold_pct: float = 15.0
+    interval_s: float = 0.25
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_tokens: int = 128
+    temp: float = 0.0
+    seed: int = 0
+    repetitions: int = 5
+    warmups: int = 1
+    # The cooldown before a measured run is clamp(cooldown_ratio x the previous run's wall_s,
+    # cooldown_s, cooldown_cap_s): cooldown_s is the floor; ratio 0 (the default) keeps it fixed.
+    cooldown_s: float = 10.0
+    # "suite" (a number in the file), "host" (to be replaced by the host profile's cooldown
+    # rule, floor, ratio and cap, before planning), or where a resolved value came from.
+    cooldown_source: str = "suite"
+    cooldown_ratio: float = 0.0
+    cooldown_cap_s: float | None = None      # None: no cap
+    ignore_eos: bool = True
+    quiet: QuietSettings = field(default_factory=QuietSettings)
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    spread_threshold: float = 0.04
+    contention_threshold: float = 0.20
+    # Inherited env vars with these prefixes are overrides in force, besides the prefixes each
+    # arm's engine declares (none by default: a command engine declares its own).
+    override_prefixes: tuple[str, ...] = ()
+    # Exact names under those prefixes that do not change a shipping decision.
+    override_ignore: tuple[str, ...] = ()
+    # After the runs, time the target forward at T = 1, 2, 3, 4, 8 (an engine with a scaling tool).
+    scaling: bool = False
+    # For the time-budget feature (parsed, validated and recorded here; used elsewhere):
+    budget_s: float | None = None            # session time budget in seconds; None: no budget
+    max_repetitions: int | None = None       # most repetitions a budgeted session may add (>= repetitions)
+    threshold: float = 0.10                  # relative change to detect, in (0, 1)
+    alpha: float = 0.05                      # significance level, in (0, 0.5]
+    looks: int = 4                           # interim looks at the data, >= 1
+
+
+@dataclass(frozen=True)
+class Pairing:
+    name: str
+    target: str          # "embedded" or an absolute model directory
+    drafter: str | None  # "embedded", an absolute directory, or None (classic only)
+
+    def target_dir(self) -> Path:
+        return embedded_dir("target") if self.target == EMBEDDED else Path(self.target)
+
+    def drafter_dir(self) -> Path | None:
+        if self.drafter is None:
+            return None
+        return embedded_dir("drafter") if self.drafter == EMBEDDED else Path(self.drafter)
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    pairing: str
+    engine: str = ""                    # resolved at load: the arm's, else the default engine
+    block: int = 1                      # 1 = classic (target alone); K > 1 drafts K-1 tokens
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] | None = None
+    timeout_s: float = 600.0
+    tok_s_regex: str | None = None
+    # Resolved from the engine's declaration: which adapter runs it, and the override prefixes
+    # (the suite's plus the engine's) under which an inherited variable is an override.
+    adapter: str = "command"
+    override_prefixes: tuple[str, ...] = ()
+
+    @property
+    def classic(self) -> bool:
+        return self.block == 1
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    category: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: str
+    sha256: str
+    settings: Settings
+    pairings: tuple[Pairing, ...]
+    arms: tuple[Arm, ...]
+    prompts: tuple[Prompt, ...]
+    engines: dict[str, EngineDecl] = field(default_factory=dict)   # every engine an arm runs
+
+    def engine(self, arm: Arm) -> EngineDecl:
+        return self.engines[arm.engine]
+
+    def pairing(self, name: str) -> Pairing:
+        return next(p for p in self.pairings if p.name == name)
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    def prompt(self, name: str) -> Prompt:
+        return next(p for p in self.prompts if p.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's "suite" section (docs/architecture.md)."""
+        s = asdict(self.settings)
+        # Every prefix any arm uses, so readers of the settings alone (asv labels) see them all.
+        s["override_prefixes"] = list(dict.fromkeys(p for a in self.arms for p in a.override_prefixes)) \
+            or list(self.settings.override_prefixes)
+        s["override_ignore"] = list(self.settings.override_ignore)
+        arms = []
+        for a in self.arms:
+            d: dict[str, Any] = {"name": a.name, "pairing": a.pairing, "engine": a.engine,
+                                 "block": a.block, "env": dict(a.env), "timeout_s": a.timeout_s}
+            if a.command is not None:
+                d["command"] = list(a.command)
+            if a.tok_s_regex is not None:
+                d["tok_s_regex"] = a.tok_s_regex
+            arms.append(d)
+        return {
+            "name": self.name, "path": self.path, "sha256": self.sha256, "settings": s,
+            "pairings": [asdict(p) for p in self.pairings],
+            "arms": arms,
+            "prompts": [asdict(p) for p in self.prompts],
+            "engines": {n: d.to_dict() for n, d in self.engines.items()},
+        }
+
+
+def embedded_dir(which: str) -> Path:
+    """The default engine's embedded model directory, found without loading MLX."""
+    return importlib.import_module(declare.builtin_modules()[default_engine()]).embedded_dir(which)
+
+
+# --- loading ---------------------------------------------------------------------------
+
+def load_suite(path: str | Path | None = None) -> Suite:
+    """Read and validate a suite file; None means the packaged default suite."""
+    p = Path(path) if path is not None else DEFAULT_SUITE
+    if not p.is_file():
+        raise UserError(f"{p}: suite file not found")
+    raw = p.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{p}: not valid TOML: {e}") from None
+    return _build(data, source=str(p), base_dir=p.resolve().parent,
+                  sha256=hashlib.sha256(raw).hexdigest(), default_name=p.stem, path=str(p))
+
+
+def suite_from_record(d: dict[str, Any], source: str) -> Suite:
+    """Rebuild the suite a record was made from (for --resume); model dirs are re-checked."""
+    try:
+        settings = dict(d["settings"])
+        data: dict[str, Any] = {**settings, "name": d["name"], "pairings": d["pairings"],
+                                "arms": d["arms"], "prompts": d["prompts"]}
+        # Declared command engines come back from the record; built-in ones from their code.
+        engines = {n: {k: v for k, v in e.items() if k != "name" and v is not None}
+                   for n, e in (d.get("engines") or {}).items() if declare.builtin(n) is None}
+        if engines:
+            data["engines"] = engines
+        data["pairings"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["pairings"]]
+        data["prompts"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["prompts"]]
+    except (KeyError, TypeError) as e:
+        raise UserError(f"{source}: suite: record's suite section is incomplete ({e})") from None
+    return _build(data, source=f"{source} (suite section)", base_dir=Path.cwd(),
+                  sha256=d.get("sha256", ""), default_name=d["name"], path=d.get("path", ""))
+
+
+# --- validation helpers ----------------------------------------------------------------
+
+class _V:
+    """Carries the file name so every message names the file and the key."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, what: str) -> UserError:
+        return UserError(f"{self.source}: {key}: {what}")
+
+    def known(self, table: dict, key: str, allowed: tuple[str, ...]) -> None:
+        for k in table:
+            if k not in allowed:
+                where = f"{key}.{k}" if key else k
+                raise self.fail(where, f"unknown field (known: {', '.join(allowed)})")
+
+    def int_(self, v: Any, key: str, lo: int | None = None) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(key, f"expected an integer, got {v!r}")
+        if lo is not None and v < lo:
+            raise self.fail(key, f"must be >= {lo}, got {v}")
+        return v
+
+    def num(self, v: Any, key: str, lo: float | None = None, hi: float | None = None,
+            lo_open: bool = False, hi_open: bool = False) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(key, f"expected a number, got {v!r}")
+        v = float(v)
+        if v != v:
+            raise self.fail(key, "expected a number, got nan")
+        if lo is not None and (v < lo or (lo_open and v == lo)):
+            raise self.fail(key, f"must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+        if hi is not None and (v > hi or (hi_open and v == hi)):
+            raise self.fail(key, f"must be {'<' if hi_open else '<='} {hi:g}, got {v:g}")
+        return v
+
+    def str_(self, v: Any, key: str) -> str:
+        if not isinstance(v, str) or not v:
+            raise self.fail(key, f"expected a non-empty string, got {v!r}")
+        return v
+
+    def bool_(self, v: Any, key: str) -> bool:
+        if not isinstance(v, bool):
+            raise self.fail(key, f"expected true or false, got {v!r}")
+        return v
+
+    def str_list(self, v: Any, key: str) -> tuple[str, ...]:
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self.fail(key, f"expected a list of strings, got {v!r}")
+        return tuple(v)
+
+    def table(self, v: Any, key: str) -> dict:
+        if not isinstance(v, dict):
+            raise self.fail(key, f"expected a table, got {v!r}")
+        return v
+
+    def tables(self, v: Any, key: str) -> list[dict]:
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            raise self.fail(key, f"expected an array of tables ([[{key}]])")
+        return v
+
+
+_TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
+        "cooldown_s", "cooldown_source", "cooldown_ratio", "cooldown_cap_s", "ignore_eos", "quiet",
+        "watch", "spread_threshold", "contention_threshold", "override_prefixes", "override_ignore",
+        "scaling", "budget_s", "max_repetitions", "threshold", "alpha", "looks", "pairings", "arms",
+        "prompts", "engines")
+_QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
+_WATCH = ("enabled", "threshold_pct", "interval_s")
+_PAIRING = ("name", "target", "drafter")
+_ARM = ("name", "pairing", "engine", "block", "env", "command", "timeout_s", "tok_s_regex")
+_PROMPT = ("name", "category", "text", "file", "limit", "engine")
+_ENGINE = ("adapter", "phases", "phase_labels", "overrides", "override_prefixes", "profile_var", "split_notes",
+           "numerics", "tools", "prompts")
+
+
+def _build(data: dict, source: str, base_dir: Path, sha256: str, default_name: str,
+           path: str) -> Suite:
+    v = _V(source)
+    v.known(data, "", _TOP)
+    settings = _settings(v, data)
+    declared = _engines(v, data.get("engines", {}))
+    pairings = _pairings(v, data.get("pairings"), base_dir)
+    arms, engines = _arms(v, data.get("arms"), {p.name: p for p in pairings}, declared, settings)
+    prompts = _prompts(v, data.get("prompts"), base_dir, engines)
+    name = v.str_(data.get("name", default_name), "name")
+    return Suite(name=name, path=path, sha256=sha256, settings=settings,
+                 pairings=pairings, arms=arms, prompts=prompts, engines=engines)
+
+
+def _engines(v: _V, raw: Any) -> dict[str, EngineDecl]:
+    """[engines.NAME] tables: what a command engine declares about itself."""
+    out: dict[str, EngineDecl] = {}
+    for name, t in v.table(raw, "engines").items():
+        k = f"engines.{name}"
+        t = v.table(t, k)
+        v.known(t, k, _ENGINE)
+        if declare.builtin(name) is not None:
+            raise v.fail(k, f"{name!r} is a built-in engine that declares itself; pick another name")
+        adapter = v.str_(t.get("adapter", "command"), f"{k}.adapter")
+        if adapter != "command":
+            raise v.fail(f"{k}.adapter", f"a declared engine runs through \"command\", got {adapter!r}")
+        phases = v.str_list(t.get("phases", []), f"{k}.phases")
+        if len(set(phases)) != len(phases):
+            raise v.fail(f"{k}.phases", "a phase is named twice")
+        profile = t.get("profile_var")
+        prompts: dict[str, tuple[tuple[str, str], ...]] = {}
+        for cat, items in v.table(t.get("prompts", {}), f"{k}.prompts").items():
+            got = []
+            for i, it in enumerate(v.tables(items, f"{k}.prompts.{cat}")):
+                v.known(it, f"{k}.prompts.{cat}[{i}]", ("name", "text"))
+                got.append((v.str_(it.get("name"), f"{k}.prompts.{cat}[{i}].name"),
+                            v.str_(it.get("text"), f"{k}.prompts.{cat}[{i}].text")))
+            prompts[cat] = tuple(got)
+        out[name] = EngineDecl(
+            name=name, adapter=adapter, phases=phases,
+            phase_labels=_str_table(v, t.get("phase_labels", {}), f"{k}.phase_labels"),
+            overrides=_str_table(v, t.get("overrides", {}), f"{k}.overrides"),
+            override_prefixes=v.str_list(t.get("override_prefixes", []), f"{k}.override_prefixes"),
+            profile_var=None if profile is None else v.str_(profile, f"{k}.profile_var"),
+            numerics=v.str_(t.get("numerics", "unknown"), f"{k}.numerics"),
+            tools=_str_table(v, t.get("tools", {}), f"{k}.tools"), prompts=prompts,
+            split_notes=_str_table(v, t.get("split_notes", {}), f"{k}.split_notes"))
+    return out
+
+
+def _str_table(v: _V, raw: Any, key: str) -> dict[str, str]:
+    t = v.table(raw, key)
+    for name, val in t.items():
+        v.str_(val, f"{key}.{name}")
+    return dict(t)
+
+
+def _settings(v: _V, d: dict) -> Settings:
+    base = Settings()
+    q = v.table(d.get("quiet", {}), "quiet")
+    v.known(q, "quiet", _QUIET)
+    w = v.table(d.get("watch", {}), "watch")
+    v.known(w, "watch", _WATCH)
+    bq, bw = base.quiet, base.watch
+    quiet = QuietSettings(
+        enabled=v.bool_(q.get("enabled", bq.enabled), "quiet.enabled"),
+        threshold_pct=v.num(q.get("threshold_pct", bq.threshold_pct), "quiet.threshold_pct", 0, 100, True),
+        settle_s=v.num(q.get("settle_s", bq.settle_s), "quiet.settle_s", 0),
+        timeout_s=v.num(q.get("timeout_s", bq.timeout_s), "quiet.timeout_s", 0),
+    )
+    watch = WatchSettings(
+        enabled=v.bool_(w.get("enabled", bw.enabled), "watch.enabled"),
+        threshold_pct=v.num(w.get("threshold_pct", bw.threshold_pct), "watch.threshold_pct", 0, 100, True),
+        interval_s=v.num(w.get("interval_s", bw.interval_s), "watch.interval_s", 0, lo_open=True),
+    )
+    prefixes = v.str_list(d.get("override_prefixes", list(base.override_prefixes)), "override_prefixes")
+    cooldown, cooldown_source, ratio, cap = _cooldown_rule(v, d, base)
+    repetitions = v.int_(d.get("repetitions", base.repetitions), "repetitions", 1)
+    # A record's settings say null for an unset optional value; TOML has no null.
+    budget = d.get("budget_s")
+    max_reps = d.get("max_repetitions")
+    if max_reps is not None:
+        max_reps = v.int_(max_reps, "max_repetitions")
+        if max_reps < repetitions:
+            raise v.fail("max_repetitions", f"must be >= repetitions ({repetitions}), got {max_reps}")
+    return Settings(
+        max_tokens=v.int_(d.get("max_tokens", base.max_tokens), "max_tokens", 1),
+        temp=v.num(d.get("temp", base.temp), "temp", 0),
+        seed=v.int_(d.get("seed", base.seed), "seed"),
+        repetitions=repetitions,
+        warmups=v.int_(d.get("warmups", base.warmups), "warmups", 0),
+        cooldown_s=cooldown, cooldown_source=cooldown_source,
+        cooldown_ratio=ratio, cooldown_cap_s=cap,
+        ignore_eos=v.bool_(d.get("ignore_eos", base.ignore_eos), "ignore_eos"),
+        quiet=quiet, watch=watch,
+        spread_threshold=v.num(d.get("spread_threshold", base.spread_threshold), "spread_threshold", 0, lo_open=True),
+        contention_threshold=v.num(d.get("contention_threshold", base.contention_threshold),
+                                   "contention_threshold", 0, 1),
+        override_prefixes=prefixes,
+        override_ignore=v.str_list(d.get("override_ignore", []), "override_ignore"),
+        scaling=v.bool_(d.get("scaling", base.scaling), "scaling"),
+        budget_s=None if budget is None else v.num(budget, "budget_s", 0, lo_open=True),
+        max_repetitions=max_reps,
+        threshold=v.num(_given(d, "threshold", base.threshold), "threshold", 0, 1, lo_open=True, hi_open=True),
+        alpha=v.num(_given(d, "alpha", base.alpha), "alpha", 0, 0.5, lo_open=True),
+        looks=v.int_(_given(d, "looks", base.looks), "looks", 1),
+    )
+
+
+def _given(d: dict, key: str, default: Any) -> Any:
+    """d[key], or default when it is absent or null (a record's settings)."""
+    x = d.get(key)
+    return default if x is None else x
+
+
+def _cooldown_rule(v: _V, d: dict, base: Settings) -> tuple[float, str, float, float | None]:
+    """(cooldown_s, cooldown_source, cooldown_ratio, cooldown_cap_s) from the file."""
+    cooldown_raw = d.get("cooldown_s", base.cooldown_s)
+    ratio_raw, cap_raw = d.get("cooldown_ratio"), d.get("cooldown_cap_s")
+    if cooldown_raw == "host":
+        for key, raw in (("cooldown_ratio", ratio_raw), ("cooldown_cap_s", cap_raw)):
+            if raw is not None:
+                raise v.fail(key, "the host profile gives it when cooldown_s = \"host\"; "
+                             "drop it or give cooldown_s in seconds")
+        return base.cooldown_s, "host", base.cooldown_ratio, base.cooldown_cap_s
+    if isinstance(cooldown_raw, str):
+        raise v.fail("cooldown_s", f"expected a number of seconds or \"host\", got {cooldown_raw!r}")
+    cooldown = v.num(cooldown_raw, "cooldown_s", 0)
+    source = v.str_(d.get("cooldown_source", "suite"), "cooldown_source")
+    ratio = v.num(base.cooldown_ratio if ratio_raw is None else ratio_raw, "cooldown_ratio", 0)
+    cap = None
+    if cap_raw is not None:
+        cap = v.num(cap_raw, "cooldown_cap_s", 0)
+        if cap < cooldown:
+            raise v.fail("cooldown_cap_s", f"must be >= cooldown_s ({cooldown:g}), got {cap:g}")
+    return cooldown, source, ratio, cap
+
+
+def _model_dir(v: _V, raw: Any, key: str, base_dir: Path) -> str:
+    s = v.str_(raw, key)
+    if s == EMBEDDED:
+        which = key.rsplit(".", 1)[-1]
+        d = embedded_dir(which)
+        if not d.is_dir():
+            raise v.fail(key, f"the embedded {which} model is missing ({d} is not a directory)")
+        return EMBEDDED
+    d = Path(s).expanduser()
+    d = d if d.is_absolute() else base_dir / d
+    if not d.is_dir():
+        raise v.fail(key, f"model directory not found: {d}")
+    return str(d.resolve())
+
+
+def _pairings(v: _V, raw: Any, base_dir: Path) -> tuple[Pairing, ...]:
+    if raw is None:
+        raise v.fail("pairings", "missing: the suite needs at least one [[pairings]] table")
+    out: list[Pairing] = []
+    for i, t in enumerate(v.tables(raw, "pairings")):
+        k = f"pairings[{i}]"
+        v.known(t, k, _PAIRING)
+        name = v.str_(t.get("name"), f"{k}.name")
+        if any(p.name == name for p in out):
+            raise v.fail(f"{k}.name", f"two pairings are named {name!r}")
+        if "target" not in t:
+            raise v.fail(f"{k}.target", "missing (a model directory or \"embedded\")")
+        target = _model_dir(v, t["target"], f"{k}.target", base_dir)
+        drafter = _model_dir(v, t["drafter"], f"{k}.drafter", base_dir) if "drafter" in t else None
+        out.append(Pairing(name=name, target=target, drafter=drafter))
+    if not out:
+        raise v.fail("pairings", "empty: the suite needs at least one pairing")
+    return tuple(out)
+
+
+def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, EngineDecl],
+          settings: Settings) -> tuple[tuple[Arm, ...], dict[str, EngineDecl]]:
+    engines: dict[str, EngineDecl] = {}
+    if raw is None:
+        raise v.fail("arms", "missing: the suite needs at least one [[arms]] table")
+    out: list[Arm] = []
+    for i, t in enumerate(v.tables(raw, "arms")):
+        k = f"arms[{i}]"
+        v.known(t, k, _ARM)
+        name = v.str_(t.get("name"), f"{k}.name")
+        if any(a.name == name for a in out):
+            raise v.fail(f"{k}.name", f"two arms are named {name!r}")
+        pairing = v.str_(t.get("pairing", next(iter(pairings)) if len(pairings) == 1 else None),
+                         f"{k}.pairing")
+        if pairing not in pairings:
+            raise v.fail(f"{k}.pairing", f"no pairing named {pairing!r} (have: {', '.join(pairings)})")
+        engine = v.str_(t.get("engine", default_engine()), f"{k}.engine")
+        decl = declared.get(engine) or declare.builtin(engine)
+        if decl is None:
+            known = [*declare.adapters(), *declared]
+            raise v.fail(f"{k}.engine", f"unknown engine {engine!r} (known: {', '.join(known)}; "
+                         f"a command engine can be declared in an [engines.{engine}] table)")
+        engines[engine] = decl
+        block = v.int_(t.get("block", 1), f"{k}.block", 1)
+        if block > 1 and pairings[pairing].drafter is None and decl.adapter != "command":
+            raise v.fail(f"{k}.block", f"block {block} needs a drafter, and pairing {pairing!r} has none")
+        env_t = v.table(t.get("env", {}), f"{k}.env")
+        env: dict[str, str] = {}
+        for ek, ev in env_t.items():
+            if isinstance(ev, bool) or not isinstance(ev, (str, int)):
+                raise v.fail(f"{k}.env.{ek}", f"env values are strings (or integers), got {ev!r}")
+            env[ek] = str(ev)
+        command = None
+        if decl.adapter == "command":
+            if "command" not in t:
+                raise v.fail(f"{k}.command", f"missing: engine {engine!r} runs a command and needs an argv list")
+            command = v.str_list(t["command"], f"{k}.command")
+            if not command:
+                raise v.fail(f"{k}.command", "empty argv list")
+            for part in command:
+                for _, fname, _, _ in _formatter_parse(v, part, f"{k}.command"):
+                    if fname is not None and fname not in COMMAND_PLACEHOLDERS:
+                        raise v.fail(f"{k}.command", f"unknown placeholder {{{fname}}} "
+                                     f"(known: {', '.join(COMMAND_PLACEHOLDERS)})")
+        elif "command" in t:
+            raise v.fail(f"{k}.command", f"only engine \"command\" takes a command (engine is {engine!r})")
+        regex = None
+        if "tok_s_regex" in t:
+            if decl.adapter != "command":
+                raise v.fail(f"{k}.tok_s_regex", "only a command engine takes tok_s_regex")
+            regex = v.str_(t["tok_s_regex"], f"{k}.tok_s_regex")
+            try:
+                rx = re.compile(regex)
+            except re.error as e:
+                raise v.fail(f"{k}.tok_s_regex", f"not a valid regular expression: {e}") from None
+            if rx.groups < 1:
+                raise v.fail(f"{k}.tok_s_regex", "needs one capture group around the number")
+        timeout = v.num(t.get("timeout_s", 600.0), f"{k}.timeout_s", 0, lo_open=True)
+        prefixes = tuple(dict.fromkeys([*settings.override_prefixes, *decl.override_prefixes]))
+        out.append(Arm(name=name, pairing=pairing, engine=engine, block=block, env=env,
+                       command=command, timeout_s=timeout, tok_s_regex=regex,
+                       adapter=decl.adapter, override_prefixes=prefixes))
+    if not out:
+        raise v.fail("arms", "empty: the suite needs at least one arm")
+    return tuple(out), engines
+
+
+def _formatter_parse(v: _V, s: str, key: str) -> list:
+    try:
+        return list(string.Formatter().parse(s))
+    except ValueError as e:
+        raise v.fail(key, f"bad placeholder in {s!r}: {e}") from None
+
+
+def _prompts(v: _V, raw: Any, base_dir: Path, engines: dict[str, EngineDecl]) -> tuple[Prompt, ...]:
+    if raw is None:
+        raise v.fail("prompts", "missing: the suite needs at least one [[prompts]] table")
+    out: list[Prompt] = []
+    for i, t in enumerate(v.tables(raw, "prompts")):
+        k = f"prompts[{i}]"
+        v.known(t, k, _PROMPT)
+        sources = [s for s in ("text", "file") if s in t]
+        if len(sources) > 1:
+            raise v.fail(k, "give one of text or file, not both")
+        category = v.str_(t["category"], f"{k}.category") if "category" in t else None
+        if sources:
+            if "engine" in t:
+                raise v.fail(f"{k}.engine", "only a built-in category takes engine")
+            name = v.str_(t.get("name"), f"{k}.name")
+            if "limit" in t:
+                raise v.fail(f"{k}.limit", "only a built-in category takes limit")
+            if "text" in t:
+                text = v.str_(t["text"], f"{k}.text")
+            else:
+                f = Path(v.str_(t["file"], f"{k}.file")).expanduser()
+                f = f if f.is_absolute() else base_dir / f
+                try:
+                    text = f.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as e:
+                    raise v.fail(f"{k}.file", f"cannot read prompt file {f}: {e}") from None
+            new = [Prompt(name=name, category=category, text=text)]
+        elif category is not None:
+            limit = v.int_(t["limit"], f"{k}.limit", 1) if "limit" in t else None
+            if "name" in t:
+                raise v.fail(f"{k}.name", "a built-in category names its own prompts; drop name")
+            new = [Prompt(name=f"{category}/{n}", category=category, text=txt)
+                   for n, txt in _builtin(v, t, engines, category, f"{k}")[:limit]]
+        else:
+            raise v.fail(k, "needs text, file, or a built-in category")
+        for p in new:
+            if any(q.name == p.name for q in out):
+                raise v.fail(f"{k}.name", f"two prompts are named {p.name!r}")
+            out.append(p)
+    if not out:
+        raise v.fail("prompts", "empty: the suite needs at least one prompt")
+    return tuple(out)
+
+
+def _builtin(v: _V, t: dict, engines: dict[str, EngineDecl], category: str, k: str) -> list[tuple[str, str]]:
+    """A built-in category from the prompt table's `engine`, else from the first arm engine
+    that has it."""
+    if "engine" in t:
+        name = v.str_(t["engine"], f"{k}.engine")
+        if name not in engines:
+            raise v.fail(f"{k}.engine", f"no arm runs engine {name!r} (arms run: {', '.join(engines)})")
+        candidates = [engines[name]]
+    else:
+        candidates = list(engines.values())
+    errors = []
+    for decl in candidates:
+        try:
+            got = list(decl.builtin_prompts(category))
+        except Exception as e:  # an engine's own loader raises its own error type
+            errors.append(f"{decl.name}: {e}")
+            continue
+        if not got:
+            raise v.fail(f"{k}.category", f"built-in category {category!r} of engine {decl.name!r} has no prompts")
+        return [(str(n), str(txt)) for n, txt in got]
+    raise v.fail(f"{k}.category", f"no engine of this suite has built-in prompts of category {category!r} "
+                 f"({'; '.join(errors) or 'no engines'}); give text or file instead")
+
+
+def with_settings(suite: Suite, **changes: Any) -> Suite:
+    """A copy of the suite with some settings replaced (--quick, baseline and check runs)."""
+    from dataclasses import replace
+    return replace(suite, settings=replace(suite.settings, **changes))
+
+
+def quick(suite: Suite) -> Suite:
+    """Smoke-test settings: 2 repetitions, no warm-up, no cooldown, no quiet gate, no budget.
+
+    Figures from a quick session break the protocol, so summaries flag them not to publish.
+    """
+    from dataclasses import replace
+    s = suite.settings
+    return with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_source="quick",
+                         cooldown_ratio=0.0, cooldown_cap_s=None, budget_s=None,
+                         max_repetitions=None if s.max_repetitions is None else max(2, s.max_repetitions),
+                         max_tokens=min(s.max_tokens, 32),
+                         quiet=replace(s.quiet, enabled=False))

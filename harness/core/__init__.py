@@ -1,0 +1,2 @@
+"""The bottom layer: the one-line error type, the record/result schema (msgspec) and what an
+engine declares about itself."""

@@ -1,0 +1,134 @@
+"""What an engine declares about itself, so the harness assumes nothing engine-specific.
+
+A declaration names the engine's round phases (an open list, in round order), its override
+variables with what each does, the prefixes under which an inherited variable counts as an
+override, its profile-mode variable, its built-in prompts, which library decides its device
+numerics, and its own tools the report may point to. Built-in adapters declare theirs in code
+(harness/collect/adapters/); a command engine declares its own in the suite's `[engines.NAME]` table.
+The record keeps every declaration (suite.engines), so reports read them, not this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+ADAPTER_PACKAGE = "harness.collect.adapters"
+
+
+@dataclass(frozen=True)
+class EngineDecl:
+    name: str
+    adapter: str = "command"
+    phases: tuple[str, ...] = ()               # known phases in round order; others come after, kept
+    phase_labels: dict[str, str] = field(default_factory=dict)   # "{block}" is the arm's block
+    overrides: dict[str, str] = field(default_factory=dict)      # variable -> what it does
+    override_prefixes: tuple[str, ...] = ()
+    profile_var: str | None = None             # set: the engine syncs per phase (slows itself)
+    numerics: str = "unknown"                  # the library deciding device numerics
+    tools: dict[str, str] = field(default_factory=dict)          # e.g. {"scaling": "<command>"}
+    # What a round split means in each timing mode ("default", "profile"), said under the split.
+    split_notes: dict[str, str] = field(default_factory=dict)
+    prompts: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # A loader for prompts kept in the engine's own package (imported only when used).
+    prompt_loader: Callable[[str], list[tuple[str, str]]] | None = field(default=None, compare=False)
+    # Runs in a process that will host this engine in-process, before anything loads MLX (a
+    # BLAS preload, say); returns what it did, for the record. Never run for another process.
+    prepare_process: Callable[[], Any] | None = field(default=None, compare=False)
+    # The engine an arm without `engine` runs (suites written before engines were declared).
+    default_for_undeclared_arms: bool = field(default=False, compare=False)
+
+    def builtin_prompts(self, category: str) -> list[tuple[str, str]]:
+        """(name, text) pairs of a built-in category; KeyError/ValueError when it has none."""
+        if category in self.prompts:
+            return list(self.prompts[category])
+        if self.prompt_loader is not None:
+            return self.prompt_loader(category)
+        raise KeyError(f"engine {self.name!r} has no built-in prompt category {category!r}"
+                       + (f" (has: {', '.join(self.prompts)})" if self.prompts else ""))
+
+    def phase_label(self, phase: str, block: int) -> str:
+        return self.phase_labels.get(phase, phase).replace("{block}", str(block))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's suite.engines[name] (prompts are in the suite's own prompts)."""
+        return {"name": self.name, "adapter": self.adapter, "phases": list(self.phases),
+                "phase_labels": dict(self.phase_labels), "overrides": dict(self.overrides),
+                "override_prefixes": list(self.override_prefixes), "profile_var": self.profile_var,
+                "numerics": self.numerics, "tools": dict(self.tools), "split_notes": dict(self.split_notes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EngineDecl:
+        return cls(name=str(d.get("name", "?")), adapter=str(d.get("adapter", "command")),
+                   phases=tuple(d.get("phases") or ()), phase_labels=dict(d.get("phase_labels") or {}),
+                   overrides=dict(d.get("overrides") or {}),
+                   override_prefixes=tuple(d.get("override_prefixes") or ()),
+                   profile_var=d.get("profile_var"), numerics=str(d.get("numerics") or "unknown"),
+                   tools=dict(d.get("tools") or {}), split_notes=dict(d.get("split_notes") or {}))
+
+
+# A command engine that declares nothing: no phases, no prefixes, no profile mode.
+COMMAND = EngineDecl(name="command", adapter="command")
+
+
+@functools.cache
+def builtin_modules() -> dict[str, str]:
+    """Built-in engine name -> the module that declares it and holds its adapter: every module
+    of harness/collect/adapters/ (an engine named "mlx-lm" lives in mlx_lm.py). Listed, not written
+    here, so this module names no engine."""
+    pkg = importlib.import_module(ADAPTER_PACKAGE)
+    return {m.name.replace("_", "-"): f"{ADAPTER_PACKAGE}.{m.name}"
+            for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+
+
+def adapters() -> tuple[str, ...]:
+    return (*builtin_modules(), "command")
+
+
+def builtin(name: str) -> EngineDecl | None:
+    """A built-in engine's declaration (None for an unknown name); imports no engine."""
+    if name == "command":
+        return COMMAND
+    mod = builtin_modules().get(name)
+    return None if mod is None else importlib.import_module(mod).DECLARATION
+
+
+@functools.cache
+def default_engine() -> str:
+    """The engine an arm without `engine` runs: the built-in that declares itself the default
+    for suites written before engines were declared ("command" when none does)."""
+    return next((n for n in builtin_modules() if getattr(builtin(n), "default_for_undeclared_arms", False)),
+                "command")
+
+
+def prepare_process(decls: Any) -> dict[str, Any]:
+    """Each in-process engine's process preparation, before anything loads MLX; what each did."""
+    return {d.name: d.prepare_process() for d in decls if d.prepare_process is not None}
+
+
+def v1_declaration(name: str) -> EngineDecl:
+    """How schema_version 1 read an engine: the default engine's phases, profile variable and
+    prefixes for every engine (so a v1 record renders as it did)."""
+    spec = builtin(default_engine())
+    assert spec is not None
+    own = builtin(name)
+    if own is not None and own.adapter != "command":
+        return own
+    return EngineDecl(name=name, adapter="command", phases=spec.phases, phase_labels=spec.phase_labels,
+                      overrides=spec.overrides, override_prefixes=spec.override_prefixes,
+                      profile_var=spec.profile_var, numerics="unknown", tools=spec.tools,
+                      split_notes=spec.split_notes)
+
+
+def of_record(record: dict[str, Any], arm: str) -> EngineDecl:
+    """The declaration of the engine an arm of a (migrated) record ran."""
+    a = next((x for x in record["suite"]["arms"] if x["name"] == arm), {})
+    name = a.get("engine", default_engine())
+    d = (record["suite"].get("engines") or {}).get(name)
+    if d is not None:
+        return EngineDecl.from_dict(d)
+    return builtin(name) or EngineDecl(name=name)

@@ -1,0 +1,149 @@
+"""One record's analyses as the report sections read them, computed once (summary rows, round
+splits, gate outcomes, labels, the host), so no section computes them again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.analyze import rounds
+from harness.core import declare
+from harness.render.format import section
+
+
+class Facts:
+    """One record's analyses, computed once: summary rows, splits, gate outcomes, labels."""
+
+    def __init__(self, path: str, data: dict[str, Any]):
+        from harness.analyze.summary import summarize
+        from harness.collect.host.profiles import match_profile
+        self.path, self.rec = path, data
+        self.suite = data["suite"]
+        self.settings = self.suite["settings"]
+        self.arms = {a["name"]: a for a in self.suite["arms"]}
+        self.arm_order = [a["name"] for a in self.suite["arms"]]
+        self.prompts = [p["name"] for p in self.suite["prompts"]]
+        self.multi_prompt = len(self.prompts) > 1
+        self.rows = summarize(data)
+        self.groups = rounds.by_arm_prompt(data)
+        self.splits = rounds.all_splits(data)
+        self.profiles = rounds.profile_comparisons(data)
+        self.profile = match_profile(data.get("host") or {})
+        self.host = data.get("host") or {}
+        measured = [r for r in data["runs"] if not r.get("warmup")]
+        self.runs_of: dict[str, list[dict[str, Any]]] = {a: [] for a in self.arm_order}
+        for r in measured:
+            self.runs_of.setdefault(r["arm"], []).append(r)
+
+    # gate and labels ----------------------------------------------------------------
+    def outcome(self, arm: str) -> str:
+        outs = sorted({(r.get("gate") or {}).get("outcome") or "unknown" for r in self.runs_of.get(arm, [])})
+        return "/".join(outs) if outs else "no runs"
+
+    def engaged(self, arm: str, prompt: str | None = None) -> bool:
+        keys = [(arm, p) for p in self.prompts if prompt is None or p == prompt]
+        rs = [r for k in keys for r in self.groups.get(k, [])]
+        return rounds.engaged(rs)
+
+    def shipping(self, arm: str) -> bool:
+        rs = self.runs_of.get(arm, [])
+        return bool(rs) and all(r.get("shipping") for r in rs)
+
+    def overrides(self, arm: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for r in self.runs_of.get(arm, []):
+            out.update(r.get("overrides") or {})
+        return dict(sorted(out.items()))
+
+    def profiled(self, arm: str) -> bool:
+        return rounds.profiled_arm(self.rec, arm, self.overrides(arm))
+
+    def override_why(self, arm: str, var: str) -> str:
+        """What an override does, as the arm's engine declares it."""
+        return declare.of_record(self.rec, arm).overrides.get(var, "changes how the engine runs")
+
+    def label(self, arm: str) -> str:
+        labels = sorted({r.get("label") or "unlabelled" for r in self.runs_of.get(arm, [])})
+        return "; ".join(labels)
+
+    def engine_desc(self, arm: str) -> str:
+        for r in self.runs_of.get(arm, []):
+            e = r.get("engine_info") or {}
+            if e:
+                # Only what the engine reported: a foreign engine need not use MLX or a BLAS.
+                extra = [f"{k.replace('_', '-')} {e[k]}" for k in ("mlx", "mlx_lm") if e.get(k)]
+                extra += [str(e[k]) for k in ("device",) if e.get(k)]
+                extra += [f"{k} {e[k]}" for k in ("numerics",) if e.get(k)]
+                extra += [f"BLAS {e['blas']}" for _ in [0] if e.get("blas")]
+                return f"{e.get('name', '?')} {e.get('version', '?')}" + (f" ({', '.join(extra)})" if extra else "")
+        return "unknown"
+
+    def blas(self, arm: str) -> str:
+        for r in self.runs_of.get(arm, []):
+            b = (r.get("engine_info") or {}).get("blas")
+            if b:
+                return str(b)
+        return "unknown"
+
+    def reading(self, arm: str) -> str | None:
+        for r in self.runs_of.get(arm, []):
+            g = r.get("gate") or {}
+            if g.get("reading") and g.get("outcome") not in ("not_applicable", None):
+                return str(g["reading"])
+        return None
+
+    # host ---------------------------------------------------------------------------
+    def host_name(self) -> str:
+        return self.profile["name"] if self.profile else "local"
+
+    def host_tag(self) -> str:
+        return f"{self.host_name()} {section(self.host, 'os').get('hostname', 'unknown')}"
+
+    def host_short(self) -> str:
+        cpu, osys, mlx = section(self.host, "cpu"), section(self.host, "os"), section(self.host, "mlx")
+        dev = str(mlx.get("default_device", "unknown"))
+        backend = "MLX CPU" if "cpu" in dev else ("MLX GPU" if "gpu" in dev else dev)
+        return (f"{self.host_name()} ({osys.get('hostname', 'unknown')}: {cpu.get('model', 'unknown')}, "
+                f"{cpu.get('logical_cores', '?')} logical cores, {backend})")
+
+    def is_cpu(self) -> bool:
+        return "cpu" in str(section(self.host, "mlx").get("default_device", ""))
+
+    def loadavg(self) -> tuple[float, float, float] | None:
+        xs = []
+        for rs in self.groups.values():
+            for r in rs:
+                for k in ("before", "after"):
+                    v = ((r.get("load") or {}).get(k) or {}).get("loadavg_1")
+                    if isinstance(v, (int, float)):
+                        xs.append(float(v))
+        return rounds.median_range(xs) if xs else None
+
+    def date(self) -> str:
+        return str(self.rec.get("created") or "")[:10] or "undated"
+
+    def model_desc(self, pairing: dict[str, Any], role: str) -> str:
+        """The suite's entry, and the directory the engine reported, relative to the repo when inside it."""
+        v = pairing.get(role)
+        if v is None:
+            return "none"
+        seen = sorted({str((r.get("result_arm") or {}).get(role)) for rs in self.runs_of.values() for r in rs
+                       if r.get("pairing") == pairing["name"] and (r.get("result_arm") or {}).get(role)})
+        root = str(section(self.host, "repo").get("path") or "")
+        rel = [x[len(root) + 1:] if root and x.startswith(root + "/") else x for x in seen]
+        where = f" ({', '.join(rel)})" if rel else ""
+        return (f"the engine's embedded {role}{where}" if v == "embedded" else f"{v}")
+
+    def row_label(self, arm: str, prompt: str) -> str:
+        return f"{arm} ({prompt})" if self.multi_prompt else arm
+
+    def classic_ref(self) -> dict[tuple[str, str], tuple[str, float]]:
+        """(arm, prompt) -> (classic arm, its median ms/token), as the summary chose it."""
+        ms = {(s.arm, s.prompt): s.ms_per_token_median for s in self.rows if s.block == 1}
+        out = {}
+        for s in self.rows:
+            ref = s.arm if s.block == 1 else s.classic_arm
+            if ref and ms.get((ref, s.prompt)):
+                out[(s.arm, s.prompt)] = (ref, ms[(ref, s.prompt)])
+        return out
+
+

@@ -1,0 +1,102 @@
+"""`harness report`: a record (and optionally a second one) -> analyses -> a jinja2 Markdown record.
+
+This module turns analyses into a template context of sentences and `mdtable.Table`s; the
+templates (harness/templates/*.md.j2, or a file of the same name in ./reports/templates/,
+which wins) only lay them out. It reads records and model headers and runs nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import UserError
+from harness.render import mdtable
+from harness.render.facts import Facts
+from harness.render.mdtable import Table
+from harness.render.sections import (
+    acceptance_section,
+    arms_table,
+    compare_section,
+    cost_section,
+    identity_table,
+    probe_readings,
+    profile_sections,
+    scaling_section,
+    setup_table,
+    split_sections,
+)
+from harness.render.verdicts import headline, limits, override_table, reproducing, shipping_status, thrown_table
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+USER_TEMPLATES = Path("reports") / "templates"
+# --- context, rendering, index -----------------------------------------------------------
+
+def build_context(path: str, data: dict[str, Any], compare: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A record's template context; `compare` is a second record (path, data) to set beside it."""
+    fx = Facts(path, data)
+    cmp_sec = compare_section(fx, Facts(*compare)) if compare else None
+    arms, arm_notes = arms_table(fx)
+    ident, ident_notes = identity_table(fx)
+    cost = cost_section(fx)
+    head, short = headline(fx, cmp_sec)
+    return {
+        "title": f"{fx.suite['name']} on {fx.host_name()}, {fx.date()}",
+        "record_path": path, "created": fx.rec.get("created"), "host": fx.host_short(),
+        "headline": head, "short_headline": short, "shipping_status": shipping_status(fx),
+        "setup": setup_table(fx), "probe_readings": probe_readings(fx),
+        "arms": arms, "arm_notes": arm_notes, "overrides": override_table(fx),
+        "splits": split_sections(fx), "profiles": profile_sections(fx),
+        "scaling": scaling_section(fx), "cost": cost,
+        "identity": ident, "identity_notes": ident_notes,
+        "acceptance": acceptance_section(fx), "compare": cmp_sec,
+        "thrown": thrown_table(fx), "limits": limits(fx, cost), "reproducing": reproducing(fx),
+    }
+
+
+def environment(user_dir: Path | None = None) -> Any:
+    import jinja2
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(user_dir or USER_TEMPLATES)),
+                                  jinja2.FileSystemLoader(str(TEMPLATES_DIR))])
+    env = jinja2.Environment(loader=loader, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["table"] = mdtable.render
+    return env
+
+
+def render(context: dict[str, Any], template: str = "record", user_dir: Path | None = None) -> str:
+    import jinja2
+    name = template if template.endswith(".j2") else f"{template}.md.j2"
+    try:
+        tpl = environment(user_dir).get_template(name)
+    except jinja2.TemplateNotFound:
+        raise UserError(f"template {name!r} not found in {user_dir or USER_TEMPLATES}/ or {TEMPLATES_DIR}/") from None
+    except jinja2.TemplateSyntaxError as e:
+        raise UserError(f"template {e.filename or name}:{e.lineno}: {e.message}") from None
+    try:
+        return tpl.render(**context)
+    except jinja2.UndefinedError as e:
+        raise UserError(f"template {name}: {e.message}") from None
+
+
+def index_context(entries: list[tuple[str, str | None, dict[str, Any]]], reports_dir: str) -> dict[str, Any]:
+    """The index of a reports directory: entries are (JSON name, its rendered .md name or None,
+    the record's context), newest first."""
+    rows = []
+    for json_name, md_name, ctx in entries:
+        link = (f"[{md_name}]({md_name}) ([JSON]({json_name}))" if md_name
+                else f"[{json_name}]({json_name}) (not rendered)")
+        rows.append((ctx["created"] or "", link, ctx))
+    rows.sort(key=lambda r: _when(r[0]), reverse=True)
+    t = Table(["date", "record", "host", "headline", "shipping status"])
+    for created, link, ctx in rows:
+        t.add(str(created)[:10], link, ctx["host"], ctx["short_headline"], ctx["shipping_status"])
+    return {"table": t, "count": len(rows), "reports_dir": reports_dir}
+
+
+def _when(created: str) -> float:
+    import datetime as dt
+    try:
+        return dt.datetime.fromisoformat(created).timestamp()
+    except (TypeError, ValueError):
+        return 0.0    # undated records sort last

@@ -1,0 +1,218 @@
+"""The cost-model section of a report: bytes per step, effective bandwidth, what-if, break-even.
+
+Weights are counted from the model directories' safetensors headers (harness.analyze.costmodel);
+step times come from the record. The peak is the matching host profile's figure, or
+"unknown peak" when there is none: never a guess. The what-if needs the drafter step cost,
+which only a profile-mode arm attributes (default mode leaves the drafter's device work in
+verify_forward), so without one the section gives break-even figures only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.analyze import costmodel as cm
+from harness.analyze import rounds
+from harness.analyze.rounds import ProfileComparison, RoundSplit
+
+EMBED = "model.embed_tokens."
+
+
+def resolve_dirs(pairing: dict[str, Any]) -> tuple[Path | None, Path | None]:
+    """A pairing's target and drafter directories on the machine rendering the report."""
+    from harness.collect.suite import embedded_dir  # finds the embedded pair without importing MLX
+
+    def one(v: str | None, which: str) -> Path | None:
+        if v is None:
+            return None
+        return embedded_dir(which) if v == "embedded" else Path(v)
+    return one(pairing.get("target"), "target"), one(pairing.get("drafter"), "drafter")
+
+
+@dataclass
+class Bytes:
+    rows: list[tuple[str, int]]
+    total: int
+    note: str = ""
+
+
+def target_bytes(d: Path) -> Bytes:
+    tensors = cm.model_tensor_bytes(d)
+    untied = any(n.startswith("lm_head.") for n in tensors)
+    if untied and any(n.startswith(EMBED) for n in tensors):
+        sb = cm.target_bytes_per_step(d, embedding_prefix=EMBED)
+        return Bytes([("weights except the embedding table", sb.own_weights),
+                      ("embedding row lookup", sb.embedding_row)], sb.total)
+    sb = cm.target_bytes_per_step(d)
+    note = "tied embeddings: the embedding table is also the LM head, read in full every step" \
+        if any(n.startswith(EMBED) for n in tensors) else ""
+    return Bytes([(f"target weights ({len(tensors)} tensors)", sb.total)], sb.total, note)
+
+
+def _quantized_estimate(tensors: dict[str, tuple[int, list[int]]], q: dict[str, Any]) -> int | None:
+    """Bytes after the engine's load-time quantization, when the record says which layers it took.
+
+    Candidates are the 2-D non-embedding weights whose input width divides the group; the
+    estimate is used only if their count equals the record's `linear_layers` (else None).
+    """
+    bits, group, count = q.get("bits"), q.get("group_size"), q.get("linear_layers")
+    if not (isinstance(bits, int) and isinstance(group, int) and isinstance(count, int)):
+        return None
+    cands = {n: v for n, v in tensors.items() if n.endswith(".weight") and len(v[1]) == 2
+             and not n.startswith(EMBED) and v[1][-1] % group == 0}
+    if len(cands) != count:
+        return None
+    total = sum(b for n, (b, _) in tensors.items() if n not in cands)
+    for b, shape in cands.values():
+        numel = shape[0] * shape[1]
+        elem = b // numel
+        total += numel * bits // 8 + 2 * (numel // group) * elem   # packed weights + scales + biases
+    return total
+
+
+def drafter_bytes(d: Path, quantization: dict[str, Any] | None) -> Bytes:
+    tensors = cm.model_tensor_bytes(d)
+    disk = sum(b for b, _ in tensors.values())
+    q = quantization or {}
+    if q.get("quantized") and q.get("how") == "at load":
+        est = _quantized_estimate(tensors, q)
+        if est is not None:
+            return Bytes([(f"drafter weights, {q['bits']}-bit group {q['group_size']} as quantized at load "
+                           f"({q['linear_layers']} linear layers; {disk:,} B on disk)", est)], est,
+                         "estimated from the checkpoint's tensor shapes and the record's quantization block")
+        return Bytes([(f"drafter weights on disk ({len(tensors)} tensors)", disk)], disk,
+                     "the engine quantized the drafter at load but its layers could not be matched: "
+                     "on-disk bytes overstate what a step reads")
+    return Bytes([(f"drafter weights ({len(tensors)} tensors)", disk)], disk)
+
+
+@dataclass
+class CostSection:
+    available: bool
+    reason: str = ""
+    target_dir: str = ""
+    drafter_dir: str = ""
+    target: Bytes | None = None
+    drafter: Bytes | None = None
+    classic_arm: str = ""
+    prompt: str = ""
+    target_step_ms: float | None = None
+    target_eff: cm.Efficiency | None = None
+    drafter_step_ms: float | None = None
+    drafter_eff: cm.Efficiency | None = None
+    peak_note: str = ""
+    model: cm.RoundModel | None = None
+    model_arm: str = ""
+    model_note: str = ""
+    what_if: list[cm.WhatIfRow] = field(default_factory=list)
+    break_even: list[tuple[str, str, str, float, float, float, float]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# (arm, prompt) -> (classic arm, its median ms/token): the summary's classic reference, which
+# prefers the same engine, so a reference-BLAS command arm is held against its own classic.
+ClassicRef = dict[tuple[str, str], tuple[str, float]]
+
+
+def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSplit],
+          profiles: list[ProfileComparison], profile: dict[str, Any] | None) -> CostSection:
+    arms = {a["name"]: a for a in record["suite"]["arms"]}
+    pairings = {p["name"]: p for p in record["suite"]["pairings"]}
+    sec = CostSection(available=True)
+    # Break-even for every engaged, unprofiled speculative arm that has a classic reference.
+    for s in splits:
+        ref = classic_ref.get((s.arm, s.prompt))
+        if s.mode == "speculative" and not s.profile and ref:
+            sec.break_even.append((s.arm, s.prompt, ref[0], s.per_unit_ms, s.emitted_per_verify or 0.0,
+                                   cm.break_even_emitted(s.per_unit_ms, ref[1]),
+                                   cm.round_cost_in_classic_steps(s.per_unit_ms, ref[1])))
+    # The modelled arm: the first profile comparison with a classic reference, else any classic.
+    prof = next((p for p in profiles if (p.unprofiled.arm, p.unprofiled.prompt) in classic_ref), None)
+    if prof is not None:
+        key = (prof.unprofiled.arm, prof.unprofiled.prompt)
+    else:
+        key = next((k for k in classic_ref if arms.get(k[0], {}).get("block", 1) > 1), None) \
+            or next(iter(classic_ref), None)
+    if key is None:
+        return CostSection(False, "no classic arm in this record: nothing to measure a step against",
+                           break_even=sec.break_even)
+    sec.classic_arm, classic_ms = classic_ref[key]
+    sec.prompt = key[1]
+    pairing = pairings.get(arms[key[0]]["pairing"], {})
+    tdir, ddir = resolve_dirs(pairing)
+    peak = (profile or {}).get("peak_bandwidth_gbs")
+    if profile is None:
+        sec.peak_note = "no host profile matches this host: unknown peak"
+    elif peak is None:
+        sec.peak_note = f"host profile {profile['name']}: unknown peak ({profile.get('peak_bandwidth_source', '')})"
+    else:
+        sec.peak_note = f"host profile {profile['name']}: {peak:g} GB/s ({profile.get('peak_bandwidth_source', '')})"
+    try:
+        if tdir is None or not tdir.is_dir():
+            raise ValueError(f"target directory {tdir} is not on this machine")
+        sec.target_dir = str(tdir)
+        sec.target = target_bytes(tdir)
+    except ValueError as e:
+        return CostSection(False, f"bytes per step unknown: {e}", break_even=sec.break_even)
+    sec.target_step_ms = classic_ms
+    sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), peak)
+    if ddir is not None and ddir.is_dir():
+        sec.drafter_dir = str(ddir)
+        quant = _drafter_quantization(record, prof.profiled.arm) if prof is not None else None
+        sec.drafter = drafter_bytes(ddir, quant)
+    if prof is None:
+        pvars = sorted({v for a in record["suite"]["arms"] if (v := rounds.profile_var(record, a["name"]))})
+        how = ", ".join(f"{v}=1" for v in pvars) or "no engine here declares a profile mode"
+        sec.notes.append(f"no profile-mode arm ({how}) with an unprofiled twin: the drafter step "
+                         "cost is not attributed (default mode leaves its device work inside verify_forward), "
+                         "so there is no what-if table")
+        return sec
+    step = prof.drafter_step_ms
+    if step is None or sec.drafter is None:
+        sec.notes.append("the profile-mode arm drafted nothing or its drafter directory is missing: no what-if")
+        return sec
+    sec.drafter_step_ms = step
+    sec.drafter_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.drafter.total, step), peak)
+    sec.model_arm = prof.unprofiled.arm
+    sec.model, sec.model_note = _round_model(prof, classic_ms)
+    at_target = cm.ms_at_bandwidth(sec.drafter.total, sec.target_eff.achieved_gb_s)
+    scen = [cm.Scenario(f"drafter at the target's {sec.target_eff.achieved_gb_s:.1f} GB/s", at_target),
+            cm.Scenario("half the step cost", step / 2)]
+    sec.what_if = cm.what_if(sec.model, scen)
+    return sec
+
+
+def _drafter_quantization(record: dict[str, Any], arm: str) -> dict[str, Any] | None:
+    for r in record["runs"]:
+        if r["arm"] == arm and r.get("status") == "ok":
+            return (r.get("result_arm") or {}).get("drafter_quantization")
+    return None
+
+
+def _round_model(p: ProfileComparison, classic_ms: float) -> tuple[cm.RoundModel, str]:
+    """The unprofiled round, with its draft+verify time split in the profiled proportions.
+
+    Default mode cannot say how much of verify_forward is drafter device work; profile mode can,
+    but inflates both. So the measured unprofiled total of draft_block + verify_forward is
+    divided as the profiled arm divides it, and the model closes on the measured round.
+    """
+    u, q = p.unprofiled, p.profiled
+    du, vu = (u.component("draft_block"), u.component("verify_forward"))
+    dq, vq = (q.component("draft_block"), q.component("verify_forward"))
+    assert du and vu and dq and vq
+    share = dq.per_unit_ms / (dq.per_unit_ms + vq.per_unit_ms)
+    dv = du.per_unit_ms + vu.per_unit_ms
+    steps = p.drafter_steps_per_round
+    step = dv * share / steps
+    verify = dv * (1 - share)
+    other = u.per_unit_ms - dv
+    model = cm.RoundModel(classic_ms_per_token=classic_ms, emitted_per_round=u.emitted_per_verify or 1.0,
+                          verify_ms=verify, drafter_steps=steps, drafter_step_ms=step, other_ms=max(0.0, other))
+    note = (f"Model: the measured round of {u.arm} on {u.prompt} ({u.per_unit_ms:.3f} ms, unprofiled) against "
+            f"classic decode at {classic_ms:.3f} ms/token; its draft_block + verify_forward "
+            f"({dv:.3f} ms) split as {q.arm} splits them ({share:.1%} drafter): {steps:.2f} drafter steps of "
+            f"{step:.3f} ms, verify {verify:.3f} ms, other {max(0.0, other):.3f} ms; {u.emitted_per_verify:.3f} "
+            f"tokens per round held fixed")
+    return model, note

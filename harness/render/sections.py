@@ -1,0 +1,418 @@
+"""The report's sections about what ran and what it measured: setup, arms, round splits,
+profile mode, scaling, cost model, identity, acceptance and the comparison with a second record.
+Each returns sentences and `mdtable.Table`s for the templates; none reads a file."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from harness.analyze import acceptance as acc
+from harness.analyze import compare as cmp
+from harness.analyze.labels import NOT_SHIPPING, SHIPPING
+from harness.core import declare
+from harness.render import reportcost
+from harness.render.facts import Facts
+from harness.render.format import f, names, pct, section, signed_pct
+from harness.render.mdtable import Table
+
+
+def gate_sentence(fx: Facts) -> str:
+    ship = [a for a in fx.arm_order if fx.shipping(a)]
+    not_ship = [a for a in fx.arm_order if not fx.shipping(a)]
+    parts = []
+    if not not_ship:
+        parts.append(f"Every arm is a {SHIPPING}: no override was in force and the gate decided by itself.")
+    else:
+        parts.append(f"Only {names(ship)} {'is a' if len(ship) == 1 else 'are'} {SHIPPING}"
+                     f"{'s' if len(ship) > 1 else ''}." if ship else f"No arm is a {SHIPPING}.")
+        for a in not_ship:
+            why = []
+            for k, v in fx.overrides(a).items():
+                why.append(f"{k}={v} ({fx.override_why(a, k)})")
+            out = fx.outcome(a)
+            if "declined" in out:
+                why.append("the gate declined, so it decoded classic")
+            txt = "; ".join(why) or fx.label(a)
+            parts.append(f"{a} is {NOT_SHIPPING}: {txt}.")
+    ungated = [a for a in ship if "no exactness gate" in (fx.label(a) or "")]
+    if ungated:
+        parts.append(f"{names(ungated)} ran in an engine with no exactness gate: {'it ships' if len(ungated) == 1 else 'they ship'}"
+                     " as configured, but nothing checked the output against classic decode before it engaged.")
+    readings: dict[str, list[str]] = {}
+    for a in fx.arm_order:
+        r = fx.reading(a)
+        if r:
+            key = f"{'passed' if 'passed' in fx.outcome(a) else 'failed'} with BLAS {fx.blas(a)}: \"{r}\""
+            readings.setdefault(key, []).append(a)
+    for key, arms in readings.items():
+        parts.append(f"Probe {key} ({names(arms)}).")
+    return " ".join(parts)
+
+
+def setup_table(fx: Facts) -> Table:
+    t = Table(["Field", "Value"])
+    h = fx.host
+    cpu, mem, osys = section(h, "cpu"), section(h, "memory"), section(h, "os")
+    repo, harness = section(h, "repo"), section(h, "harness")
+    t.add("host", f"{fx.host_short()}; {mem.get('total_gib', '?')} GiB; {osys.get('distribution', osys.get('platform', '?'))}; "
+                  f"host profile {fx.host_name()}")
+    la = fx.loadavg()
+    quiet = sum("quiet_gate_timeout" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
+    contended = sum("contended" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
+    t.add("load average during runs",
+          "unknown" if la is None else
+          f"1-min load {la[0]:.2f} median, {la[1]:.2f}-{la[2]:.2f} (before and after each measured run, "
+          f"{cpu.get('logical_cores', '?')} logical cores); {contended} contended run(s), "
+          f"{quiet} quiet-gate timeout(s)")
+    dirty = repo.get("dirty")
+    t.add("build and commit", f"{repo.get('short_commit', 'unknown')} on {repo.get('branch', 'unknown')}"
+                              + ("; the tree had uncommitted changes" if dirty else "; clean tree" if dirty is False else ""))
+    engines = {}
+    for a in fx.arm_order:
+        engines.setdefault(fx.engine_desc(a), []).append(a)
+    t.add("harness and engine versions", f"{harness_desc(harness)}; "
+          + "; ".join(f"{k} for {names(v)}" for k, v in engines.items()))
+    for role in ("target", "drafter"):
+        vals = []
+        for p in fx.suite["pairings"]:
+            vals.append(f"pairing {p['name']}: {fx.model_desc(p, role)}")
+        if role == "drafter":
+            quants: dict[str, list[str]] = {}
+            for a in fx.arm_order:
+                q = next(((r.get("result_arm") or {}).get("drafter_quantization") for r in fx.runs_of.get(a, [])
+                          if (r.get("result_arm") or {}).get("drafter_quantization")), None)
+                if q and fx.arms[a]["block"] > 1:
+                    desc = (f"quantized at load, {q.get('bits')}-bit group {q.get('group_size')}" if q.get("how") == "at load"
+                            else "dense" if not q.get("quantized") else str(q.get("how")))
+                    quants.setdefault(desc, []).append(a)
+            if quants:
+                vals.append("; ".join(f"{k} in {names(v)}" for k, v in quants.items()))
+        t.add(role, "; ".join(vals))
+    t.add("command", " ".join(shlex.quote(c) for c in fx.rec.get("command") or []) or "unknown")
+    prompts = []
+    for p in fx.suite["prompts"]:
+        ptoks = next(((r.get("diagnostics") or {}).get("prompt_tokens") for rs in fx.groups.values()
+                      for r in rs if r["prompt"] == p["name"]), None)
+        text = " ".join(p["text"].split()).replace("`", "'")
+        prompts.append(f"{p['name']} ({p.get('category') or 'no category'}, {ptoks if ptoks is not None else '?'} tokens): "
+                       f"`{text[:70]}{'...' if len(text) > 70 else ''}`")
+    t.add("prompt" + ("s" if fx.multi_prompt else ""), "; ".join(prompts))
+    s = fx.settings
+    t.add("sampling", f"temperature {s['temp']:g}{' (greedy)' if not s['temp'] else ''}, seed {s['seed']}, "
+                      f"{s['max_tokens']} tokens per run{' (EOS ignored)' if s.get('ignore_eos', True) else ''}; "
+                      f"{s['repetitions']} measured runs after {s['warmups']} warm-up(s) per arm and prompt, "
+                      f"cooldown {s['cooldown_s']:g} s ({s.get('cooldown_source', 'suite')}), arms interleaved")
+    blases: dict[str, list[str]] = {}
+    for a in fx.arm_order:
+        blases.setdefault(fx.blas(a), []).append(a)
+    t.add("BLAS", "; ".join(f"{k} for {names(v)}" for k, v in blases.items())
+          + " (as each engine reported it; unknown: the engine reports none)")
+    t.add("exactness gate", gate_sentence(fx))
+    return t
+
+
+def harness_desc(h: dict[str, Any]) -> str:
+    """The harness that measured (records before the harness was its own package: unknown)."""
+    commit = h.get("commit")
+    where = f" at {str(commit)[:12]}" if commit and commit != "unknown" else ""
+    dirty = "; its own files had uncommitted changes" if h.get("dirty") is True else ""
+    version = h.get("version", "unknown")
+    named = f" {version}" if version != "unknown" else "" if where else " (version unknown)"
+    return f"harness{named}{where}{dirty}"
+
+
+def probe_readings(fx: Facts) -> list[dict[str, str]]:
+    """The engine's own gate message, quoted once per distinct message, with the arms it came from."""
+    seen: dict[str, list[str]] = {}
+    for a in fx.arm_order:
+        msgs = {(r.get("gate") or {}).get("message") for r in fx.runs_of.get(a, [])}
+        for m in sorted(x for x in msgs if x):
+            if (fx.runs_of[a][0].get("gate") or {}).get("outcome") == "not_applicable":
+                continue
+            seen.setdefault(m, []).append(a)
+    return [{"arms": names(v), "message": k} for k, v in seen.items()]
+
+
+def arms_table(fx: Facts) -> tuple[Table, list[str]]:
+    head = ["arm"] + (["prompt"] if fx.multi_prompt else []) + [
+        "tok/s median", "min-max", "spread", "acceptance", "emitted per verify", "vs classic",
+        "configuration", "flags"]
+    t = Table(head, align=["l"] + (["l"] if fx.multi_prompt else []) + ["r"] * 6 + ["l", "l"])
+    notes: list[str] = []
+    for s in fx.rows:
+        if s.shipping:
+            conf = SHIPPING
+        else:
+            lab = fx.label(s.arm)
+            if lab not in notes:
+                notes.append(lab)
+            conf = f"{NOT_SHIPPING} [{notes.index(lab) + 1}]"
+        engaged = fx.engaged(s.arm, s.prompt)
+        if s.block == 1:
+            accept, vs = "-", "reference"
+        else:
+            accept = f(s.acceptance, ".3f") if engaged else "declined (classic decode)"
+            vs = "-" if s.speedup is None else (
+                f"{s.speedup:.2f}x ({s.speedup_ci[0]:.2f}-{s.speedup_ci[1]:.2f})" if s.speedup_ci else f"{s.speedup:.2f}x")
+        cells = [s.arm] + ([s.prompt] if fx.multi_prompt else []) + [
+            f(s.tok_s_median, ".1f"),
+            "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
+            pct(s.spread), accept, f(s.emitted_per_verify, ".2f") if engaged else "-", vs, conf,
+            "; ".join(s.flags) or "-"]
+        t.add(*cells)
+    return t, [f"[{i + 1}] {n}" for i, n in enumerate(notes)]
+
+
+def split_sections(fx: Facts) -> list[dict[str, Any]]:
+    out = []
+    for s in fx.splits:
+        unit = s.unit
+        t = Table(["component", "total ms", f"ms/{unit}", "share"], align=["l", "r", "r", "r"])
+        for c in s.components:
+            t.add(c.label, f"{c.total_ms:.2f}", f"{c.per_unit_ms:.3f}", pct(c.share))
+        t.add(f"{unit} total (decode)", f"{s.decode_ms:.2f}", f"{s.per_unit_ms:.3f}", "100.0%")
+        what = (f"{s.runs} runs, {s.units} rounds, {s.emitted_per_verify:.3f} tokens per round" if unit == "round"
+                else f"{s.runs} runs, {s.units} tokens")
+        notes = declare.of_record(fx.rec, s.arm).split_notes
+        key = "profile" if s.profile else "default"
+        mode = (f"{key} mode: {notes.get(key, 'phases as the engine timed them')}" if unit == "round"
+                else "classic decode")
+        title = fx.row_label(s.arm, s.prompt)
+        if s.mode == "classic" and fx.arms.get(s.arm, {}).get("block", 1) > 1:
+            title += ": decoded classic (the gate declined)"
+        out.append({"title": title, "table": t, "mode": mode,
+                    "closure": f"Components close against the decode total to within {s.closure_pct:.3%} "
+                               f"({s.closure_ms:+.4f} ms over {what})."})
+    return out
+
+
+def profile_sections(fx: Facts) -> list[dict[str, Any]]:
+    out = []
+    for p in fx.profiles:
+        u, q = p.unprofiled, p.profiled
+        t = Table(["component", f"unprofiled ms/round ({u.arm})", f"profiled ms/round ({q.arm})", "change"],
+                  align=["l", "r", "r", "r"])
+        for c in u.components:
+            qc = q.component(c.name)
+            if qc is None:
+                continue
+            ch = signed_pct(qc.per_unit_ms / c.per_unit_ms - 1) if c.per_unit_ms else "-"
+            t.add(c.label, f"{c.per_unit_ms:.3f}", f"{qc.per_unit_ms:.3f}", ch)
+        t.add("round total", f"{u.per_unit_ms:.3f}", f"{q.per_unit_ms:.3f}", signed_pct(p.cost))
+        lines = []
+        if p.drafter_step_ms is not None:
+            lines.append(f"Drafter step, profiled: {p.drafter_step_ms:.3f} ms per drafter forward "
+                         f"({p.drafter_steps_per_round:.2f} forwards per round inside draft_block, synced).")
+        lines.append(f"Profile mode costs {signed_pct(p.cost)} per round ({q.per_unit_ms:.3f} against "
+                     f"{u.per_unit_ms:.3f} ms; {p.syncs_per_round:.2f} syncs per round, "
+                     f"{p.sync_ms_per_round:.3f} ms per round spent waiting in them)"
+                     + ("." if p.resolved else "; the two arms' per-round ranges overlap, so this record does "
+                        "not resolve that cost from noise."))
+        lines.append("Quote the unprofiled round as the cost; the profiled column is for attribution only. "
+                     "This engine's profile mode syncs per stage and does not split the drafter step further "
+                     "(no layers / LM head / readback split).")
+        out.append({"title": fx.row_label(q.arm, q.prompt), "table": t, "lines": lines})
+    return out
+
+
+def scaling_section(fx: Facts) -> dict[str, Any] | None:
+    sc = fx.rec.get("scaling")
+    if not isinstance(sc, dict) or not sc.get("widths"):
+        return None
+    t = Table(["T (positions)", "median ms", "min-max ms", "vs T=1"], align=["r", "r", "r", "r"])
+    for w in sc["widths"]:
+        t.add(w.get("T"), f(w.get("median_ms"), ".3f"), f"{f(w.get('min_ms'), '.3f')}-{f(w.get('max_ms'), '.3f')}",
+              f(w.get("vs_T1"), ".2f") + "x")
+    return {"table": t, "line": f"One evaluated target forward of T positions after {sc.get('context_tokens', '?')} "
+                                f"context tokens on {sc.get('device', '?')}, median of "
+                                f"{sc['widths'][0].get('repeats', '?')}."}
+
+
+def cost_section(fx: Facts) -> dict[str, Any]:
+    c = reportcost.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile)
+    out: dict[str, Any] = {"available": c.available, "reason": c.reason, "notes": list(c.notes),
+                           "peak": c.peak_note}
+    if c.target is not None:
+        b = Table(["tensor set", "bytes"], align=["l", "r"])
+        for name, n in c.target.rows:
+            b.add(name, f"{n:,}")
+        if c.drafter is not None:
+            for name, n in c.drafter.rows:
+                b.add(name, f"{n:,}")
+        out["bytes"] = b
+        out["bytes_notes"] = [x for x in ((c.target.note and f"Target: {c.target.note}."),
+                                          (c.drafter and c.drafter.note and f"Drafter: {c.drafter.note}.")) if x]
+        bw = Table(["model", "bytes per step", "measured step", "effective GB/s", "efficiency vs peak"],
+                   align=["l", "r", "r", "r", "r"])
+        eff = c.target_eff
+        on = f", {c.prompt}" if fx.multi_prompt else ""
+        bw.add(f"target ({c.classic_arm} ms/token median{on})", f"{c.target.total:,}", f"{c.target_step_ms:.3f} ms",
+               f"{eff.achieved_gb_s:.2f}", "unknown peak" if eff.fraction is None else pct(eff.fraction))
+        if c.drafter is not None and c.drafter_step_ms is not None and c.drafter_eff is not None:
+            d = c.drafter_eff
+            bw.add("drafter (profiled step)", f"{c.drafter.total:,}", f"{c.drafter_step_ms:.3f} ms",
+                   f"{d.achieved_gb_s:.2f}", "unknown peak" if d.fraction is None else pct(d.fraction))
+        out["bandwidth"] = bw
+    if c.what_if:
+        w = Table(["scenario", "drafter step ms", "round ms", "tok/s", "vs classic", "round in classic steps"],
+                  align=["l", "r", "r", "r", "r", "r"])
+        for r in c.what_if:
+            w.add(r.name, f"{r.drafter_step_ms:.3f}", f"{r.round_ms:.3f}", f"{r.tokens_per_s:.1f}",
+                  f"{r.speedup:.2f}x", f"{r.round_in_classic_steps:.2f}")
+        out["what_if"] = w
+        out["model_note"] = c.model_note
+        m = c.model
+        out["what_if_line"] = (f"Break-even at the measured round: {c.what_if[0].break_even_emitted:.3f} emitted per "
+                               f"verify, against {m.emitted_per_round:.3f} measured; with a free drafter it would be "
+                               f"{next(r for r in c.what_if if r.name == 'free drafter').break_even_emitted:.3f}. "
+                               "Projections from the cost model, not measurements.")
+    if c.break_even:
+        be = Table(["arm", "against", "ms/round", "emitted per verify", "break-even emitted per verify",
+                    "round cost in classic steps"], align=["l", "l", "r", "r", "r", "r"])
+        for arm, prompt, ref, ms, epv, brk, steps in c.break_even:
+            be.add(fx.row_label(arm, prompt), ref, f"{ms:.3f}", f"{epv:.3f}", f"{brk:.3f}", f"{steps:.2f}")
+        out["break_even"] = be
+    return out
+
+
+def identity_table(fx: Facts) -> tuple[Table, list[str]]:
+    from harness.analyze.identity import compare_output, describe
+    head = ["arm"] + (["prompt"] if fx.multi_prompt else []) + ["own baseline", "vs classic (information only)"]
+    t = Table(head)
+    classic = {}
+    for (arm, prompt), rs in fx.groups.items():
+        if fx.arms[arm]["block"] == 1 and (fx.arms[arm]["pairing"], prompt) not in classic:
+            classic[(fx.arms[arm]["pairing"], prompt)] = (arm, rs[0])
+    for s in fx.rows:
+        rs = fx.groups.get((s.arm, s.prompt), [])
+        counts = ", ".join(f"{k.replace('_', ' ')} {v}/{sum(s.identity.values())}" for k, v in sorted(s.identity.items()))
+        differs = [r for r in rs if (r.get("identity") or {}).get("status") == "differs"]
+        if differs:
+            counts += f"; first: {describe(differs[0]['identity'])}"
+        ref = classic.get((s.pairing, s.prompt))
+        if s.block == 1:
+            vs = "-"
+        elif s.vs_classic:
+            vs = s.vs_classic
+        elif ref is None or not rs:
+            vs = "no classic run to compare with"
+        else:
+            d = compare_output(rs[0].get("token_ids"), rs[0].get("text"),
+                               {"token_ids": ref[1].get("token_ids"), "text": ref[1].get("text")})
+            status = describe(d) if d["status"] != "differs" else f"differs at token {d['first_token']}"
+            why = ("decoded classic (the gate declined)" if not fx.engaged(s.arm, s.prompt)
+                   else "not a reference: the gate did not pass by itself" if "passed" not in fx.outcome(s.arm)
+                   else f"not a reference: {NOT_SHIPPING}")
+            vs = f"{why}; tokens vs {ref[0]}: {status}"
+        t.add(*([s.arm] + ([s.prompt] if fx.multi_prompt else []) + [counts or "-", vs]))
+    base = fx.rec.get("baselines")
+    notes = [f"Own baseline: each arm's earlier output on this host ({base or 'no baselines file recorded'}); "
+             "classic decode is a reference only where the gate passed without override."]
+    return t, notes
+
+
+def acceptance_section(fx: Facts) -> dict[str, Any]:
+    spec = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and fx.engaged(a)]
+    # A profile-mode arm decodes its twin's tokens; pairing it would only restate that.
+    paired_arms = [a for a in spec if not fx.profiled(a)]
+    by_arm = {a: acc.first_runs({p: fx.groups.get((a, p), []) for p in fx.prompts}) for a in spec}
+    t = Table(["arm", "rounds", "trials", "p per step", "95% CI (Wilson)"], align=["l", "r", "r", "r", "r"])
+    for a in spec:
+        u = acc.unpaired(a, by_arm[a])
+        t.add(a, u.rounds, u.trials, f(u.p, ".4f"),
+              "-" if u.ci is None else f"[{u.ci[0]:.4f}, {u.ci[1]:.4f}]")
+    pairs, unpaired_only = [], []
+    for i, a in enumerate(paired_arms):
+        for b in paired_arms[i + 1:]:
+            ea, eb = fx.arms[a], fx.arms[b]
+            if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
+                continue
+            if acc.identical_text(by_arm[a], by_arm[b]):
+                pairs.append(paired_block(acc.paired(a, by_arm[a], b, by_arm[b])))
+            else:
+                unpaired_only.append(f"{a} / {b}")
+    notes = ["One measured run per arm and prompt (the first): repetitions at temperature 0 repeat the same "
+             "tokens and are not independent trials."]
+    disagree = [a for a in spec for p in fx.prompts if len(fx.groups.get((a, p), [])) > 1
+                and not acc.repetitions_agree(fx.groups[(a, p)])]
+    if disagree:
+        notes.append(f"Repetitions disagree for {names(sorted(set(disagree)))}: the first run stands for them.")
+    if unpaired_only:
+        notes.append(f"Not paired (their text differs, so rounds cannot be matched): {names(unpaired_only)}.")
+    return {"unpaired": t if spec else None, "paired": pairs, "notes": notes}
+
+
+def paired_block(r: acc.PairedAB, label_a: str | None = None, label_b: str | None = None) -> dict[str, Any]:
+    la, lb = label_a or r.a, label_b or r.b
+    t = Table(["measure", "value"], align=["l", "r"])
+    t.add("rounds starting at the same text offset", f"{r.matched} (of {r.rounds_a} in {la}, {r.rounds_b} in {lb})")
+    t.add("identical proposal", "not logged" if r.same_proposal is None else
+          f"{r.same_proposal} ({pct(r.same_proposal / r.matched) if r.matched else '-'})")
+    t.add("accept counts differ", r.differ)
+    t.add(f"{la} accepted more", r.a_more)
+    t.add(f"{lb} accepted more", r.b_more)
+    t.add("sign test p (exact, two-sided)", "no differing rounds" if r.sign_p is None else f"{r.sign_p:.3f}")
+    t.add("total accepted over matched rounds", f"{la} {r.accepted_a}, {lb} {r.accepted_b}"
+          + ("" if r.change is None else f" ({signed_pct(r.change)} for {lb})"))
+    if r.sign_p is None:
+        line = "The accept counts agree in every matched round: no directional effect to test."
+    elif r.sign_p >= 0.05:
+        line = f"No directional effect: sign test p = {r.sign_p:.3f}."
+    else:
+        more = la if r.a_more > r.b_more else lb
+        line = f"{more} accepts more in the rounds where they differ: sign test p = {r.sign_p:.3f}."
+    return {"title": f"{la} vs {lb} (identical text, {', '.join(r.prompts)})", "table": t, "line": line}
+
+
+def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
+    cmp.check_comparable(fa.rec, fb.rec, fa.path, fb.path)
+    changes = cmp.component_changes(fa.rec, fb.rec)
+    cross = not cmp.same_host(fa.rec, fb.rec)
+    groups: dict[tuple[str, str], list[cmp.ComponentChange]] = {}
+    for c in changes:
+        groups.setdefault((c.arm, c.prompt), []).append(c)
+    tables = []
+    for (arm, prompt), cs in groups.items():
+        unit = cs[0].unit
+        if cross:
+            t = Table(["component", f"A: {fa.host_tag()} ms/{unit}", f"B: {fb.host_tag()} ms/{unit}", "speedup"],
+                      align=["l", "r", "r", "r"])
+            for c in cs:
+                t.add(c.component, f"{c.before.median:.3f}", f"{c.after.median:.3f}",
+                      f"{c.before.median / c.after.median:.2f}x" if c.after.median else "-")
+        else:
+            t = Table(["component", f"before ms/{unit}", f"after ms/{unit}", "change"], align=["l", "r", "r", "r"])
+            for c in cs:
+                t.add(c.component, f"{c.before.median:.3f} ({c.before.lo:.3f}-{c.before.hi:.3f})",
+                      f"{c.after.median:.3f} ({c.after.lo:.3f}-{c.after.hi:.3f})",
+                      f"{signed_pct(c.change)} ({c.verdict})")
+        tables.append({"title": fa.row_label(arm, prompt), "table": t})
+    lines = []
+    if cross:
+        lines.append(f"Host A: {fa.host_short()}, {fa.path}. Host B: {fb.host_short()}, {fb.path}. "
+                     "Speedup is A's time over B's: above 1x, B is faster.")
+    else:
+        lines.append(f"Before: {fa.path} ({fa.date()}); after: {fb.path} ({fb.date()}); same host. Medians with "
+                     "min-max of per-run values. A change is noise unless it clears both runs' spreads (the after "
+                     "median outside the before range and the before median outside the after range).")
+        real = [c for c in changes if not c.noise]
+        lines.append(f"{len(real)} of {len(changes)} component changes clear both spreads." if changes else
+                     "No component appears in both records.")
+        n = min(fa.settings["repetitions"], fb.settings["repetitions"])
+        if n < 5:
+            lines.append(f"With {n} runs per side a min-max range underestimates the spread: read 'faster' and "
+                         "'slower' as changes to re-measure with more runs, not as findings.")
+    ab = []
+    for arm in fa.arm_order:
+        if arm not in fb.arms or fa.arms[arm]["block"] == 1 or not (fa.engaged(arm) and fb.engaged(arm)):
+            continue
+        ra = acc.first_runs({p: fa.groups.get((arm, p), []) for p in fa.prompts})
+        rb = acc.first_runs({p: fb.groups.get((arm, p), []) for p in fb.prompts})
+        if acc.identical_text(ra, rb):
+            ab.append(paired_block(acc.paired(arm, ra, arm, rb),
+                                   f"{arm} (A)" if cross else f"{arm} before", f"{arm} (B)" if cross else f"{arm} after"))
+    return {"cross_host": cross, "other": fb.path, "tables": tables, "lines": lines, "acceptance": ab,
+            "changes": changes}
+
+
