@@ -43,5 +43,12 @@ def test_interleaved_and_rotated(tmp_path: Path) -> None:
 
 
 def test_deterministic(tmp_path: Path) -> None:
-    s = _suite(tmp_path, repetitions=3, warmups=1)
-    assert build_plan(s) == build_plan(s)
+    # Two suites loaded from two files give the same plan, run for run (no randomness, no
+    # dependence on object identity), and the order is the documented rotation.
+    (tmp_path / "one").mkdir(), (tmp_path / "two").mkdir()
+    a = build_plan(_suite(tmp_path / "one", repetitions=2, warmups=1))
+    b = build_plan(_suite(tmp_path / "two", repetitions=2, warmups=1))
+    assert a == b
+    measured = [(p.arm, p.prompt, p.repetition) for p in a if not p.warmup]
+    assert measured == [("a", "p1", 0), ("b", "p1", 0), ("c", "p1", 0), ("a", "p2", 0), ("b", "p2", 0), ("c", "p2", 0),
+                        ("b", "p1", 1), ("c", "p1", 1), ("a", "p1", 1), ("b", "p2", 1), ("c", "p2", 1), ("a", "p2", 1)]

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 
 from harness.analyze.summary import duty_line, has_cooldown, machine_summary, render_table, summarize
+
+
+def _text(table) -> str:
+    console = Console(record=True, width=200)
+    console.print(table)
+    return console.export_text()
 
 
 def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None, cooldown: float = 5.0,
@@ -32,7 +39,8 @@ def test_speedup_acceptance_and_clean_flags() -> None:
     lo, hi = b3.per_step_ci
     assert lo < 0.75 < hi
     assert not b3.do_not_publish and b3.flags == [] and b3.shipping
-    render_table(list(rows.values()))
+    text = _text(render_table(list(rows.values())))
+    assert "b3" in text and "1.50x" in text and "classic" in text
 
 
 def test_spread_and_contention_mean_do_not_publish() -> None:

@@ -1,216 +1,28 @@
-"""TOML suite -> validated `Suite`.
-
-Every error a user can fix becomes one `UserError` line: "<file>: <key>: <what is wrong>".
-Validation is complete before anything runs, so a typo in the last arm never costs a
-half-finished session.
-"""
+"""The suite file's rules: every key checked, every error one `UserError` line naming the
+file and key, before anything runs."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import re
 import string
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
+from harness.collect.suite.model import (
+    COMMAND_PLACEHOLDERS,
+    EMBEDDED,
+    Arm,
+    Pairing,
+    Prompt,
+    QuietSettings,
+    Settings,
+    Suite,
+    WatchSettings,
+    embedded_dir,
+)
 from harness.core import declare
 from harness.core.declare import EngineDecl, default_engine
 from harness.core.errors import UserError
-
-EMBEDDED = "embedded"
-# Placeholders a command arm's argv may use; anything else is a typo caught at load time.
-COMMAND_PLACEHOLDERS = (
-    "prompt_file", "prompt", "max_tokens", "block", "num_draft", "model", "draft_model",
-    "temp", "seed", "python", "ignore_eos",
-)
-DEFAULT_SUITE = Path(__file__).resolve().parents[1] / "suites" / "default.toml"
-
-
-@dataclass(frozen=True)
-class QuietSettings:
-    enabled: bool = True
-    threshold_pct: float = 15.0
-    settle_s: float = 3.0
-    timeout_s: float = 120.0
-
-
-@dataclass(frozen=True)
-class WatchSettings:
-    # Contention watch during a run: a sample is contended when a foreign process is above
-    # threshold_pct; the run is marked when the contended fraction passes contention_threshold.
-    enabled: bool = True
-    threshold_pct: float = 15.0
-    interval_s: float = 0.25
-
-
-@dataclass(frozen=True)
-class Settings:
-    max_tokens: int = 128
-    temp: float = 0.0
-    seed: int = 0
-    repetitions: int = 5
-    warmups: int = 1
-    # The cooldown before a measured run is clamp(cooldown_ratio x the previous run's wall_s,
-    # cooldown_s, cooldown_cap_s): cooldown_s is the floor; ratio 0 (the default) keeps it fixed.
-    cooldown_s: float = 10.0
-    # "suite" (a number in the file), "host" (to be replaced by the host profile's cooldown
-    # rule, floor, ratio and cap, before planning), or where a resolved value came from.
-    cooldown_source: str = "suite"
-    cooldown_ratio: float = 0.0
-    cooldown_cap_s: float | None = None      # None: no cap
-    ignore_eos: bool = True
-    quiet: QuietSettings = field(default_factory=QuietSettings)
-    watch: WatchSettings = field(default_factory=WatchSettings)
-    spread_threshold: float = 0.04
-    contention_threshold: float = 0.20
-    # Inherited env vars with these prefixes are overrides in force, besides the prefixes each
-    # arm's engine declares (none by default: a command engine declares its own).
-    override_prefixes: tuple[str, ...] = ()
-    # Exact names under those prefixes that do not change a shipping decision.
-    override_ignore: tuple[str, ...] = ()
-    # After the runs, time the target forward at T = 1, 2, 3, 4, 8 (an engine with a scaling tool).
-    scaling: bool = False
-    # For the time-budget feature (parsed, validated and recorded here; used elsewhere):
-    budget_s: float | None = None            # session time budget in seconds; None: no budget
-    max_repetitions: int | None = None       # most repetitions a budgeted session may add (>= repetitions)
-    threshold: float = 0.10                  # relative change to detect, in (0, 1)
-    alpha: float = 0.05                      # significance level, in (0, 0.5]
-    looks: int = 4                           # interim looks at the data, >= 1
-
-
-@dataclass(frozen=True)
-class Pairing:
-    name: str
-    target: str          # "embedded" or an absolute model directory
-    drafter: str | None  # "embedded", an absolute directory, or None (classic only)
-
-    def target_dir(self) -> Path:
-        return embedded_dir("target") if self.target == EMBEDDED else Path(self.target)
-
-    def drafter_dir(self) -> Path | None:
-        if self.drafter is None:
-            return None
-        return embedded_dir("drafter") if self.drafter == EMBEDDED else Path(self.drafter)
-
-
-@dataclass(frozen=True)
-class Arm:
-    name: str
-    pairing: str
-    engine: str = ""                    # resolved at load: the arm's, else the default engine
-    block: int = 1                      # 1 = classic (target alone); K > 1 drafts K-1 tokens
-    env: dict[str, str] = field(default_factory=dict)
-    command: tuple[str, ...] | None = None
-    timeout_s: float = 600.0
-    tok_s_regex: str | None = None
-    # Resolved from the engine's declaration: which adapter runs it, and the override prefixes
-    # (the suite's plus the engine's) under which an inherited variable is an override.
-    adapter: str = "command"
-    override_prefixes: tuple[str, ...] = ()
-
-    @property
-    def classic(self) -> bool:
-        return self.block == 1
-
-
-@dataclass(frozen=True)
-class Prompt:
-    name: str
-    category: str | None
-    text: str
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    path: str
-    sha256: str
-    settings: Settings
-    pairings: tuple[Pairing, ...]
-    arms: tuple[Arm, ...]
-    prompts: tuple[Prompt, ...]
-    engines: dict[str, EngineDecl] = field(default_factory=dict)   # every engine an arm runs
-
-    def engine(self, arm: Arm) -> EngineDecl:
-        return self.engines[arm.engine]
-
-    def pairing(self, name: str) -> Pairing:
-        return next(p for p in self.pairings if p.name == name)
-
-    def arm(self, name: str) -> Arm:
-        return next(a for a in self.arms if a.name == name)
-
-    def prompt(self, name: str) -> Prompt:
-        return next(p for p in self.prompts if p.name == name)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record's "suite" section (docs/architecture.md)."""
-        s = asdict(self.settings)
-        # Every prefix any arm uses, so readers of the settings alone (asv labels) see them all.
-        s["override_prefixes"] = list(dict.fromkeys(p for a in self.arms for p in a.override_prefixes)) \
-            or list(self.settings.override_prefixes)
-        s["override_ignore"] = list(self.settings.override_ignore)
-        arms = []
-        for a in self.arms:
-            d: dict[str, Any] = {"name": a.name, "pairing": a.pairing, "engine": a.engine,
-                                 "block": a.block, "env": dict(a.env), "timeout_s": a.timeout_s}
-            if a.command is not None:
-                d["command"] = list(a.command)
-            if a.tok_s_regex is not None:
-                d["tok_s_regex"] = a.tok_s_regex
-            arms.append(d)
-        return {
-            "name": self.name, "path": self.path, "sha256": self.sha256, "settings": s,
-            "pairings": [asdict(p) for p in self.pairings],
-            "arms": arms,
-            "prompts": [asdict(p) for p in self.prompts],
-            "engines": {n: d.to_dict() for n, d in self.engines.items()},
-        }
-
-
-def embedded_dir(which: str) -> Path:
-    """The default engine's embedded model directory, found without loading MLX."""
-    return importlib.import_module(declare.builtin_modules()[default_engine()]).embedded_dir(which)
-
-
-# --- loading ---------------------------------------------------------------------------
-
-def load_suite(path: str | Path | None = None) -> Suite:
-    """Read and validate a suite file; None means the packaged default suite."""
-    p = Path(path) if path is not None else DEFAULT_SUITE
-    if not p.is_file():
-        raise UserError(f"{p}: suite file not found")
-    raw = p.read_bytes()
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{p}: not valid TOML: {e}") from None
-    return _build(data, source=str(p), base_dir=p.resolve().parent,
-                  sha256=hashlib.sha256(raw).hexdigest(), default_name=p.stem, path=str(p))
-
-
-def suite_from_record(d: dict[str, Any], source: str) -> Suite:
-    """Rebuild the suite a record was made from (for --resume); model dirs are re-checked."""
-    try:
-        settings = dict(d["settings"])
-        data: dict[str, Any] = {**settings, "name": d["name"], "pairings": d["pairings"],
-                                "arms": d["arms"], "prompts": d["prompts"]}
-        # Declared command engines come back from the record; built-in ones from their code.
-        engines = {n: {k: v for k, v in e.items() if k != "name" and v is not None}
-                   for n, e in (d.get("engines") or {}).items() if declare.builtin(n) is None}
-        if engines:
-            data["engines"] = engines
-        data["pairings"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["pairings"]]
-        data["prompts"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["prompts"]]
-    except (KeyError, TypeError) as e:
-        raise UserError(f"{source}: suite: record's suite section is incomplete ({e})") from None
-    return _build(data, source=f"{source} (suite section)", base_dir=Path.cwd(),
-                  sha256=d.get("sha256", ""), default_name=d["name"], path=d.get("path", ""))
-
 
 # --- validation helpers ----------------------------------------------------------------
 
@@ -289,7 +101,7 @@ _ENGINE = ("adapter", "phases", "phase_labels", "overrides", "override_prefixes"
            "numerics", "tools", "prompts")
 
 
-def _build(data: dict, source: str, base_dir: Path, sha256: str, default_name: str,
+def build(data: dict, source: str, base_dir: Path, sha256: str, default_name: str,
            path: str) -> Suite:
     v = _V(source)
     v.known(data, "", _TOP)
@@ -604,21 +416,3 @@ def _builtin(v: _V, t: dict, engines: dict[str, EngineDecl], category: str, k: s
                  f"({'; '.join(errors) or 'no engines'}); give text or file instead")
 
 
-def with_settings(suite: Suite, **changes: Any) -> Suite:
-    """A copy of the suite with some settings replaced (--quick, baseline and check runs)."""
-    from dataclasses import replace
-    return replace(suite, settings=replace(suite.settings, **changes))
-
-
-def quick(suite: Suite) -> Suite:
-    """Smoke-test settings: 2 repetitions, no warm-up, no cooldown, no quiet gate, no budget.
-
-    Figures from a quick session break the protocol, so summaries flag them not to publish.
-    """
-    from dataclasses import replace
-    s = suite.settings
-    return with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_source="quick",
-                         cooldown_ratio=0.0, cooldown_cap_s=None, budget_s=None,
-                         max_repetitions=None if s.max_repetitions is None else max(2, s.max_repetitions),
-                         max_tokens=min(s.max_tokens, 32),
-                         quiet=replace(s.quiet, enabled=False))
