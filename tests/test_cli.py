@@ -125,6 +125,7 @@ def test_project_delegates_to_costmodel(tmp_path: Path) -> None:
     assert r.returncode == 0 and "Traceback" not in r.stderr and r.stdout.strip()
 
 
+@pytest.mark.real_engine
 def test_quick_run_on_the_real_engine(tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text("\n".join([
         'name = "real"', "max_tokens = 4", "repetitions = 2", "warmups = 0", "cooldown_s = 0",

@@ -16,6 +16,8 @@ from specdec.errors import SpecdecError
 from specdec.loading import EMBEDDED_DRAFTER, EMBEDDED_TARGET, load_pair
 from specdec.prompts import CATEGORIES, load_prompts
 
+pytestmark = pytest.mark.real_engine   # every test here loads MLX and the embedded pair
+
 REPO = Path(__file__).resolve().parent.parent
 CODE = load_prompts("code")[0][1]
 

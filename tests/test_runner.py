@@ -88,10 +88,12 @@ def _inprocess_isolation(tmp_path: Path, engine: str) -> None:
     assert "SPECDEC_ALLOW_INEXACT" not in os.environ
 
 
+@pytest.mark.real_engine
 def test_inprocess_env_is_restored_mlx_lm(tmp_path: Path) -> None:
     _inprocess_isolation(tmp_path, "mlx-lm")
 
 
+@pytest.mark.real_engine
 def test_inprocess_env_is_restored_specdec(tmp_path: Path) -> None:
     _inprocess_isolation(tmp_path, "specdec")
 

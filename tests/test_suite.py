@@ -148,6 +148,7 @@ def test_scaling_setting_parses_and_rejects_non_bool(tmp_path: Path) -> None:
     assert "scaling" in _error(bad)
 
 
+@pytest.mark.real_engine
 def test_measure_scaling_times_the_first_specdec_target() -> None:
     from harness.collect.runner import measure_scaling
     out = measure_scaling(load_suite(DEFAULT_SUITE), context_tokens=32)

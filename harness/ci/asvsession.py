@@ -306,47 +306,56 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
         else:
             skip["identity_mismatches"][lab] = ("no baseline for this arm in the baselines file: "
                                                 "record one with `harness baseline record`")
-        spec = _spec_runs(runs)
-        if a.block == 1 or not spec:
-            why = ("classic decode has no rounds" if a.block == 1 else
-                   "the exactness gate declined on this host, so the arm decoded classic")
-            for f in ("ms_per_round", "rejection_rate", "round_cost_classic_steps"):
-                skip[f][lab] = why
-            skip["phase_ms_per_round"][lab] = why
-            continue
-        if len(spec) < len(runs):
-            errors[lab] = (f"only {len(spec)} of {len(runs)} runs decoded speculatively "
-                           "(the gate decided differently between runs)")
-            continue
-        rounds = [float(r["diagnostics"]["rounds"]) for r in spec]
-        figs["ms_per_round"][lab] = [float(r["diagnostics"]["decode_ms"]) / n for r, n in zip(spec, rounds)]
-        accept = [r["diagnostics"].get("acceptance_rate") for r in spec]
-        if all(x is not None for x in accept):
-            figs["rejection_rate"][lab] = [1.0 - float(x) for x in accept]
-        else:
-            skip["rejection_rate"][lab] = "the engine reported neither acceptance_rate nor proposed/accepted counts"
-        # A phase the engine did not report in every run is skipped, never read as 0.0 (which
-        # a comparison would call "unchanged").
-        reported = [r["diagnostics"].get("phase_ms") or {} for r in spec]
-        for p in dict.fromkeys([*a.phases, *(k for ph in reported for k in ph)]):
-            key = f"{lab}|{p}"
-            if all(p in ph for ph in reported):
-                figs["phase_ms_per_round"][key] = [float(ph[p]) / n for ph, n in zip(reported, rounds)]
-            else:
-                skip["phase_ms_per_round"][key] = (f"the engine reported no {p!r} phase in "
-                                                   f"{sum(p not in ph for ph in reported)} of {len(spec)} runs")
-        # One round in classic steps: this run's ms per round over the classic run of the same
-        # prompt and repetition (adjacent in time, so they share the machine's state).
-        cost = []
-        for r, ms in zip(spec, figs["ms_per_round"][lab]):
-            c = classic_mpt.get((r.get("prompt"), r.get("repetition")))
-            if c:
-                cost.append(ms / float(c))
-        if classic_arm is None or len(cost) < len(spec):
-            skip["round_cost_classic_steps"][lab] = "no classic run to divide by in this session"
-        else:
-            figs["round_cost_classic_steps"][lab] = cost
+        _round_figures(a, runs, classic_mpt if classic_arm is not None else None, figs, skip, errors)
     return {"figures": figs, "skip": skip, "errors": errors, "marks": marks, "labels": run_labels}
+
+
+def _round_figures(a: ArmSpec, runs: list[dict[str, Any]], classic_mpt: dict[tuple, Any] | None,
+                   figs: dict[str, dict[str, list[float]]], skip: dict[str, dict[str, str]],
+                   errors: dict[str, str]) -> None:
+    """The per-round figures of one arm whose runs all succeeded: ms/round, rejection rate, each
+    phase per round, and one round in classic steps (classic_mpt None: no classic arm ran)."""
+    lab = a.label
+    spec = _spec_runs(runs)
+    if a.block == 1 or not spec:
+        why = ("classic decode has no rounds" if a.block == 1 else
+               "the exactness gate declined on this host, so the arm decoded classic")
+        for f in ("ms_per_round", "rejection_rate", "round_cost_classic_steps"):
+            skip[f][lab] = why
+        skip["phase_ms_per_round"][lab] = why
+        return
+    if len(spec) < len(runs):
+        errors[lab] = (f"only {len(spec)} of {len(runs)} runs decoded speculatively "
+                       "(the gate decided differently between runs)")
+        return
+    rounds = [float(r["diagnostics"]["rounds"]) for r in spec]
+    figs["ms_per_round"][lab] = [float(r["diagnostics"]["decode_ms"]) / n for r, n in zip(spec, rounds)]
+    accept = [r["diagnostics"].get("acceptance_rate") for r in spec]
+    if all(x is not None for x in accept):
+        figs["rejection_rate"][lab] = [1.0 - float(x) for x in accept]
+    else:
+        skip["rejection_rate"][lab] = "the engine reported neither acceptance_rate nor proposed/accepted counts"
+    # A phase the engine did not report in every run is skipped, never read as 0.0 (which
+    # a comparison would call "unchanged").
+    reported = [r["diagnostics"].get("phase_ms") or {} for r in spec]
+    for p in dict.fromkeys([*a.phases, *(k for ph in reported for k in ph)]):
+        key = f"{lab}|{p}"
+        if all(p in ph for ph in reported):
+            figs["phase_ms_per_round"][key] = [float(ph[p]) / n for ph, n in zip(reported, rounds)]
+        else:
+            skip["phase_ms_per_round"][key] = (f"the engine reported no {p!r} phase in "
+                                               f"{sum(p not in ph for ph in reported)} of {len(spec)} runs")
+    # One round in classic steps: this run's ms per round over the classic run of the same
+    # prompt and repetition (adjacent in time, so they share the machine's state).
+    cost = []
+    for r, ms in zip(spec, figs["ms_per_round"][lab]):
+        c = (classic_mpt or {}).get((r.get("prompt"), r.get("repetition")))
+        if c:
+            cost.append(ms / float(c))
+    if classic_mpt is None or len(cost) < len(spec):
+        skip["round_cost_classic_steps"][lab] = "no classic run to divide by in this session"
+    else:
+        figs["round_cost_classic_steps"][lab] = cost
 
 
 def samples_for(cache: dict[str, Any], figure: str, key: str) -> dict[str, Any]:

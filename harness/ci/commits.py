@@ -30,6 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import comparisons, paired, sequential
+from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
+from harness.analyze.labels import annotate_label
+from harness.collect import runner
+from harness.collect.plan import build_plan
+from harness.collect.record import Record
+from harness.collect.worker import Worker
 from harness.core.errors import UserError
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
@@ -164,59 +170,78 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
                     console: Any = None, command: list[str] | None = None,
                     host: dict[str, Any] | None = None) -> Comparison:
     """Measure BASE and HEAD run by run under the suite's settings; records go under work/."""
-    from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
-    from harness.analyze.labels import annotate_label
-    from harness.collect import runner
-    from harness.collect.plan import build_plan
-    from harness.collect.record import Record
-    from harness.collect.worker import Worker
 
     t0 = time.monotonic()
     base_sha, head_sha = rev_parse(repo, base), rev_parse(repo, head)
     s = suite.settings
-    arms = [a.name for a in suite.arms]
     store = store if store is not None else BaselineStore.load(work / "no-baselines.json")
-    design = paired.Design.for_settings(s, len(arms))
-    suite_dict = suite.to_dict()
-    host = host or {}
-    sides: dict[str, dict[str, Any]] = {}
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    for side, sha in (("base", base_sha), ("head", head_sha)):
-        root = export_commit(repo, sha, work / "trees" / f"{side}-{sha[:12]}")
-        rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict, host,
-                            command or ["harness", "compare-commits", base, head],
-                            len(build_plan(suite)), extra={"purpose": "compare-commits", "side": side,
-                                                          "commit": sha, "paired_with": {"base": base_sha,
-                                                                                         "head": head_sha}})
-        sides[side] = {"sha": sha, "record": rec, "worker": Worker(side, root, suite_dict, work / "logs")}
-    pacer = runner.Pacer()
-    ui = runner.NullUI()
-    pair_no = 0
-    settings_dict = suite_dict["settings"]
+    design = paired.Design.for_settings(s, len(suite.arms))
+    session = _PairedSession(repo, suite, work, store, design, base_sha, head_sha,
+                             command or ["harness", "compare-commits", base, head], host or {})
+    max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
+    try:
+        session.warm_up()   # both sides load and compile before the budget's clock starts
+        outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, session.do_round,
+                                 lambda: session.look(console, t0))
+    finally:
+        session.close()
+    return _conclude(session, design, outcome, s.budget_s, time.monotonic() - t0)
 
-    def run_on(side: str, p: Any) -> None:
-        sd = sides[side]
-        run = runner.run_one(p, suite, sd["worker"], ui, None, pacer)
+
+class _PairedSession:
+    """Two sides (base, head), each an exported tree, a persistent worker and a record; runs made
+    pair by pair, the side that goes first alternating (ABBA)."""
+
+    def __init__(self, repo: Path, suite: Any, work: Path, store: Any, design: paired.Design,
+                 base_sha: str, head_sha: str, command: list[str], host: dict[str, Any]):
+
+        self.suite, self.store, self.design = suite, store, design
+        self.arms = [a.name for a in suite.arms]
+        suite_dict = suite.to_dict()
+        self.settings_dict = suite_dict["settings"]
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.sides: dict[str, dict[str, Any]] = {}
+        for side, sha in (("base", base_sha), ("head", head_sha)):
+            root = export_commit(repo, sha, work / "trees" / f"{side}-{sha[:12]}")
+            rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict, host, command,
+                                len(build_plan(suite)),
+                                extra={"purpose": "compare-commits", "side": side, "commit": sha,
+                                       "paired_with": {"base": base_sha, "head": head_sha}})
+            self.sides[side] = {"sha": sha, "record": rec, "worker": Worker(side, root, suite_dict, work / "logs")}
+        self.pacer, self.ui, self.pair_no = runner.Pacer(), runner.NullUI(), 0
+
+    def record(self, side: str) -> Any:
+        return self.sides[side]["record"]
+
+    def run_on(self, side: str, p: Any) -> None:
+
+        sd = self.sides[side]
+        run = runner.run_one(p, self.suite, sd["worker"], self.ui, None, self.pacer)
         run["side"] = side
-        sd["record"].add_run(annotate_identity(annotate_label(run), store, settings_dict))
+        sd["record"].add_run(annotate_identity(annotate_label(run), self.store, self.settings_dict))
 
-    def do_round(i: int) -> None:
-        nonlocal pair_no
-        plan = build_plan(suite, i + 1)
+    def warm_up(self) -> None:
+        for p in build_plan(self.suite, 0):
+            for side in ("base", "head"):
+                self.run_on(side, p)
+
+    def do_round(self, i: int) -> None:
+        plan = build_plan(self.suite, i + 1)
         for p in plan:
-            if p.index in sides["base"]["record"].done_indices() and p.index in sides["head"]["record"].done_indices():
+            done = [p.index in self.record(side).done_indices() for side in ("base", "head")]
+            if all(done):
                 continue
-            order = ("base", "head") if pair_no % 2 == 0 else ("head", "base")
-            pair_no += 1
+            order = ("base", "head") if self.pair_no % 2 == 0 else ("head", "base")
+            self.pair_no += 1
             for side in order:
-                if p.index not in sides[side]["record"].done_indices():
-                    run_on(side, p)
-        for sd in sides.values():
+                if p.index not in self.record(side).done_indices():
+                    self.run_on(side, p)
+        for sd in self.sides.values():
             sd["record"].data["planned_runs"] = len(plan)
             sd["record"].data["planned_repetitions"] = i + 1
 
-    def look() -> dict[str, paired.Paired]:
-        figs = judge(sides["base"]["record"].runs, sides["head"]["record"].runs, arms, design, gated_only=True)
+    def look(self, console: Any, t0: float) -> dict[str, paired.Paired]:
+        figs = judge(self.record("base").runs, self.record("head").runs, self.arms, self.design, gated_only=True)
         if console is not None:
             console.print(f"look after {figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
                           + "; ".join(f"{f.arm} {paired.ratio_text(f.result)} {f.result.verdict} "
@@ -224,38 +249,35 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
                           highlight=False, soft_wrap=True)
         return {f"{f.arm} {f.figure}": f.result for f in figs}
 
-    def warm_up() -> None:   # both sides load and compile before the budget's clock starts
-        for p in build_plan(suite, 0):
-            for side in ("base", "head"):
-                run_on(side, p)
-
-    max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
-    try:
-        warm_up()
-        outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, do_round, look)
-    finally:
-        for sd in sides.values():
+    def close(self) -> None:
+        for sd in self.sides.values():
             sd["worker"].close()
             sd["record"].finish(sd["record"].data.get("planned_runs", 0))
-    base_rec, head_rec = sides["base"]["record"], sides["head"]["record"]
-    figures = judge(base_rec.runs, head_rec.runs, arms, design)
-    ident = identity_rows({"base": [base_rec.data], "head": [head_rec.data]})
+
+
+def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budget_s: float | None,
+              duration_s: float) -> Comparison:
+    """The verdict on every figure, the identity rows and the duty, written into both records."""
+
+    base_rec, head_rec = session.record("base"), session.record("head")
     labels: dict[str, set[str]] = {}
     for rec in (base_rec, head_rec):
         for r in rec.runs:
             if not r.get("warmup"):
                 labels.setdefault(r["arm"], set()).add(r.get("label") or "unlabelled")
-    out = Comparison(base=base_sha, head=head_sha, design=design, figures=figures, identity=ident,
+    out = Comparison(base=session.sides["base"]["sha"], head=session.sides["head"]["sha"], design=design,
+                     figures=judge(base_rec.runs, head_rec.runs, session.arms, design),
+                     identity=identity_rows({"base": [base_rec.data], "head": [head_rec.data]}),
                      failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
                      records={"base": str(base_rec.path), "head": str(head_rec.path)},
-                     outcome={"design": design.to_dict(), "budget_s": s.budget_s, **outcome.to_dict()},
-                     duration_s=time.monotonic() - t0,
+                     outcome={"design": design.to_dict(), "budget_s": budget_s, **outcome.to_dict()},
+                     duration_s=duration_s,
                      labels={a: sorted(v) for a, v in labels.items()})
+    sides = session.sides
     measured = sum((sd["record"].data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
-    wall = out.duration_s
     out.notes = {"duty": {side: sd["record"].data.get("duty") for side, sd in sides.items()},
-                 "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(wall, 3),
-                                "duty_cycle": round(measured / wall, 4) if wall > 0 else None},
+                 "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(duration_s, 3),
+                                "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None},
                  "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()}}
     for sd in sides.values():
         sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,

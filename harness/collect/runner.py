@@ -312,11 +312,56 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
     s = suite.settings
     pacer = pacer if pacer is not None else Pacer()
     arm, pairing, prompt = suite.arm(planned.arm), suite.pairing(planned.pairing), suite.prompt(planned.prompt)
-    marks: list[str] = []
     begun = time.monotonic()
 
     def left() -> float | None:   # the ETA shrinks while this run cools down, waits and runs
         return None if eta is None else max(0.0, eta - (time.monotonic() - begun))
+    waits = _wait_before(planned, s, pacer, ui, left)
+    ui.status(f"{arm.name} on {prompt.name}" + (" (warm-up)" if planned.warmup else ""), left())
+    before = host_load.load_snapshot()
+    started = now_iso()
+    out, failure, wall_s, contention = _measure(engines, RunRequest(arm=arm, pairing=pairing, prompt=prompt,
+                                                                    settings=s), s, pacer)
+    after = host_load.load_snapshot()
+    marks = waits.marks
+    if (contention.get("contended_fraction") or 0.0) > s.contention_threshold:
+        marks.append("contended")
+    if contention.get("enabled") and (contention.get("samples") or 0) < WATCH_MIN_SAMPLES:
+        marks.append("watch_undersampled")
+    if failure is not None:
+        marks.append("failed")
+    run = {
+        **planned.to_dict(),
+        "engine": arm.engine, "block": arm.block,
+        "status": "ok" if failure is None else "failed",
+        "error": None if failure is None else failure.error,
+        "stderr_tail": failure.stderr_tail if failure is not None else (out.stderr_tail if out else None),
+        "started": started, "wall_s": wall_s,
+        "cooldown_s": round(waits.cooldown_s, 4), "gate_wait_s": waits.gate_wait_s,
+        **_result_fields(out, failure),
+        "load": {"before": before, "after": after, "quiet_gate": waits.quiet, "contention": contention,
+                 "thermal": waits.thermal, "thermal_wait": waits.thermal_wait},
+        "marks": marks,
+    }
+    pacer.note(run)
+    return run
+
+
+@dataclass
+class _Waits:
+    """What the waits before one run did: the cooldown, the quiet gate, the thermal wait."""
+
+    cooldown_s: float
+    quiet: dict[str, Any]
+    gate_wait_s: float
+    thermal_wait: dict[str, Any]
+    thermal: dict[str, Any]
+    marks: list[str]
+
+
+def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Callable[[], float | None]) -> _Waits:
+    """The cooldown (sampled by the quiet gate when it is on), then the thermal wait."""
+    marks: list[str] = []
     # A warm-up is discarded, and the measured run after it gets its own cooldown.
     cooldown = 0.0 if planned.warmup else pacer.cooldown_s(s)
     quiet: dict[str, Any] = {"enabled": False}
@@ -326,8 +371,8 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
             ui.status(f"cooling down {secs:4.1f} s" if phase == "cooldown"
                       else f"waiting for a quiet machine ({secs:4.1f} s)", left())
         quiet = dict(host_quiet.QuietGate(threshold_pct=s.quiet.threshold_pct, settle_s=s.quiet.settle_s,
-                                         timeout_s=s.quiet.timeout_s,
-                                         sampler=pacer.foreign_sampler()).wait(cooldown, tick))
+                                          timeout_s=s.quiet.timeout_s,
+                                          sampler=pacer.foreign_sampler()).wait(cooldown, tick))
         quiet["enabled"] = True
         gate_wait = float(quiet.get("waited_s") or 0.0)
         if quiet.get("timed_out"):
@@ -341,48 +386,36 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
         thermal_wait["reason"] += " (warm-up: not waited for)"
     elif thermal_wait["nominal"] is False:
         marks.append("thermal_not_nominal")
-    ui.status(f"{arm.name} on {prompt.name}" + (" (warm-up)" if planned.warmup else ""), left())
-    before = host_load.load_snapshot()
-    started = now_iso()
-    req = RunRequest(arm=arm, pairing=pairing, prompt=prompt, settings=s)
-    out, failure = None, None
-    contention: dict[str, Any] = {"enabled": False}
-    if s.watch.enabled:
-        predicted = pacer.predicted_wall_s(arm.name)
-        with host_quiet.ContentionWatch(threshold_pct=s.watch.threshold_pct,
-                                       interval_s=watch_interval(predicted, s.watch.interval_s),
-                                       sampler=pacer.foreign_sampler()) as w:
-            t0 = time.perf_counter()
-            out, failure = _attempt(engines, req)
-            wall_s = time.perf_counter() - t0
-        contention = dict(w.result())
-        contention.update(enabled=True, predicted_wall_s=round(predicted, 4))
-    else:
+    return _Waits(cooldown, quiet, gate_wait, thermal_wait, thermal, marks)
+
+
+def _measure(engines: Engines, req: RunRequest, s: Any,
+             pacer: Pacer) -> tuple[Any, EngineFailure | None, float, dict[str, Any]]:
+    """The run itself, under the contention watch when it is on: (output, failure, wall_s, watch)."""
+    if not s.watch.enabled:
+        t0 = time.perf_counter()
+        out, failure = _attempt(engines, req)
+        return out, failure, time.perf_counter() - t0, {"enabled": False}
+    predicted = pacer.predicted_wall_s(req.arm.name)
+    with host_quiet.ContentionWatch(threshold_pct=s.watch.threshold_pct,
+                                    interval_s=watch_interval(predicted, s.watch.interval_s),
+                                    sampler=pacer.foreign_sampler()) as w:
         t0 = time.perf_counter()
         out, failure = _attempt(engines, req)
         wall_s = time.perf_counter() - t0
-    after = host_load.load_snapshot()
-    if (contention.get("contended_fraction") or 0.0) > s.contention_threshold:
-        marks.append("contended")
-    if contention.get("enabled") and (contention.get("samples") or 0) < WATCH_MIN_SAMPLES:
-        marks.append("watch_undersampled")
-    if failure is not None:
-        marks.append("failed")
+    contention = dict(w.result())
+    contention.update(enabled=True, predicted_wall_s=round(predicted, 4))
+    return out, failure, wall_s, contention
 
-    # The engine's parts are copied from its typed result; a failed run has none ({}).
+
+def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
+    """The run's fields copied from the engine's typed result; a failed run has none ({})."""
     result = out.result if out is not None else None
     parts = {k: {} for k in ("gate", "engine", "arm", "diagnostics")} if result is None else \
         {k: schema.to_builtins(getattr(result, k)) for k in ("gate", "engine", "arm", "diagnostics")}
     diag = parts["diagnostics"]
     ids = None if result is None else result.token_ids
-    run = {
-        **planned.to_dict(),
-        "engine": arm.engine, "block": arm.block,
-        "status": "ok" if failure is None else "failed",
-        "error": None if failure is None else failure.error,
-        "stderr_tail": failure.stderr_tail if failure is not None else (out.stderr_tail if out else None),
-        "started": started, "wall_s": wall_s,
-        "cooldown_s": round(cooldown, 4), "gate_wait_s": gate_wait,
+    return {
         "decode_tokens_per_s": diag.get("decode_tokens_per_s"),
         "ms_per_token": diag.get("ms_per_token"),
         "prefill_ms": diag.get("prefill_ms"),
@@ -392,12 +425,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
         "overrides": out.overrides if out is not None else failure.overrides,
         "gate": parts["gate"], "engine_info": parts["engine"], "result_arm": parts["arm"],
         "diagnostics": diag,
-        "load": {"before": before, "after": after, "quiet_gate": quiet, "contention": contention,
-                 "thermal": thermal, "thermal_wait": thermal_wait},
-        "marks": marks,
     }
-    pacer.note(run)
-    return run
 
 
 def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | None]:

@@ -178,14 +178,26 @@ def reproducing(fx: Facts) -> dict[str, Any]:
 
 
 def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
+    """The report's opening paragraph and its one-sentence form for the index."""
     s = fx.settings
+    parts = [f"{fx.suite['name']} on {fx.host_short()}: {len(fx.arm_order)} arms, {len(fx.prompts)} prompt"
+             f"{'s' if fx.multi_prompt else ''}, {s['max_tokens']} tokens per run, medians of {s['repetitions']}."]
+    speed, short = _speedup_sentences(fx)
+    parts += speed + _one_override_sentence(fx)
+    gate, gate_short = _probe_sentences(fx)
+    short += gate_short
+    parts += gate + _compare_sentence(fx, cmp_sec) + _label_sentences(fx)
+    return " ".join(parts), short
+
+
+def _speedup_sentences(fx: Facts) -> tuple[list[str], str]:
+    """The fastest speculative arm against classic decode, and the largest change."""
+    parts: list[str] = []
     spec = [r for r in fx.rows if r.block > 1 and r.speedup and fx.engaged(r.arm, r.prompt)
             and not fx.profiled(r.arm)]   # profile mode slows itself on purpose
     per_arm: dict[str, list[float]] = {}
     for r in spec:
         per_arm.setdefault(r.arm, []).append(r.speedup)
-    parts = [f"{fx.suite['name']} on {fx.host_short()}: {len(fx.arm_order)} arms, {len(fx.prompts)} prompt"
-             f"{'s' if fx.multi_prompt else ''}, {s['max_tokens']} tokens per run, medians of {s['repetitions']}."]
     short = ""
     if per_arm:
         agg = {a: geomean(v) for a, v in per_arm.items()}
@@ -219,6 +231,11 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     else:
         parts.append("No speculative arm engaged, so every figure is classic decode.")
         short = "No speculative arm engaged."
+    return parts, short
+
+
+def _one_override_sentence(fx: Facts) -> list[str]:
+    parts: list[str] = []
     singles: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for o in one_override_pairs(fx):
         singles.setdefault((o["b"], o["a"], o["diff"]), []).append(o)
@@ -227,6 +244,13 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
             f"{b} ({diff}) runs at {geomean([o['ratio'] for o in v]):.2f}x {a}"
             + (" (not resolved)" if all(o["lo"] <= 1 <= o["hi"] for o in v) else "")
             for (b, a, diff), v in singles.items()) + ".")
+    return parts
+
+
+def _probe_sentences(fx: Facts) -> tuple[list[str], str]:
+    """What the exactness probe read here, and which arms declined to classic decode."""
+    parts: list[str] = []
+    short = ""
     declined = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
     passed = [a for a in fx.arm_order if "passed" in fx.outcome(a)]
     gate_short = []
@@ -242,6 +266,11 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
                      f"so without an override {names(declined)} declined to classic decode.")
     if passed:
         parts.append(f"The probe passes for {names(passed)} (BLAS {', '.join(sorted({fx.blas(a) for a in passed}))}).")
+    return parts, short
+
+
+def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
+    parts: list[str] = []
     if cmp_sec is not None and not cmp_sec["cross_host"]:
         real = [c for c in cmp_sec["changes"] if not c.noise]
         if real:
@@ -250,6 +279,11 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
                          f"{fx.row_label(big.arm, big.prompt)} {big.component} {signed_pct(big.change)}.")
         else:
             parts.append(f"Against {cmp_sec['other']}, no component change clears both runs' spreads: noise.")
+    return parts
+
+
+def _label_sentences(fx: Facts) -> list[str]:
+    parts: list[str] = []
     not_ship = [a for a in fx.arm_order if not fx.shipping(a)]
     parts.append(f"{len(not_ship)} of {len(fx.arm_order)} arms are {NOT_SHIPPING} ({names(not_ship)})."
                  if not_ship else f"Every arm is a {SHIPPING}.")
@@ -257,7 +291,7 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     if flagged:
         parts.append("Every row is flagged do not publish." if len(flagged) == len(fx.rows)
                      else f"{len(flagged)} of {len(fx.rows)} rows are flagged do not publish.")
-    return " ".join(parts), short
+    return parts
 
 
 def shipping_status(fx: Facts) -> str:

@@ -68,12 +68,7 @@ class MlxLmAdapter:
 
         t0 = time.perf_counter()
         prompt = mx.array(ids, mx.uint32)
-        for m, c in zip(models, caches):
-            rest = prompt[:-1]
-            while rest.size > 0:  # chunked like mlx-lm's own prefill
-                m(rest[:512][None], cache=c)
-                mx.eval([x.state for x in c])
-                rest = rest[512:]
+        _prefill(models, caches, prompt)
         t1 = time.perf_counter()
 
         last = prompt[-1:]
@@ -84,17 +79,8 @@ class MlxLmAdapter:
             stream = ((t, d) for t, _, d in speculative_generate_step(
                 last, model, draft, num_draft_tokens=arm.block - 1, max_tokens=s.max_tokens,
                 sampler=sampler, prompt_cache=caches[0] + caches[1]))
-        eos = set(getattr(tok, "eos_token_ids", None) or [])
-        out_ids: list[int] = []
-        flags: list[bool] = []
-        t2 = t1
-        for t, from_draft in stream:
-            t = int(t)
-            if not s.ignore_eos and t in eos:
-                break
-            out_ids.append(t)
-            flags.append(bool(from_draft))
-            t2 = time.perf_counter()
+        eos = set() if s.ignore_eos else set(getattr(tok, "eos_token_ids", None) or [])
+        out_ids, flags, t2 = _drain(stream, eos, t1)
         text = tok.decode(out_ids)
         decode_ms = (t2 - t1) * 1000.0
         n = len(out_ids)
@@ -108,23 +94,56 @@ class MlxLmAdapter:
             "profile": False, "profile_syncs": 0,
             "timing": "harness prefill excluded; first decode step to last token on host",
         })
-        return {
-            "text": text, "token_ids": out_ids,
-            "text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            "arm": {"mode": "classic" if arm.classic else "speculative", "block": arm.block,
-                    "temp": s.temp, "seed": s.seed, "max_tokens": s.max_tokens,
-                    "ignore_eos": s.ignore_eos,
-                    "target": str(pairing.target_dir()),
-                    "drafter": None if arm.classic else str(pairing.drafter_dir())},
-            # Stock mlx-lm has no exactness probe: speculative decoding always engages.
-            "gate": {"outcome": "not_applicable", "engaged": not arm.classic,
-                     "reading": "stock mlx-lm has no exactness probe", "differing_bytes": [],
-                     "logit_bytes": None, "message": "no gate in this engine"},
-            "engine": {"name": "mlx-lm", "version": mlx_lm.__version__,
-                       "mlx": getattr(mx, "__version__", "unknown"), "mlx_lm": mlx_lm.__version__,
-                       "device": str(mx.default_device()), "blas": "unknown"},
-            "diagnostics": diag,
-        }
+        return _result(req, text, out_ids, diag, mx, mlx_lm)
+
+
+def _prefill(models: list[Any], caches: list[Any], prompt: Any) -> None:
+    """Every prompt token but the last into each model's cache, chunked like mlx-lm's own."""
+    import mlx.core as mx
+    for m, c in zip(models, caches):
+        rest = prompt[:-1]
+        while rest.size > 0:
+            m(rest[:512][None], cache=c)
+            mx.eval([x.state for x in c])
+            rest = rest[512:]
+
+
+def _drain(stream: Any, eos: set[int], t1: float) -> tuple[list[int], list[bool], float]:
+    """The tokens up to EOS, whether each came from the draft, and when the last one arrived."""
+    out_ids: list[int] = []
+    flags: list[bool] = []
+    t2 = t1
+    for t, from_draft in stream:
+        t = int(t)
+        if t in eos:
+            break
+        out_ids.append(t)
+        flags.append(bool(from_draft))
+        t2 = time.perf_counter()
+    return out_ids, flags, t2
+
+
+def _result(req: RunRequest, text: str, out_ids: list[int], diag: dict[str, Any], mx: Any,
+            mlx_lm: Any) -> dict[str, Any]:
+    """The result in the engine contract's shape."""
+    arm, s, pairing = req.arm, req.settings, req.pairing
+    return {
+        "text": text, "token_ids": out_ids,
+        "text_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "arm": {"mode": "classic" if arm.classic else "speculative", "block": arm.block,
+                "temp": s.temp, "seed": s.seed, "max_tokens": s.max_tokens,
+                "ignore_eos": s.ignore_eos,
+                "target": str(pairing.target_dir()),
+                "drafter": None if arm.classic else str(pairing.drafter_dir())},
+        # Stock mlx-lm has no exactness probe: speculative decoding always engages.
+        "gate": {"outcome": "not_applicable", "engaged": not arm.classic,
+                 "reading": "stock mlx-lm has no exactness probe", "differing_bytes": [],
+                 "logit_bytes": None, "message": "no gate in this engine"},
+        "engine": {"name": "mlx-lm", "version": mlx_lm.__version__,
+                   "mlx": getattr(mx, "__version__", "unknown"), "mlx_lm": mlx_lm.__version__,
+                   "device": str(mx.default_device()), "blas": "unknown"},
+        "diagnostics": diag,
+    }
 
 
 def _mlx_lm_diagnostics(flags: list[bool], block: int, max_tokens: int) -> dict[str, Any]:
