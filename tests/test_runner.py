@@ -18,6 +18,8 @@ from harness.collect.engines import Engines
 from harness.collect.plan import PlannedRun, build_plan
 from harness.collect.record import Record
 from harness.collect.suite import load_suite
+from harness.render import terminal
+from harness.render.terminal import RunnerUI
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +34,7 @@ def _session(tmp: Path, suite_path: Path, engines: Engines | None = None) -> Rec
     plan = build_plan(suite)
     rec = Record.create(tmp / "rec.json", suite.to_dict(), {}, ["test"], len(plan))
     runner.execute(plan, suite, rec, annotate_label, engines=engines,
-                   console=Console(file=io.StringIO()))
+                   ui=lambda total, done: RunnerUI(Console(file=io.StringIO()), total, done))
     rec.finish(len(plan))
     return rec
 
@@ -133,7 +135,7 @@ def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pyt
     assert r["load"]["contention"]["contended_fraction"] == 0.5
     assert r["gate_wait_s"] == 0.01 and r["cooldown_s"] == 0.0
     assert set(r["load"]) == {"before", "after", "quiet_gate", "contention", "thermal", "thermal_wait"}
-    assert runner.mark_text(r) == "quiet_gate_timeout,contended 2/4,watch_undersampled (4 samples)"
+    assert terminal.mark_text(r) == "quiet_gate_timeout,contended 2/4,watch_undersampled (4 samples)"
 
 
 class _WellSampledWatch(_Watch):

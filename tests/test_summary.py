@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from harness.analyze.summary import duty_line, has_cooldown, machine_summary, render_table, summarize
+from harness.analyze.summary import duty_line, has_cooldown, machine_summary, summarize
+from harness.render.terminal import summary_table as render_table
 
 
 def _text(table) -> str:

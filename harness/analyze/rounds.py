@@ -34,15 +34,17 @@ def measured_ok(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in record["runs"] if not r.get("warmup") and r.get("status") == "ok"]
 
 
-def by_arm_prompt(record: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """Measured ok runs by (arm, prompt), in suite order."""
+def by_arm_prompt(record: dict[str, Any], runs: list[dict[str, Any]] | None = None,
+                  keep_empty: bool = False) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Runs (default: the measured ok ones) by (arm, prompt), in suite order, so a table reads
+    like the suite; keep_empty keeps the (arm, prompt) pairs no run reached."""
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for a in record["suite"]["arms"]:
         for p in record["suite"]["prompts"]:
             out[(a["name"], p["name"])] = []
-    for r in measured_ok(record):
+    for r in measured_ok(record) if runs is None else runs:
         out.setdefault((r["arm"], r["prompt"]), []).append(r)
-    return {k: v for k, v in out.items() if v}
+    return out if keep_empty else {k: v for k, v in out.items() if v}
 
 
 def engaged(runs: list[dict[str, Any]]) -> bool:

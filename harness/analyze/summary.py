@@ -10,12 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
-
 from harness.analyze import paired, stats
 from harness.analyze.identity import classic_comparisons, describe
+from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 
 
@@ -68,12 +65,7 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
     settings = suite["settings"]
     arms = {a["name"]: a for a in suite["arms"]}
     measured = [r for r in record["runs"] if not r.get("warmup")]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for a in suite["arms"]:           # suite order, so the table reads like the suite
-        for p in suite["prompts"]:
-            groups[(a["name"], p["name"])] = []
-    for r in measured:
-        groups.setdefault((r["arm"], r["prompt"]), []).append(r)
+    groups = by_arm_prompt(record, measured, keep_empty=True)   # failed runs too: they are counted
     vs_classic = classic_comparisons(record)
     out: list[ArmSummary] = []
     for (arm_name, prompt), runs in groups.items():
@@ -205,45 +197,6 @@ def has_cooldown(settings: dict[str, Any]) -> bool:
         return True
     cap = settings.get("cooldown_cap_s")
     return bool(settings.get("cooldown_ratio")) and (cap is None or cap > 0)
-
-
-def _f(x: float | None, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def render_table(rows: list[ArmSummary], title: str = "summary") -> Group:
-    """The people's table; long labels become numbered notes under it, quoted in full."""
-    t = Table(title=title, title_justify="left")
-    for col in ("arm", "prompt", "n", "tok/s median", "min-max", "ms/tok", "spread", "accept",
-                "per-step (95% CI)", "emit/verify", "vs classic", "identity", "label", "flags"):
-        t.add_column(col, overflow="fold")
-    notes: list[str] = []
-    for s in rows:
-        per_step = "-" if s.per_step_acceptance is None else (
-            f"{s.per_step_acceptance:.3f} ({s.per_step_ci[0]:.3f}-{s.per_step_ci[1]:.3f})" if s.per_step_ci
-            else f"{s.per_step_acceptance:.3f}")
-        speed = "-" if s.speedup is None else (
-            f"{s.speedup:.2f}x ({s.speedup_ci[0]:.2f}-{s.speedup_ci[1]:.2f})" if s.speedup_ci else f"{s.speedup:.2f}x")
-        ident = ", ".join(f"{k} {v}" for k, v in sorted(s.identity.items()))
-        if s.vs_classic:
-            ident += f"; {s.vs_classic}"
-        if s.shipping:
-            label = "shipping"
-        else:
-            refs = []
-            for text in s.labels:
-                if text not in notes:
-                    notes.append(text)
-                refs.append(f"[{notes.index(text) + 1}]")
-            label = "NOT shipping " + "".join(refs)
-        t.add_row(s.arm, s.prompt, f"{s.runs}" + (f"+{s.failed} failed" if s.failed else ""),
-                  _f(s.tok_s_median, ".1f"),
-                  "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
-                  _f(s.ms_per_token_median, ".2f"), _f(s.spread, ".1%"), _f(s.acceptance, ".3f"),
-                  per_step, _f(s.emitted_per_verify, ".2f"), speed, ident, label,
-                  "; ".join(s.flags) or "-", style="yellow" if s.do_not_publish else None)
-    lines = [Text(f"[{i + 1}] {n}") for i, n in enumerate(notes)]
-    return Group(t, *lines)
 
 
 def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:

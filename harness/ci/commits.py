@@ -312,22 +312,6 @@ def summary_json(c: Comparison) -> dict[str, Any]:
             "duty_per_side": c.notes.get("duty")}
 
 
-def render_table(c: Comparison) -> Any:
-    from rich.table import Table
-
-    t = Table(title=f"{c.head[:8]} against {c.base[:8]}: {c.headline()}", title_justify="left")
-    for col in ("verdict", "figure", "arm", "base", "head", "pairs", "change (interval)", "detectable", "note"):
-        t.add_column(col, overflow="fold")
-    for f in c.figures:
-        r = f.result
-        t.add_row(r.verdict if f.gated else f"{r.verdict} (diag.)", f.figure, f.arm,
-                  "-" if f.base_median is None else f"{f.base_median:.4g}",
-                  "-" if f.head_median is None else f"{f.head_median:.4g}", str(r.n),
-                  paired.ratio_text(r), paired.detectable_text(r), r.note,
-                  style="red" if f.gated and r.verdict == "worse" else None)
-    return t
-
-
 EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, every output byte-identical "
              "to BASE's); 1 fail (a gated figure worse, runs failing at HEAD only, or an output differing "
              "from BASE's); 3 inconclusive (this host could not see the threshold on some gated figure; "

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from harness.cli.session import (
     console_out,
-    default_baselines_path,
-    default_record_path,
-    in_process_engines_first,
+    identity_session,
     new_session,
 )
 
@@ -36,19 +33,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run each arm twice per prompt and store the output where both runs agree."""
-    from dataclasses import replace
-
     from harness.analyze.identity import BaselineStore, record_baselines
-    from harness.collect.suite import load_suite, with_settings
-    inv = args.invocation
-    suite = load_suite(args.suite)
-    in_process_engines_first(suite)
-    suite = with_settings(suite, repetitions=2, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0, cooldown_cap_s=None,
-                          cooldown_source="baseline", budget_s=None,
-                          quiet=replace(suite.settings.quiet, enabled=False))
-    baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
-    record_path = Path(args.record) if args.record else default_record_path(inv, suite.name, "baseline")
-    record = new_session(inv, suite, record_path, baselines, {"purpose": "baseline", "quick": False})
+    suite, record_path, baselines = identity_session(args, 2, "baseline")
+    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "baseline", "quick": False})
     store = BaselineStore.load(baselines)   # re-read: the file may have changed meanwhile
     outcomes = record_baselines(record.data, store, update=args.update)
     if any(o.status in ("stored", "updated") for o in outcomes):

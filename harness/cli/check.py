@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from harness.cli.session import (
     console_out,
-    default_baselines_path,
-    default_record_path,
-    in_process_engines_first,
+    identity_session,
     new_session,
     print_summary,
 )
@@ -33,20 +30,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """One run per arm and prompt, compared with each arm's own baseline."""
-    from dataclasses import replace
-
     from harness.analyze.identity import describe
-    from harness.collect.suite import load_suite, with_settings
-    inv = args.invocation
-    suite = load_suite(args.suite)
-    in_process_engines_first(suite)
-    # Identity does not depend on timing: no warm-up, no cooldown, no quiet gate.
-    suite = with_settings(suite, repetitions=1, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0, cooldown_cap_s=None,
-                          cooldown_source="check", budget_s=None,
-                          quiet=replace(suite.settings.quiet, enabled=False))
-    record_path = Path(args.record) if args.record else default_record_path(inv, suite.name, "check")
-    baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
-    record = new_session(inv, suite, record_path, baselines, {"purpose": "check", "quick": False})
+    suite, record_path, baselines = identity_session(args, 1, "check")
+    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "check", "quick": False})
     out = console_out()
     t = Table(title=f"identity against own baselines ({baselines})", title_justify="left")
     for col in ("arm", "prompt", "identity", "label"):

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
+from harness.analyze import paired
 from harness.analyze.identity import BaselineStore
-from harness.ci.commits import EXIT_HELP, compare_commits, render_table, summary_json
+from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, summary_json
 from harness.ci.prcheck import load_check_suite
 from harness.cli.session import add_budget_args
 from harness.collect.suite import DEFAULT_SUITE
@@ -28,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     c = compare_commits(repo, args.base, args.head, suite, work, store=store, console=Console(stderr=True),
                         command=args.invocation.command)
     out = Console() if Console().is_terminal else Console(width=200)
-    out.print(render_table(c))
+    out.print(comparison_table(c))
     print(json.dumps(summary_json(c), sort_keys=True, default=str), flush=True)
     return c.exit_status
 
@@ -43,3 +45,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                                   "(default: REPO/.harness/compare/<date-time>)")
     add_budget_args(p)
     return p
+
+
+def comparison_table(c: Comparison) -> Any:
+
+    t = Table(title=f"{c.head[:8]} against {c.base[:8]}: {c.headline()}", title_justify="left")
+    for col in ("verdict", "figure", "arm", "base", "head", "pairs", "change (interval)", "detectable", "note"):
+        t.add_column(col, overflow="fold")
+    for fig in c.figures:
+        r = fig.result
+        t.add_row(r.verdict if fig.gated else f"{r.verdict} (diag.)", fig.figure, fig.arm,
+                  "-" if fig.base_median is None else f"{fig.base_median:.4g}",
+                  "-" if fig.head_median is None else f"{fig.head_median:.4g}", str(r.n),
+                  paired.ratio_text(r), paired.detectable_text(r), r.note,
+                  style="red" if fig.gated and r.verdict == "worse" else None)
+    return t

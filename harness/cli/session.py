@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.core.errors import UserError
+from harness.render.terminal import RunnerUI, summary_table
 
 
 @dataclass
@@ -96,6 +97,10 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     from harness.collect.plan import build_plan
     s = suite.settings
     annotate = _annotator(store, record.data["suite"]["settings"])
+    console = Console(stderr=True)
+
+    def progress(total: int, done_before: int) -> RunnerUI:
+        return RunnerUI(console, total, done_before)
     # The record keeps the repetitions planned so far (the minimum, then each added round), so a
     # resumed session knows what to finish.
     resumed = "planned_repetitions" in record.data
@@ -113,11 +118,11 @@ def execute(record: Any, suite: Any, store: Any) -> None:
         record.data["planned_repetitions"] = max(i + 1, int(record.data["planned_repetitions"]))
         record.data["planned_runs"] = len(planned())
         runner.execute(build_plan(suite, max(min_reps, i + 1) if resumed else i + 1), suite, record,
-                       annotate, pacer=pacer)
+                       annotate, ui=progress, pacer=pacer)
 
     try:
         # The warm-ups first: the budget is for measuring, not for loading and compiling.
-        runner.execute(build_plan(suite, 0), suite, record, annotate, pacer=pacer)
+        runner.execute(build_plan(suite, 0), suite, record, annotate, ui=progress, pacer=pacer)
         # Resumed: one "round" that finishes every planned repetition.
         outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
                                  design.looks, do_round, lambda: judge_vs_classic(record.data, design))
@@ -152,10 +157,10 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
 
 
 def print_summary(record: Any, title: str) -> list[Any]:
-    from harness.analyze.summary import duty_line, machine_summary, render_table, sequential_lines, summarize
+    from harness.analyze.summary import duty_line, machine_summary, sequential_lines, summarize
     rows = summarize(record.data)
     out = console_out()
-    out.print(render_table(rows, title=title))
+    out.print(summary_table(rows, title=title))
     for line in [duty_line(record.data), *sequential_lines(record.data)]:
         if line:
             out.print(line, highlight=False, soft_wrap=True)
@@ -182,3 +187,20 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, help="relative change the check must see (default: the "
                                                    "suite's threshold, 0.10 = 10%%)")
     p.add_argument("--baselines", help="arms' own baselines file, for the runs' identity field (optional)")
+
+
+def identity_session(args: argparse.Namespace, repetitions: int, purpose: str) -> tuple[Any, Path, Path]:
+    """The suite, record path and baselines file of a check or baseline session: identity does
+    not depend on timing, so no warm-up, no cooldown, no quiet gate and no budget."""
+    from dataclasses import replace
+
+    from harness.collect.suite import load_suite, with_settings
+    inv = args.invocation
+    suite = load_suite(args.suite)
+    in_process_engines_first(suite)
+    suite = with_settings(suite, repetitions=repetitions, warmups=0, cooldown_s=0.0, cooldown_ratio=0.0,
+                          cooldown_cap_s=None, cooldown_source=purpose, budget_s=None,
+                          quiet=replace(suite.settings.quiet, enabled=False))
+    record_path = Path(args.record) if args.record else default_record_path(inv, suite.name, purpose)
+    baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
+    return suite, record_path, baselines

@@ -21,12 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.progress import BarColumn, Progress, ProgressColumn, TaskProgressColumn, TextColumn
-from rich.table import Table
-from rich.text import Text
-
 from harness.collect.engines import EngineFailure, Engines, RunRequest
 from harness.collect.host import load as host_load
 from harness.collect.host import quiet as host_quiet
@@ -36,8 +30,8 @@ from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
 from harness.core import schema
 
+UIFactory = Callable[[int, int], Any]   # (total runs, done before) -> a context-managed UI
 Annotate = Callable[[dict[str, Any]], dict[str, Any]]
-TABLE_ROWS = 14
 WATCH_MIN_SAMPLES = 10          # fewer samples than this: the run is marked watch_undersampled
 WATCH_TARGET_SAMPLES = 20       # aim at 20 samples per run: runs vary, at least 10 must land
 WATCH_MIN_INTERVAL_S = 0.005
@@ -113,126 +107,23 @@ class Pacer:
 
 
 class NullUI:
-    """A UI that shows nothing: for drivers that call run_one themselves."""
+    """A UI that shows nothing: for drivers that call run_one themselves, and the default."""
+
+    @classmethod
+    def factory(cls, total: int, done_before: int) -> NullUI:
+        return cls()
+
+    def __enter__(self) -> NullUI:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
 
     def status(self, text: str, eta: float | None = None) -> None:
         pass
 
     def finished_run(self, run: dict[str, Any], eta: float | None = None) -> None:
         pass
-
-
-@dataclass
-class RunnerUI:
-    """The progress bar and live table; plain one-line-per-run output when not a terminal.
-    (NullUI is the same interface doing nothing.)"""
-    console: Console
-    total: int
-    done_before: int
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.live_mode = self.console.is_terminal
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
-            TextColumn("{task.completed}/{task.total}"), _EtaColumn(),
-            TextColumn("{task.fields[status]}"), console=self.console)
-        self.task = self.progress.add_task("runs", total=self.total, completed=self.done_before,
-                                           status="", eta_s=None)
-        self.live: Live | None = None
-
-    def __enter__(self) -> RunnerUI:
-        if self.live_mode:
-            self.live = Live(self._render(), console=self.console, refresh_per_second=4)
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.live is not None:
-            self.live.update(self._render())
-            self.live.__exit__(*exc)
-
-    def status(self, text: str, eta_s: float | None) -> None:
-        self.progress.update(self.task, status=text, eta_s=eta_s)
-        if self.live is not None:
-            self.live.update(self._render())
-
-    def finished_run(self, run: dict[str, Any], eta_s: float | None) -> None:
-        self.rows.append(run)
-        self.progress.update(self.task, advance=1, status="", eta_s=eta_s)
-        if self.live is not None:
-            self.live.update(self._render())
-        else:
-            self.console.print(_plain_line(run, self.progress.tasks[0].completed, self.total),
-                               highlight=False, soft_wrap=True)
-
-    def _render(self) -> Group:
-        return Group(live_table(self.rows[-TABLE_ROWS:]), self.progress)
-
-
-class _EtaColumn(ProgressColumn):
-    """ETA from the runner's own estimate, which counts cooldowns and quiet-gate waits."""
-
-    def render(self, task: Any) -> Text:
-        eta = task.fields.get("eta_s")
-        if eta is None:
-            return Text("eta -:--", style="progress.remaining")
-        m, s = divmod(int(eta + 0.5), 60)
-        h, m = divmod(m, 60)
-        return Text(f"eta {h}:{m:02d}:{s:02d}" if h else f"eta {m}:{s:02d}", style="progress.remaining")
-
-
-def _fmt(x: Any, spec: str) -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def live_table(runs: list[dict[str, Any]]) -> Table:
-    t = Table(title="runs", title_justify="left", expand=False)
-    for col in ("#", "arm", "prompt", "rep", "tok/s", "ms/tok", "accept", "marks", "identity", "label"):
-        t.add_column(col, overflow="fold")
-    for r in runs:
-        acc = (r.get("diagnostics") or {}).get("acceptance_rate")
-        marks = mark_text(r) or ("warmup" if r.get("warmup") else "")
-        style = "red" if r["status"] == "failed" else ("dim" if r.get("warmup") else None)
-        t.add_row(str(r["index"]), r["arm"], r["prompt"], ("w" if r["warmup"] else "") + str(r["repetition"]),
-                  _fmt(r.get("decode_tokens_per_s"), ".1f"), _fmt(r.get("ms_per_token"), ".2f"),
-                  _fmt(acc, ".2f"), marks, (r.get("identity") or {}).get("status", "-"),
-                  short_label(r), style=style)
-    return t
-
-
-def mark_text(r: dict[str, Any]) -> str:
-    """The run's marks for people: contention with its counts ("contended 4/12")."""
-    c = (r.get("load") or {}).get("contention") or {}
-    out = []
-    for m in r.get("marks") or []:
-        if m == "contended" and c.get("samples"):
-            m = f"contended {c.get('contended_samples', 0)}/{c['samples']}"
-        elif m == "watch_undersampled" and c.get("samples") is not None:
-            m = f"watch_undersampled ({c['samples']} samples)"
-        out.append(m)
-    return ",".join(out)
-
-
-def short_label(r: dict[str, Any]) -> str:
-    """The live table's label: the full text is in the record and under the summary table."""
-    if r.get("shipping"):
-        return "shipping"
-    why = [f"{k}={v}" for k, v in sorted((r.get("overrides") or {}).items())]
-    outcome = (r.get("gate") or {}).get("outcome")
-    if outcome not in (None, "passed", "not_applicable"):
-        why.append(f"gate {outcome}")
-    return "NOT shipping" + (f" ({', '.join(why)})" if why else "")
-
-
-def _plain_line(r: dict[str, Any], done: float, total: int) -> str:
-    tps = _fmt(r.get("decode_tokens_per_s"), ".1f")
-    marks = mark_text(r)
-    ident = (r.get("identity") or {}).get("status", "-")
-    err = f" error={r['error']}" if r.get("error") else ""
-    return (f"[{int(done)}/{total}] run {r['index']} arm={r['arm']} prompt={r['prompt']} "
-            f"rep={'w' if r['warmup'] else ''}{r['repetition']} status={r['status']} tok/s={tps} "
-            f"identity={ident} marks={marks or '-'} label={short_label(r)}{err}")
 
 
 def _busy_s(r: dict[str, Any]) -> float:
@@ -273,28 +164,29 @@ def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]]
 
 
 def execute(plan: list[PlannedRun], suite: Suite, record: Record, annotate: Annotate,
-            engines: Engines | None = None, console: Console | None = None, *,
+            engines: Engines | None = None, ui: UIFactory | None = None, *,
             pacer: Pacer | None = None) -> list[dict[str, Any]]:
     """Run every planned run the record lacks; returns the runs added in this call.
 
-    pacer: the waiting state to use (and update); None starts one that continues after the
-    runs already in the record.
+    ui: makes the progress display from (total runs, runs done before), a context manager with
+    status() and finished_run(); None shows nothing. pacer: the waiting state to use (and
+    update); None starts one that continues after the runs already in the record.
     """
     engines = engines or Engines()
-    console = console or Console(stderr=True)
+    ui = ui or NullUI.factory
     pacer = pacer if pacer is not None else Pacer.from_runs(record.runs)
     done = record.done_indices()
     todo = [p for p in plan if p.index not in done]
     added: list[dict[str, Any]] = []
-    with RunnerUI(console, total=len(plan), done_before=len(plan) - len(todo)) as ui:
+    with ui(len(plan), len(plan) - len(todo)) as shown:
         for i, planned in enumerate(todo):
             history = [r for r in record.runs if r["status"] == "ok"]
             eta = estimate_remaining_s(todo[i:], history, suite, pacer)
-            run = run_one(planned, suite, engines, ui, eta, pacer)
+            run = run_one(planned, suite, engines, shown, eta, pacer)
             run = annotate(run)
             record.add_run(run)
             added.append(run)
-            ui.finished_run(run, estimate_remaining_s(todo[i + 1:], history + [run], suite, pacer))
+            shown.finished_run(run, estimate_remaining_s(todo[i + 1:], history + [run], suite, pacer))
     return added
 
 
