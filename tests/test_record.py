@@ -114,10 +114,10 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path: Path) -> None:
 
 def test_duty_cycle_from_known_wall_times() -> None:
     from harness.collect.record import duty_cycle
-    runs = [{"wall_s": 4.0, "warmup": True, "cooldown_s": 0.0, "gate_wait_s": 0.5},
-            {"wall_s": 2.0, "warmup": False, "cooldown_s": 3.0, "gate_wait_s": 0.0,
+    runs = [{"wall_s": 4.0, "warmup": True, "cooldown_s": 0.0, "quiet_wait_s": 0.5},
+            {"wall_s": 2.0, "warmup": False, "cooldown_s": 3.0, "quiet_wait_s": 0.0,
              "load": {"thermal_wait": {"waited_s": 1.5}}},
-            {"wall_s": 3.0, "warmup": False, "cooldown_s": 2.0, "gate_wait_s": 1.0},
+            {"wall_s": 3.0, "warmup": False, "cooldown_s": 2.0, "quiet_wait_s": 1.0},
             {"wall_s": 1.0, "warmup": False}]                  # a run from before these keys
     d = duty_cycle(runs, 20.0)
     assert d == {"session_wall_s": 20.0, "run_s": 10.0, "measured_run_s": 6.0, "duty_cycle": 0.3,
@@ -141,7 +141,7 @@ def test_session_wall_sums_segments_and_finish_writes_duty(tmp_path: Path, monke
     rec = _new(p)                                  # segment 1 starts at 100
     clock.t = 110.0
     rec.add_run({"index": 0, "status": "ok", "wall_s": 4.0, "warmup": False, "cooldown_s": 2.0,
-                 "gate_wait_s": 0.0})
+                 "quiet_wait_s": 0.0})
     rec.finish(planned=2)                          # interrupted: 10 s so far
     d = json.loads(p.read_text())
     assert d["session_wall_s"] == 10.0 and d["session_segments_s"] == [10.0]
@@ -151,7 +151,7 @@ def test_session_wall_sums_segments_and_finish_writes_duty(tmp_path: Path, monke
     again = Record.load(p)
     clock.t = 506.0
     again.add_run({"index": 1, "status": "ok", "wall_s": 2.0, "warmup": False, "cooldown_s": 1.0,
-                   "gate_wait_s": 0.5})
+                   "quiet_wait_s": 0.5})
     again.finish(planned=2)
     d = json.loads(p.read_text())
     assert d["session_segments_s"] == [10.0, 6.0] and d["session_wall_s"] == 16.0

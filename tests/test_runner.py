@@ -133,7 +133,7 @@ def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pyt
     assert r["marks"] == ["quiet_gate_timeout", "contended", "watch_undersampled"]
     assert r["load"]["quiet_gate"]["busiest"]["name"] == "indexer"
     assert r["load"]["contention"]["contended_fraction"] == 0.5
-    assert r["gate_wait_s"] == 0.01 and r["cooldown_s"] == 0.0
+    assert r["quiet_wait_s"] == 0.01 and r["cooldown_s"] == 0.0
     assert set(r["load"]) == {"before", "after", "quiet_gate", "contention", "thermal", "thermal_wait"}
     assert terminal.mark_text(r) == "quiet_gate_timeout,contended 2/4,watch_undersampled (4 samples)"
 
@@ -230,7 +230,7 @@ def test_each_measured_run_cools_down_by_the_rule(tmp_path: Path, monkeypatch: p
     for r, asked in zip(rec.runs, _Gate.calls):
         want = 0.0 if r["warmup"] else runner.cooldown_for(s, prev)
         assert asked == pytest.approx(want) and r["cooldown_s"] == pytest.approx(want, abs=1e-4)
-        assert r["gate_wait_s"] == 0.0
+        assert r["quiet_wait_s"] == 0.0
         prev = r["wall_s"]
     assert rec.data["duty"]["measured_run_s"] == pytest.approx(sum(r["wall_s"] for r in rec.runs if not r["warmup"]),
                                                                abs=1e-2)
@@ -281,7 +281,7 @@ def test_run_one_with_a_null_ui_and_a_shared_pacer(tmp_path: Path) -> None:
 def test_eta_follows_the_cooldown_rule(tmp_path: Path) -> None:
     suite = load_suite(write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], cooldown_s=1.0,
                                    cooldown_ratio=2.0, cooldown_cap_s=5.0))
-    done = [{"arm": "a", "wall_s": 2.0, "warmup": False, "gate_wait_s": 0.5},
+    done = [{"arm": "a", "wall_s": 2.0, "warmup": False, "quiet_wait_s": 0.5},
             {"arm": "b", "wall_s": 4.0, "warmup": False}]
     remaining = [PlannedRun(0, "a", "fx", "p1", 0, False), PlannedRun(1, "b", "fx", "p1", 0, False)]
     # a: cooldown after b's 4 s (capped at 5) + 2.5; b: cooldown after a's 2 s (4) + 4

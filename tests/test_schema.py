@@ -77,7 +77,8 @@ def test_v1_record_migrates_to_v2_with_one_meaning_per_field(tmp_path: Path) -> 
     p = tmp_path / "v1.json"
     p.write_text(json.dumps(v1))
     v2 = Record.load(p).data
-    assert v2["schema_version"] == 2
+    assert v2["schema_version"] == 3   # migrated 1 -> 2 -> 3
+    assert all("gate_wait_s" not in r for r in v2["runs"])
     assert v2["runs"][-1]["diagnostics"]["rounds"] == 0
     assert v2["runs"][-1]["result_arm"] == {"drafter_quantization": None}
     logs = [e for r in v2["runs"] for e in r["diagnostics"].get("rounds_log") or []]
@@ -283,3 +284,19 @@ def test_report_does_not_recommend_specdec_for_another_engine(tmp_path: Path, mo
     assert "python -m specdec" not in md
     assert "python -m specdec scaling" in rp.render(report_cli.context_for(str(V1.relative_to(REPO))), "record",
                                                     user_dir=tmp_path / "none")
+
+
+def test_a_v2_record_reads_with_its_quiet_wait_renamed(tmp_path: Path) -> None:
+    # schema_version 2 called the quiet gate's wait gate_wait_s; version 3 reads it as quiet_wait_s
+    # and keeps every other field as it was.
+    rec = json.loads((REPO / "records").glob("*.json").__next__().read_text())
+    assert rec["schema_version"] == 2
+    waits = [r.get("gate_wait_s") for r in rec["runs"]]
+    assert any(w for w in waits)
+    p = tmp_path / "v2.json"
+    p.write_text(json.dumps(rec))
+    v3 = Record.load(p).data
+    assert v3["schema_version"] == 3
+    assert [r.get("quiet_wait_s") for r in v3["runs"]] == waits
+    assert all("gate_wait_s" not in r for r in v3["runs"])
+    assert [r["ms_per_token"] for r in v3["runs"]] == [r["ms_per_token"] for r in rec["runs"]]

@@ -97,7 +97,7 @@ def duty_cycle(runs: list[dict[str, Any]], session_wall_s: float) -> dict[str, A
         return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
     run_s = sum(num(r.get("wall_s")) for r in runs)
     measured = sum(num(r.get("wall_s")) for r in runs if not r.get("warmup"))
-    waiting = sum(num(r.get("cooldown_s")) + num(r.get("gate_wait_s"))
+    waiting = sum(num(r.get("cooldown_s")) + num(r.get("quiet_wait_s"))
                   + num(((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
                   for r in runs)
     wall = num(session_wall_s)

@@ -129,7 +129,7 @@ class NullUI:
 def _busy_s(r: dict[str, Any]) -> float:
     """A finished run's own time plus the waits beyond its cooldown (gate and thermal)."""
     thermal = ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s") or 0.0
-    return float(r["wall_s"]) + float(r.get("gate_wait_s") or 0.0) + float(thermal)
+    return float(r["wall_s"]) + float(r.get("quiet_wait_s") or 0.0) + float(thermal)
 
 
 def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]],
@@ -229,7 +229,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
         "error": None if failure is None else failure.error,
         "stderr_tail": failure.stderr_tail if failure is not None else (out.stderr_tail if out else None),
         "started": started, "wall_s": wall_s,
-        "cooldown_s": round(waits.cooldown_s, 4), "gate_wait_s": waits.gate_wait_s,
+        "cooldown_s": round(waits.cooldown_s, 4), "quiet_wait_s": waits.quiet_wait_s,
         **_result_fields(out, failure),
         "load": {"before": before, "after": after, "quiet_gate": waits.quiet, "contention": contention,
                  "thermal": waits.thermal, "thermal_wait": waits.thermal_wait},
@@ -245,7 +245,7 @@ class _Waits:
 
     cooldown_s: float
     quiet: dict[str, Any]
-    gate_wait_s: float
+    quiet_wait_s: float
     thermal_wait: dict[str, Any]
     thermal: dict[str, Any]
     marks: list[str]
@@ -257,7 +257,7 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
     # A warm-up is discarded, and the measured run after it gets its own cooldown.
     cooldown = 0.0 if planned.warmup else pacer.cooldown_s(s)
     quiet: dict[str, Any] = {"enabled": False}
-    gate_wait = 0.0
+    quiet_wait = 0.0
     if s.quiet.enabled:
         def tick(phase: str, secs: float) -> None:
             ui.status(f"cooling down {secs:4.1f} s" if phase == "cooldown"
@@ -266,7 +266,7 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
                                           timeout_s=s.quiet.timeout_s,
                                           sampler=pacer.foreign_sampler()).wait(cooldown, tick))
         quiet["enabled"] = True
-        gate_wait = float(quiet.get("waited_s") or 0.0)
+        quiet_wait = float(quiet.get("waited_s") or 0.0)
         if quiet.get("timed_out"):
             marks.append("quiet_gate_timeout")
     elif cooldown > 0:
@@ -278,7 +278,7 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
         thermal_wait["reason"] += " (warm-up: not waited for)"
     elif thermal_wait["nominal"] is False:
         marks.append("thermal_not_nominal")
-    return _Waits(cooldown, quiet, gate_wait, thermal_wait, thermal, marks)
+    return _Waits(cooldown, quiet, quiet_wait, thermal_wait, thermal, marks)
 
 
 def _measure(engines: Engines, req: RunRequest, s: Any,

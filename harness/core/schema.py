@@ -6,7 +6,15 @@ C code), it decodes strictly with a message naming the field ("Expected `int`, g
 schema/*.schema.json, which docs/engine-contract.md describes).
 
 Producers build these types (the adapters, test fixtures); `load_record` is the one door every
-record comes in through: it migrates schema_version 1 to 2 and checks the typed shape. Readers
+record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3) and checks
+the typed shape.
+
+Format history:
+- 1: the first records (the reference engine's result JSON, its phase names fixed).
+- 2: the engine contract: typed results, the meanings below, the suite's `engines` section,
+  the harness's own version and commit in `host.harness`.
+- 3: a run's wait for a quiet host is `quiet_wait_s` (was `gate_wait_s`, which read as the
+  exactness gate's); nothing else changed. Readers
 then see dicts of that shape (report.py and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
@@ -31,7 +39,7 @@ import msgspec
 
 from harness.core.errors import UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RECORD_KIND = "harness.record"
 BASELINES_KIND = "harness.baselines"
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
@@ -234,7 +242,7 @@ class Run(_S, kw_only=True):
     started: str | None = None
     wall_s: float | None = None
     cooldown_s: float | None = None
-    gate_wait_s: float | None = None
+    quiet_wait_s: float | None = None   # the quiet gate's wait beyond the cooldown (not the exactness gate)
     decode_tokens_per_s: float | None = None
     ms_per_token: float | None = None
     prefill_ms: float | None = None
@@ -268,7 +276,7 @@ class SuiteSection(_S, kw_only=True):
 
 
 class Record(_S, kw_only=True):
-    schema_version: Literal[2]
+    schema_version: Literal[3]
     kind: Literal["harness.record"]
     session_id: str
     created: str
@@ -319,11 +327,21 @@ def migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(suite, dict) and "engines" not in suite:
         names = {a.get("engine", declare.default_engine()) for a in suite.get("arms") or [] if isinstance(a, dict)}
         suite["engines"] = {n: declare.v1_declaration(n).to_dict() for n in sorted(names)}
-    out["schema_version"] = SCHEMA_VERSION
+    out["schema_version"] = 2
     return out
 
 
-MIGRATIONS = {1: migrate_v1}
+def migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """schema_version 2 -> 3: `gate_wait_s` is `quiet_wait_s` (the quiet gate's wait)."""
+    out = copy.deepcopy(data)
+    for r in out.get("runs") or []:
+        if isinstance(r, dict) and "gate_wait_s" in r:
+            r["quiet_wait_s"] = r.pop("gate_wait_s")
+    out["schema_version"] = 3
+    return out
+
+
+MIGRATIONS = {1: migrate_v1, 2: migrate_v2}
 
 
 def load_record(data: Any, where: str) -> dict[str, Any]:
