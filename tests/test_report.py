@@ -386,3 +386,23 @@ def test_every_committed_record_renders_byte_identically_to_its_committed_markdo
     rel = str(path.relative_to(REPO))
     md = rp.render(report_cli.context_for(rel), "record", user_dir=REPO / "tests" / "fixtures" / "report" / "none")
     assert md == path.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_the_report_uses_the_profile_stored_in_the_record_not_this_machines(tmp_path: Path, monkeypatch) -> None:
+    # A record made on a host whose profile this checkout does not ship renders with the
+    # profile the record carries (its peak and name), and a record without one is matched here.
+    from harness.ci import reports
+
+    monkeypatch.chdir(REPO)
+    src = REPO / "tests" / "fixtures" / "report" / "record.json"
+    data = json.loads(src.read_text())
+    data["host"]["profile"] = {"name": "lab-box-9", "peak_bandwidth_gbs": 123.0,
+                               "peak_bandwidth_source": "vendor sheet", "match": {}}
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(data))
+    md = rp.render(reports.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    assert "host profile lab-box-9: 123 GB/s (vendor sheet)" in md
+    data["host"]["profile"] = None      # matched nothing when it was made: unknown peak, no guess
+    p.write_text(json.dumps(data))
+    md = rp.render(reports.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    assert "no host profile matches this host: unknown peak" in md

@@ -114,28 +114,36 @@ def model_tensor_bytes(model_dir: str | os.PathLike[str]) -> dict[str, tuple[int
     return out
 
 
+Tensors = dict[str, tuple[int, list[int]]]   # {tensor name: (bytes, shape)}, as model_tensor_bytes gives it
+
+
+def _tensors(model: str | os.PathLike[str] | Tensors) -> Tensors:
+    """A model directory's tensor table, or the table itself when one is given (read earlier)."""
+    return model if isinstance(model, dict) else model_tensor_bytes(model)
+
+
 def _matches(name: str, prefixes: Sequence[str]) -> bool:
     return any(name.startswith(pre) for pre in prefixes)
 
 
-def weight_bytes(model_dir: str | os.PathLike[str], exclude_prefixes: Sequence[str] = ()) -> int:
+def weight_bytes(model_dir: str | os.PathLike[str] | Tensors, exclude_prefixes: Sequence[str] = ()) -> int:
     """Sum of tensor bytes in a model directory, leaving out tensors whose name starts with an excluded prefix."""
-    return sum(b for name, (b, _) in model_tensor_bytes(model_dir).items() if not _matches(name, exclude_prefixes))
+    return sum(b for name, (b, _) in _tensors(model_dir).items() if not _matches(name, exclude_prefixes))
 
 
-def lm_head_bytes(model_dir: str | os.PathLike[str], prefix: str = "lm_head.") -> int:
+def lm_head_bytes(model_dir: str | os.PathLike[str] | Tensors, prefix: str = "lm_head.") -> int:
     """Bytes of the LM head (weight plus any quantization scales/biases): tensors named prefix*."""
-    total = sum(b for name, (b, _) in model_tensor_bytes(model_dir).items() if name.startswith(prefix))
+    total = sum(b for name, (b, _) in _tensors(model_dir).items() if name.startswith(prefix))
     if total == 0:
         raise ValueError(f"{model_dir}: no tensors named {prefix}* (tied embeddings? pass the embedding prefix)")
     return total
 
 
-def embedding_row_bytes(model_dir: str | os.PathLike[str], prefix: str = "model.embed_tokens.") -> int:
+def embedding_row_bytes(model_dir: str | os.PathLike[str] | Tensors, prefix: str = "model.embed_tokens.") -> int:
     """Bytes of one embedding row: for each tensor named prefix*, its bytes / its first dimension (the vocab)."""
     total = 0
     found = False
-    for name, (b, shape) in model_tensor_bytes(model_dir).items():
+    for name, (b, shape) in _tensors(model_dir).items():
         if name.startswith(prefix):
             found = True
             if not shape or shape[0] <= 0:
@@ -160,7 +168,7 @@ class StepBytes:
 
 
 def target_bytes_per_step(
-    model_dir: str | os.PathLike[str],
+    model_dir: str | os.PathLike[str] | Tensors,
     embedding_prefix: str | None = None,
 ) -> StepBytes:
     """Bytes a target decode step reads: every tensor; with embedding_prefix (untied models), the embedding
@@ -174,7 +182,7 @@ def target_bytes_per_step(
 
 
 def drafter_bytes_per_step(
-    drafter_dir: str | os.PathLike[str],
+    drafter_dir: str | os.PathLike[str] | Tensors,
     borrowed_lm_head_bytes: int = 0,
     embedding_row_bytes: int = 0,
     exclude_prefixes: Sequence[str] = (),

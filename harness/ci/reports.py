@@ -8,9 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.analyze import costmodel
+from harness.collect.host.profiles import match_profile
 from harness.collect.record import Record
+from harness.collect.suite import EMBEDDED, embedded_dir
 from harness.core.errors import UserError
+from harness.render.facts import Inputs
 from harness.render.report import build_context, index_context, render
+from harness.render.reportcost import ModelTables
 
 
 def load_record(path: str) -> dict[str, Any]:
@@ -24,8 +29,43 @@ def load_record(path: str) -> dict[str, Any]:
 
 def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
     """The template context of the record at path, with a second record beside it."""
-    compare = (compare_path, load_record(compare_path)) if compare_path else None
-    return build_context(path, load_record(path), compare)
+    data = load_record(path)
+    compare = None
+    if compare_path:
+        other = load_record(compare_path)
+        compare = (compare_path, other, inputs_for(other))
+    return build_context(path, data, inputs_for(data), compare)
+
+
+def inputs_for(data: dict[str, Any]) -> Inputs:
+    """What the renderer needs beyond the record: the host profile (the record's own since schema
+    3; matched here for an older record) and each pairing's tensor tables, read from its model
+    directories on this machine (the cost model's bytes per step)."""
+    host = data.get("host") or {}
+    profile = host["profile"] if "profile" in host else match_profile(host)
+    return Inputs(profile=profile, models=model_tables(data))
+
+
+def model_tables(data: dict[str, Any]) -> ModelTables:
+    """{pairing: {role: (directory, tensor table or why it could not be read)}}; "embedded" is
+    the default engine's embedded pair."""
+    out: ModelTables = {}
+    for pairing in data["suite"]["pairings"]:
+        roles = {}
+        for role in ("target", "drafter"):
+            v = pairing.get(role)
+            if v is None:
+                continue
+            d = embedded_dir(role) if v == EMBEDDED else Path(v)
+            if not d.is_dir():
+                roles[role] = (str(d), f"{role} directory {d} is not on this machine")
+                continue
+            try:
+                roles[role] = (str(d), costmodel.model_tensor_bytes(d))
+            except ValueError as e:
+                roles[role] = (str(d), str(e))
+        out[pairing["name"]] = roles
+    return out
 
 
 def index_text(reports_dir: Path, template: str = "index") -> tuple[str, list[str]]:

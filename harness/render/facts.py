@@ -3,19 +3,30 @@ splits, gate outcomes, labels, the host), so no section computes them again."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import rounds
 from harness.core import declare
 from harness.render.format import section
+from harness.render.reportcost import ModelTables
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a report needs beyond the record, read by its caller (the renderer reads nothing):
+    the host profile the record names (or the one matched by its caller for a record that
+    names none) and each pairing's model tensor tables."""
+
+    profile: dict[str, Any] | None
+    models: ModelTables
 
 
 class Facts:
     """One record's analyses, computed once: summary rows, splits, gate outcomes, labels."""
 
-    def __init__(self, path: str, data: dict[str, Any]):
+    def __init__(self, path: str, data: dict[str, Any], inputs: Inputs):
         from harness.analyze.summary import summarize
-        from harness.collect.host.profiles import match_profile
         self.path, self.rec = path, data
         self.suite = data["suite"]
         self.settings = self.suite["settings"]
@@ -27,7 +38,8 @@ class Facts:
         self.groups = rounds.by_arm_prompt(data)
         self.splits = rounds.all_splits(data)
         self.profiles = rounds.profile_comparisons(data)
-        self.profile = match_profile(data.get("host") or {})
+        self.profile = inputs.profile
+        self.models = inputs.models
         self.host = data.get("host") or {}
         measured = [r for r in data["runs"] if not r.get("warmup")]
         self.runs_of: dict[str, list[dict[str, Any]]] = {a: [] for a in self.arm_order}

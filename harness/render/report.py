@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.core.errors import UserError
 from harness.render import mdtable
-from harness.render.facts import Facts
+from harness.render.facts import Facts, Inputs
 from harness.render.mdtable import Table
 from harness.render.sections import (
     acceptance_section,
@@ -32,9 +32,10 @@ TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 USER_TEMPLATES = Path("reports") / "templates"
 # --- context, rendering, index -----------------------------------------------------------
 
-def build_context(path: str, data: dict[str, Any], compare: tuple[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A record's template context; `compare` is a second record (path, data) to set beside it."""
-    fx = Facts(path, data)
+def build_context(path: str, data: dict[str, Any], inputs: Inputs,
+                  compare: tuple[str, dict[str, Any], Inputs] | None = None) -> dict[str, Any]:
+    """A record's template context; `compare` is a second record (path, data, inputs) beside it."""
+    fx = Facts(path, data, inputs)
     cmp_sec = compare_section(fx, Facts(*compare)) if compare else None
     arms, arm_notes = arms_table(fx)
     ident, ident_notes = identity_table(fx)

@@ -10,7 +10,6 @@ verify_forward), so without one the section gives break-even figures only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.analyze import costmodel as cm
@@ -20,15 +19,8 @@ from harness.analyze.rounds import ProfileComparison, RoundSplit
 EMBED = "model.embed_tokens."
 
 
-def resolve_dirs(pairing: dict[str, Any]) -> tuple[Path | None, Path | None]:
-    """A pairing's target and drafter directories on the machine rendering the report."""
-    from harness.collect.suite import embedded_dir  # finds the embedded pair without importing MLX
-
-    def one(v: str | None, which: str) -> Path | None:
-        if v is None:
-            return None
-        return embedded_dir(which) if v == "embedded" else Path(v)
-    return one(pairing.get("target"), "target"), one(pairing.get("drafter"), "drafter")
+# {pairing: {"target" | "drafter": (directory, tensor table or why it could not be read)}}
+ModelTables = dict[str, dict[str, tuple[str, "cm.Tensors | str"]]]
 
 
 @dataclass
@@ -38,14 +30,13 @@ class Bytes:
     note: str = ""
 
 
-def target_bytes(d: Path) -> Bytes:
-    tensors = cm.model_tensor_bytes(d)
+def target_bytes(tensors: cm.Tensors) -> Bytes:
     untied = any(n.startswith("lm_head.") for n in tensors)
     if untied and any(n.startswith(EMBED) for n in tensors):
-        sb = cm.target_bytes_per_step(d, embedding_prefix=EMBED)
+        sb = cm.target_bytes_per_step(tensors, embedding_prefix=EMBED)
         return Bytes([("weights except the embedding table", sb.own_weights),
                       ("embedding row lookup", sb.embedding_row)], sb.total)
-    sb = cm.target_bytes_per_step(d)
+    sb = cm.target_bytes_per_step(tensors)
     note = "tied embeddings: the embedding table is also the LM head, read in full every step" \
         if any(n.startswith(EMBED) for n in tensors) else ""
     return Bytes([(f"target weights ({len(tensors)} tensors)", sb.total)], sb.total, note)
@@ -72,8 +63,7 @@ def _quantized_estimate(tensors: dict[str, tuple[int, list[int]]], q: dict[str, 
     return total
 
 
-def drafter_bytes(d: Path, quantization: dict[str, Any] | None) -> Bytes:
-    tensors = cm.model_tensor_bytes(d)
+def drafter_bytes(tensors: cm.Tensors, quantization: dict[str, Any] | None) -> Bytes:
     disk = sum(b for b, _ in tensors.values())
     q = quantization or {}
     if q.get("quantized") and q.get("how") == "at load":
@@ -117,9 +107,11 @@ ClassicRef = dict[tuple[str, str], tuple[str, float]]
 
 
 def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSplit],
-          profiles: list[ProfileComparison], profile: dict[str, Any] | None) -> CostSection:
+          profiles: list[ProfileComparison], profile: dict[str, Any] | None,
+          models: ModelTables) -> CostSection:
+    """models: each pairing's target and drafter tensor tables, read by the caller: (directory,
+    table) or (directory, why it could not be read); a role the pairing lacks is absent."""
     arms = {a["name"]: a for a in record["suite"]["arms"]}
-    pairings = {p["name"]: p for p in record["suite"]["pairings"]}
     sec = CostSection(available=True)
     # Break-even for every engaged, unprofiled speculative arm that has a classic reference.
     for s in splits:
@@ -140,8 +132,7 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
                            break_even=sec.break_even)
     sec.classic_arm, classic_ms = classic_ref[key]
     sec.prompt = key[1]
-    pairing = pairings.get(arms[key[0]]["pairing"], {})
-    tdir, ddir = resolve_dirs(pairing)
+    tables = models.get(arms[key[0]]["pairing"], {})
     peak = (profile or {}).get("peak_bandwidth_gbs")
     if profile is None:
         sec.peak_note = "no host profile matches this host: unknown peak"
@@ -149,19 +140,21 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
         sec.peak_note = f"host profile {profile['name']}: unknown peak ({profile.get('peak_bandwidth_source', '')})"
     else:
         sec.peak_note = f"host profile {profile['name']}: {peak:g} GB/s ({profile.get('peak_bandwidth_source', '')})"
+    tdir, ttab = tables.get("target", (None, "the pairing names no target"))
     try:
-        if tdir is None or not tdir.is_dir():
-            raise ValueError(f"target directory {tdir} is not on this machine")
+        if isinstance(ttab, str):
+            raise ValueError(ttab)
         sec.target_dir = str(tdir)
-        sec.target = target_bytes(tdir)
+        sec.target = target_bytes(ttab)
     except ValueError as e:
         return CostSection(False, f"bytes per step unknown: {e}", break_even=sec.break_even)
     sec.target_step_ms = classic_ms
     sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), peak)
-    if ddir is not None and ddir.is_dir():
+    ddir, dtab = tables.get("drafter", (None, None))
+    if isinstance(dtab, dict):
         sec.drafter_dir = str(ddir)
         quant = _drafter_quantization(record, prof.profiled.arm) if prof is not None else None
-        sec.drafter = drafter_bytes(ddir, quant)
+        sec.drafter = drafter_bytes(dtab, quant)
     if prof is None:
         pvars = sorted({v for a in record["suite"]["arms"] if (v := rounds.profile_var(record, a["name"]))})
         how = ", ".join(f"{v}=1" for v in pvars) or "no engine here declares a profile mode"

@@ -230,7 +230,7 @@ def scaling_section(fx: Facts) -> dict[str, Any] | None:
 
 
 def cost_section(fx: Facts) -> dict[str, Any]:
-    c = reportcost.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile)
+    c = reportcost.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile, fx.models)
     out: dict[str, Any] = {"available": c.available, "reason": c.reason, "notes": list(c.notes),
                            "peak": c.peak_note}
     if c.target is not None:

@@ -18,6 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.collect.host.profiles import match_profile
+from harness.core.errors import UserError
+
 UNKNOWN = "unknown"
 
 # nvidia-smi prints these for fields a board does not expose (GB10 has no separate VRAM).
@@ -300,11 +303,20 @@ def _safe(collector: Callable[[], dict]) -> dict:
 
 
 def collect_host(repo: str | None = None) -> dict:
-    """Every section (cpu, gpu, memory, os, python, mlx, blas, repo, harness) as one dict each.
+    """Every section (cpu, gpu, memory, os, python, mlx, blas, repo, harness) as one dict each, and
+    the host profile it matched ("profile", None when none did).
     repo: the repository under test (default: asv's, else the working directory's)."""
     collectors: dict[str, Callable[[], dict]] = {
         "cpu": cpu_info, "gpu": gpu_info, "memory": memory_info, "os": os_info,
         "python": python_info, "mlx": mlx_info, "blas": blas_info,
         "repo": lambda: repo_info(repo), "harness": harness_info,
     }
-    return {name: _safe(fn) for name, fn in collectors.items()}
+    host: dict[str, Any] = {name: _safe(fn) for name, fn in collectors.items()}
+    # The lab profile this host matched when the record was made (None: none matched), so the
+    # record renders the same on any machine, whatever profiles that machine ships.
+    try:
+        host["profile"] = match_profile(host)
+    except UserError as e:
+        host["profile"] = None
+        host["profile_error"] = str(e)
+    return host
