@@ -194,12 +194,6 @@ def get_profile(name: str, directory: str | Path | None = None) -> dict:
     return profiles[name]
 
 
-def profile_for_this_host(repo: str | None = None) -> dict | None:
-    from harness.collect.host.info import collect_host
-
-    return match_profile(collect_host(repo))
-
-
 def resolve_host_settings(suite: Any, host: dict[str, Any]) -> Any:
     """cooldown_s = "host" takes the matching host profile's cooldown rule: its floor_s as
     cooldown_s, its ratio and cap_s as cooldown_ratio and cooldown_cap_s."""
