@@ -86,6 +86,18 @@ class _V:
             raise self.fail(key, f"expected an array of tables ([[{key}]])")
         return v
 
+    def named_tables(self, v: Any, key: str, known: tuple[str, ...], what: str) -> list[tuple[str, dict, str]]:
+        """(key path, table, name) of each [[key]] table: known fields only, a name each, no two alike."""
+        out: list[tuple[str, dict, str]] = []
+        for i, t in enumerate(self.tables(v, key)):
+            k = f"{key}[{i}]"
+            self.known(t, k, known)
+            name = self.str_(t.get("name"), f"{k}.name")
+            if any(n == name for _, _, n in out):
+                raise self.fail(f"{k}.name", f"two {what} are named {name!r}")
+            out.append((k, t, name))
+        return out
+
 
 _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
         "cooldown_s", "cooldown_source", "cooldown_ratio", "cooldown_cap_s", "ignore_eos", "quiet",
@@ -258,12 +270,7 @@ def _pairings(v: _V, raw: Any, base_dir: Path) -> tuple[Pairing, ...]:
     if raw is None:
         raise v.fail("pairings", "missing: the suite needs at least one [[pairings]] table")
     out: list[Pairing] = []
-    for i, t in enumerate(v.tables(raw, "pairings")):
-        k = f"pairings[{i}]"
-        v.known(t, k, _PAIRING)
-        name = v.str_(t.get("name"), f"{k}.name")
-        if any(p.name == name for p in out):
-            raise v.fail(f"{k}.name", f"two pairings are named {name!r}")
+    for k, t, name in v.named_tables(raw, "pairings", _PAIRING, "pairings"):
         if "target" not in t:
             raise v.fail(f"{k}.target", "missing (a model directory or \"embedded\")")
         target = _model_dir(v, t["target"], f"{k}.target", base_dir)
@@ -280,12 +287,7 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, Eng
     if raw is None:
         raise v.fail("arms", "missing: the suite needs at least one [[arms]] table")
     out: list[Arm] = []
-    for i, t in enumerate(v.tables(raw, "arms")):
-        k = f"arms[{i}]"
-        v.known(t, k, _ARM)
-        name = v.str_(t.get("name"), f"{k}.name")
-        if any(a.name == name for a in out):
-            raise v.fail(f"{k}.name", f"two arms are named {name!r}")
+    for k, t, name in v.named_tables(raw, "arms", _ARM, "arms"):
         pairing = v.str_(t.get("pairing", next(iter(pairings)) if len(pairings) == 1 else None),
                          f"{k}.pairing")
         if pairing not in pairings:
