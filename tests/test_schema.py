@@ -288,8 +288,9 @@ def test_report_does_not_recommend_specdec_for_another_engine(tmp_path: Path, mo
 
 def test_a_v2_record_reads_with_its_quiet_wait_renamed(tmp_path: Path) -> None:
     # schema_version 2 called the quiet gate's wait gate_wait_s; version 3 reads it as quiet_wait_s
-    # and keeps every other field as it was.
-    rec = json.loads((REPO / "records").glob("*.json").__next__().read_text())
+    # and keeps every other field as it was. A v2 record: a v1 fixture taken one step only.
+    v1 = json.loads((REPO / "tests" / "fixtures" / "report" / "record-after.json").read_text())
+    rec = schema.migrate_v1(v1)
     assert rec["schema_version"] == 2
     waits = [r.get("gate_wait_s") for r in rec["runs"]]
     assert any(w for w in waits)
