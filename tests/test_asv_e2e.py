@@ -107,12 +107,12 @@ def test_asv_run_measures_each_commit_and_shows_the_step(scratch):
     assert b3.skipped != (b3.value is not None) and not b3.failed
 
 
-def _pr_check(scratch, head: str, name: str):
+def _pr_check(scratch, head: str, name: str, *extra: str):
     out, js = scratch.root / f"pr-{name}.md", scratch.root / f"pr-{name}.json"
     t0 = time.monotonic()
     r = scratch.harness("pr-check", scratch.shas["base"], scratch.shas[head], "--machine", MACHINE,
                         "--machine-file", str(scratch.machine_file), "--output", str(out), "--json", str(js),
-                        timeout=1500)
+                        *extra, timeout=1500)
     _record_timing(f"pr_check_{name}_s", time.monotonic() - t0)
     md = out.read_text() if out.exists() else r.stdout
     shutil.copy(out, ARTIFACTS / f"pr-check-{name}.md") if out.exists() else None
@@ -121,13 +121,17 @@ def _pr_check(scratch, head: str, name: str):
 
 
 def test_pr_check_never_fails_a_comment_only_change(scratch):
-    r, md, data = _pr_check(scratch, "comment", "comment-only")
+    # At the default 5% false-alarm level one check in twenty of an unchanged engine may fail by
+    # design (CI saw it: block3 +20.6% on 8 pairs). At 0.2% this test fails about once in 500 runs
+    # of a correct harness, while a pairing or ordering bias (what it guards) still fails it.
+    r, md, data = _pr_check(scratch, "comment", "comment-only", "--alpha", "0.002")
     # 0 pass, or 3 when this host could not resolve the threshold; never 1.
     assert r.returncode in (0, 3), md + r.stderr[-3000:]
     assert "| **worse** | ms/token" not in md
     assert md.splitlines()[3].startswith("**pass" if r.returncode == 0 else "**inconclusive: this host could not see")
     assert "**differs**" not in md and "| classic | code/" in md
     assert "block3-inexact: not a shipping configuration" in md
+    assert "false-alarm level 0.2% split" in md and "--alpha 0.002" in md, md
     # Both sides were stored in asv, which read the same samples.
     assert data["asv"], "asv compare printed no rows for the stored results"
 

@@ -445,3 +445,13 @@ def test_vendor_dashboard_points_index_at_local_copies(tmp_path):
     assert 'src="vendor/jquery-3.3.1/dist/jquery.min.js"' in out and "integrity=" not in out.split("<body")[0]
     assert (html / "vendor" / "bootstrap-3.1.1" / "dist" / "fonts" / "glyphicons-halflings-regular.woff").exists()
     assert dashboard.vendor_dashboard(html, cache) == 0  # idempotent
+
+
+def test_a_check_takes_its_false_alarm_level_from_the_command_line():
+    suite = prcheck.load_check_suite(REPO / "benchmarks" / "suite.toml", None, None, 0.01)
+    assert suite.settings.alpha == 0.01
+    assert prcheck.load_check_suite(REPO / "benchmarks" / "suite.toml", None, None).settings.alpha == 0.05
+    for bad in ("0", "0.7", "-1"):
+        r = _cli("compare-commits", "main", "HEAD", "--alpha", bad)
+        assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
+        assert r.stderr.startswith("harness: --alpha must be in (0, 0.5]"), r.stderr

@@ -125,7 +125,7 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"{host.get('gpu_generation', 'unknown')}). Both commits ran run by run, alternating "
               f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "
               f"{c.outcome.get('stopped_because')}. Each figure is judged on the per-pair ratios head/base: "
-              f"geometric mean with a {1 - d.alpha_per_test:.2%} interval (false-alarm level {d.alpha:.0%} "
+              f"geometric mean with a {1 - d.alpha_per_test:.2%} interval (false-alarm level {d.alpha * 100:g}% "
               f"split over {d.looks} look(s) and {d.figures} gated figure(s)); \"smallest detectable\" is the "
               f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
               f"change of at least {d.min_effect:.0%}; unchanged needs the interval inside ±{d.threshold:.0%} "
@@ -188,7 +188,8 @@ def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 # --- the command -------------------------------------------------------------------------
 
-def load_check_suite(path: Path, budget_s: float | None, threshold: float | None) -> Any:
+def load_check_suite(path: Path, budget_s: float | None, threshold: float | None,
+                     alpha: float | None = None) -> Any:
     from harness.collect.host.info import collect_host
     from harness.collect.host.profiles import resolve_host_settings
     from harness.collect.suite import load_suite, with_settings
@@ -203,13 +204,17 @@ def load_check_suite(path: Path, budget_s: float | None, threshold: float | None
         if not 0.0 < threshold < 1.0:
             raise UserError(f"--threshold must be between 0 and 1 (0.10 means 10%), got {threshold:g}")
         changes["threshold"] = threshold
+    if alpha is not None:
+        if not 0.0 < alpha <= 0.5:
+            raise UserError(f"--alpha must be in (0, 0.5] (0.05 means a 5% false-alarm level), got {alpha:g}")
+        changes["alpha"] = alpha
     return with_settings(suite, **changes) if changes else suite
 
 
 def pr_check(base: str, head: str, config: str | None = None, machine: str | None = None,
              machine_file: str | None = None, suite: str | None = None, budget_s: float | None = None,
              threshold: float | None = None, baselines: str | None = None, output: str | None = None,
-             json_out: str | None = None, asv: bool = True, echo: bool = True) -> int:
+             json_out: str | None = None, asv: bool = True, echo: bool = True, alpha: float | None = None) -> int:
     from rich.console import Console
 
     from harness.analyze.identity import BaselineStore
@@ -217,7 +222,7 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
 
     conf = load_config(config)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
-    the_suite = load_check_suite(suite_file(conf, suite), budget_s, threshold)
+    the_suite = load_check_suite(suite_file(conf, suite), budget_s, threshold, alpha)
     store = BaselineStore.load(Path(baselines)) if baselines else None
     entry = ensure_machine(mf, machine) if asv else {"machine": machine or "local"}
     mname = entry["machine"]
@@ -236,6 +241,7 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     args = [base, head] + (["--machine", machine] if machine else []) + (["--suite", suite] if suite else [])
     args += [f"--budget-s {budget_s:g}"] if budget_s is not None else []
     args += [f"--threshold {threshold:g}"] if threshold is not None else []
+    args += [f"--alpha {alpha:g}"] if alpha is not None else []
     meta = {"machine": mname, "host": entry, "command": "harness pr-check " + " ".join(args),
             "duration_s": cmp.duration_s, "load": load_notes(records)}
     md = render_markdown(cmp, meta, rows, table)

@@ -23,7 +23,8 @@ NAME = "compare-commits"
 
 def run(args: argparse.Namespace) -> int:
     repo = Path(args.repo).resolve()
-    suite = load_check_suite(Path(args.suite) if args.suite else DEFAULT_SUITE, args.budget_s, args.threshold)
+    suite = load_check_suite(Path(args.suite) if args.suite else DEFAULT_SUITE, args.budget_s, args.threshold,
+                             args.alpha)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     work = Path(args.work) if args.work else repo / ".harness" / "compare" / stamp
     store = BaselineStore.load(Path(args.baselines)) if args.baselines else None

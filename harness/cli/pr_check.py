@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     return pr_check(args.base, args.head, config=args.config, machine=args.machine,
                     machine_file=args.machine_file, suite=args.suite, budget_s=args.budget_s,
                     threshold=args.threshold, baselines=args.baselines, output=args.output,
-                    json_out=args.json, asv=not args.no_asv)
+                    json_out=args.json, asv=not args.no_asv, alpha=args.alpha)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

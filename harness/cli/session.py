@@ -179,13 +179,15 @@ def in_process_engines_first(suite: Any) -> None:
 
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:
-    """The options pr-check and compare-commits share: the suite, the budget, the threshold."""
+    """The options pr-check and compare-commits share: the suite, the budget, the threshold, alpha."""
     p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else asv.conf.json's "
                                    "\"harness_suite\")")
     p.add_argument("--budget-s", type=float, help="time budget in seconds (default: the suite's budget_s); "
                                                   "the suite's repetitions become a minimum")
     p.add_argument("--threshold", type=float, help="relative change the check must see (default: the "
                                                    "suite's threshold, 0.10 = 10%%)")
+    p.add_argument("--alpha", type=float, help="false-alarm level of the whole check, split over its looks "
+                                               "and gated figures (default: the suite's alpha, 0.05)")
     p.add_argument("--baselines", help="arms' own baselines file, for the runs' identity field (optional)")
 
 
