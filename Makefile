@@ -18,18 +18,22 @@ $(BIN)/python:
 
 install: blas $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[specdec,test,train]'
+	$(BIN)/python -m pip install -q --no-compile -e '.[specdec,test,train]'
 
 bench: install
 	$(BIN)/harness run
 
-# Everything CI needs: lint, then every test (the end-to-end ones too).
+# Everything CI needs: lint, then every test (the end-to-end ones too). Three workers, one test
+# file each at a time (the end-to-end files wait on subprocesses as much as they compute); the
+# tests that read this host's CPU load run afterwards, alone, since the others would be load.
 test: install lint chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not host_alone"
+	$(BIN)/python -m pytest -m host_alone
 
 # The quick loop while editing: every test but the end-to-end ones (e2e).
 test-fast: install
-	$(BIN)/python -m pytest -m "not e2e"
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not e2e and not host_alone"
+	$(BIN)/python -m pytest -m host_alone
 
 # ruff, and the import layering (pyproject.toml [tool.importlinter]): no package imports one above it.
 lint: install

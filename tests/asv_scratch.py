@@ -81,9 +81,10 @@ def make_scratch(root: Path, work: float = 1.0) -> dict[str, str]:
     return shas
 
 
-def fast_suite(path: Path, repetitions: int = 8) -> Path:
+def fast_suite(path: Path, repetitions: int = 7) -> Path:
     """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate) and a
-    fixed number of runs (no time budget): the protocol is the same, the session takes seconds.
+    fixed number of runs (no time budget; 7, the fewest with which asv's Mann-Whitney test can
+    call a change significant): the protocol is the same, the session takes seconds.
     The contention watch still records load."""
     text = (REPO / "benchmarks" / "suite.toml").read_text()
     out = []

@@ -50,7 +50,7 @@ def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
     summary = last_json(r.stdout)
     assert summary["kind"] == "harness.summary" and summary["complete"] is True and summary["failed"] == 3
     rec = load(rec_path)
-    assert rec["schema_version"] == 3 and rec["complete"] is True and rec["finished"]
+    assert rec["schema_version"] == 4 and rec["complete"] is True and rec["finished"]
     assert len(rec["runs"]) == 3 + 3 * 2 and [r["index"] for r in rec["runs"]] == list(range(9))
     assert [r["warmup"] for r in rec["runs"][:3]] == [True] * 3
     ok = [x for x in rec["runs"] if x["arm"] != "crash"]

@@ -34,7 +34,7 @@ name = "tinyspec"
 max_tokens = 64
 temp = 0.0
 seed = 0
-repetitions = 8           # asv's Mann-Whitney test needs at least 7 a side
+repetitions = 7           # asv's Mann-Whitney test needs at least 7 a side
 warmups = 1
 cooldown_s = 0
 budget_s = 45             # pr-check: seconds of measuring
@@ -81,7 +81,7 @@ name = "code"
 text = "def fibonacci(n):\\n    a, b = 0, 1\\n    for _ in range(n):"
 """
 INEXACT = "block3-inexact [not shipping: TINY_ALLOW_INEXACT]"
-TIMINGS: dict[str, float] = {}
+TIMINGS: dict[str, float | dict] = {}
 
 
 def _timing(name: str, t0: float) -> None:
@@ -127,7 +127,8 @@ def lab(tmp_path_factory) -> Lab:
                    check=True, capture_output=True, timeout=600)
     wheel = next(wheels.glob("*.whl"))
     subprocess.run([sys.executable, "-m", "venv", str(lab.venv)], check=True, timeout=120)
-    subprocess.run([str(lab.python), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=900)
+    subprocess.run([str(lab.python), "-m", "pip", "install", "-q", "--no-compile", str(wheel)], check=True,
+                   timeout=900)
     _timing("fresh_venv_install_s", t0)
     freeze = subprocess.run([str(lab.python), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
     assert "mlx" not in freeze.lower(), freeze
@@ -196,11 +197,12 @@ def test_asv_run_builds_the_engine_and_installs_the_harness_in_its_own_environme
     assert figs[f"bench_engine.Phases.track_phase_ms_per_round('{INEXACT}', 'host_readback')"].samples
 
 
-def _pr_check(lab: Lab, head: str) -> tuple[subprocess.CompletedProcess, str, dict]:
+def _pr_check(lab: Lab, head: str, *extra: str) -> tuple[subprocess.CompletedProcess, str, dict]:
     out, js = lab.root / f"pr-{head}.md", lab.root / f"pr-{head}.json"
     t0 = time.monotonic()
     r = lab.harness("pr-check", lab.shas["base"], lab.shas[head], "--machine", MACHINE,
-                    "--machine-file", str(lab.machine_file), "--output", str(out), "--json", str(js), timeout=1500)
+                    "--machine-file", str(lab.machine_file), "--output", str(out), "--json", str(js), *extra,
+                    timeout=1500)
     _timing(f"pr_check_{head}_s", t0)
     return r, (out.read_text() if out.exists() else r.stdout), (json.loads(js.read_text()) if js.exists() else {})
 
@@ -215,7 +217,10 @@ def test_pr_check_fails_the_slowed_engine(lab):
 
 
 def test_pr_check_does_not_fail_a_docs_only_change(lab):
-    r, md, data = _pr_check(lab, "docs")
+    # At the suite's 5% false-alarm level one docs-only check in twenty may fail by design; at
+    # 0.2% a correct harness fails this test about once in 500 runs. A shorter budget than the
+    # suite's: an inconclusive answer (3) is an accepted outcome here, a failure (1) is not.
+    r, md, data = _pr_check(lab, "docs", "--alpha", "0.002", "--budget-s", "20")
     assert r.returncode in (0, 3), md + r.stderr[-3000:]
     assert "| **worse** | ms/token" not in md
 
@@ -232,6 +237,8 @@ def test_nightly_pushes_into_a_bare_results_repository(lab):
                     "--machine", MACHINE, "--machine-file", str(lab.machine_file), timeout=1500)
     _timing("nightly_s", t0)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    TIMINGS["nightly_stages"] = json.loads(r.stdout.strip().splitlines()[-1])["stages_s"]
+    _timing("nightly_s", t0)
     files = git(bare, "ls-tree", "-r", "--name-only", "main").splitlines()
     # Every measured commit's asv results (pr-check's stored ones too) and the new one's record.
     for k in ("base", "slow", "new"):

@@ -22,6 +22,9 @@ from harness.collect.host.load import ForeignCpuSampler, ForeignSample
 from harness.collect.host.processes import ProcessSampler, Reading
 from harness.collect.host.quiet import ContentionWatch, QuietGate
 
+# Other tests running beside these would be the foreign load they measure: make test runs them alone.
+pytestmark = pytest.mark.host_alone
+
 # The loop ends itself after 30 s, so a test that dies cannot leave it spinning.
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
 LAUNCHER = ("import subprocess, sys\n"

@@ -58,7 +58,7 @@ def test_init_writes_every_file_and_a_config_asv_accepts(tmp_path):
     assert conf.repo == "." and conf.branches == ["main"] and conf.benchmark_dir == "benchmarks"
     # No pyproject here: nothing to build; the harness is what gets installed.
     assert conf.build_command == []
-    assert conf.install_command == ["in-dir={env_dir} python -m pip install "
+    assert conf.install_command == ["in-dir={env_dir} python -m pip install --no-compile "
                                     "'specdec-bench @ git+https://example.org/harness@v1'"]
     ours = asvtool.load_config(repo / "asv.conf.json")
     assert asvtool.configured_suite(ours) == repo / "benchmarks" / "suite.toml"
@@ -80,7 +80,7 @@ def test_a_python_engine_is_built_and_installed_with_the_harness(tmp_path):
     conf = Config.load(str(repo / "asv.conf.json"))
     assert conf.project == "tiny-engine"
     assert conf.build_command == ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"]
-    assert conf.install_command[0] == "in-dir={env_dir} python -m pip install {wheel_file}"
+    assert conf.install_command[0] == "in-dir={env_dir} python -m pip install --no-compile {wheel_file}"
     assert "pip install -q -e ." in (repo / ".github" / "workflows" / "nightly.yml").read_text()
 
 

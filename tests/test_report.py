@@ -406,3 +406,37 @@ def test_the_report_uses_the_profile_stored_in_the_record_not_this_machines(tmp_
     p.write_text(json.dumps(data))
     md = rp.render(reports.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
     assert "no host profile matches this host: unknown peak" in md
+
+
+def test_a_record_keeps_its_tensor_tables_and_renders_the_same_without_the_models(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    # Schema 4: the session reads each pairing's safetensors headers when it starts; the cost
+    # model renders from those tables, so the record's Markdown does not depend on this machine.
+    from harness.collect.models import model_files
+    from harness.collect.record import Record
+    from harness.core.schema import migrate_v3
+
+    monkeypatch.chdir(REPO)
+    data = report_cli.load_record(RECORD)
+    with_models = {**migrate_v3(json.loads((REPO / RECORD).read_text())), "models": model_files(data["suite"])}
+    roles = [m for roles in with_models["models"].values() for m in roles.values()]
+    assert roles and all(m["tensors"] and "error" not in m for m in roles), with_models["models"]
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(with_models))
+    before = rp.render(report_cli.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    # The same record on a machine where the weights cannot be read: nothing read, nothing changes.
+    import harness.collect.models as models_mod
+
+    def unreadable(d):
+        raise ValueError(f"{d}: unreadable here")
+    monkeypatch.setattr(models_mod, "model_tensor_bytes", unreadable)
+    assert rp.render(report_cli.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES) == before
+    # Without stored tables (an older record) the directories are read at render time.
+    del with_models["models"]
+    p.write_text(json.dumps(with_models))
+    assert "unreadable here" in rp.render(report_cli.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    monkeypatch.undo()
+    monkeypatch.chdir(REPO)
+    # A new record stores them at creation.
+    rec = Record.create(tmp_path / "new.json", data["suite"], {}, ["harness", "run"], planned_runs=1)
+    assert rec.data["models"] == model_files(data["suite"])

@@ -77,7 +77,8 @@ def test_v1_record_migrates_to_v2_with_one_meaning_per_field(tmp_path: Path) -> 
     p = tmp_path / "v1.json"
     p.write_text(json.dumps(v1))
     v2 = Record.load(p).data
-    assert v2["schema_version"] == 3   # migrated 1 -> 2 -> 3
+    assert v2["schema_version"] == 4   # migrated 1 -> 2 -> 3 -> 4
+    assert "models" not in v2        # not read at the time: the report reads the directories
     assert all("gate_wait_s" not in r for r in v2["runs"])
     assert v2["runs"][-1]["diagnostics"]["rounds"] == 0
     assert v2["runs"][-1]["result_arm"] == {"drafter_quantization": None}
@@ -297,7 +298,7 @@ def test_a_v2_record_reads_with_its_quiet_wait_renamed(tmp_path: Path) -> None:
     p = tmp_path / "v2.json"
     p.write_text(json.dumps(rec))
     v3 = Record.load(p).data
-    assert v3["schema_version"] == 3
+    assert v3["schema_version"] == 4
     assert [r.get("quiet_wait_s") for r in v3["runs"]] == waits
     assert all("gate_wait_s" not in r for r in v3["runs"])
     assert [r["ms_per_token"] for r in v3["runs"]] == [r["ms_per_token"] for r in rec["runs"]]

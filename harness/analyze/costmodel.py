@@ -16,11 +16,11 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
+
+from harness.collect.models import Tensors, model_tensor_bytes, safetensors_tensor_bytes
 
 __all__ = [
     "GB",
@@ -51,70 +51,8 @@ __all__ = [
 
 GB = 1e9  # decimal gigabyte, as the seed uses (16.05 GB in 30.3 ms = 530 GB/s)
 
-# A safetensors header larger than this is not a header (the format caps it at 100 MB).
-_MAX_HEADER = 100 * 1024 * 1024
-
-
 # --- (a) weights read per step --------------------------------------------------------------
 
-def safetensors_tensor_bytes(path: str | os.PathLike[str]) -> dict[str, tuple[int, list[int]]]:
-    """{tensor name: (bytes, shape)} from one .safetensors file's JSON header, no tensor data read:
-    bytes = data_offsets[1] - data_offsets[0]. ValueError if the header is malformed or runs past the file."""
-    p = Path(path)
-    size = p.stat().st_size
-    with p.open("rb") as f:
-        raw_len = f.read(8)
-        if len(raw_len) != 8:
-            raise ValueError(f"{p}: not a safetensors file (shorter than the 8-byte header length)")
-        (n,) = struct.unpack("<Q", raw_len)
-        if n == 0 or n > _MAX_HEADER or 8 + n > size:
-            raise ValueError(f"{p}: not a safetensors file (header length {n} for a {size}-byte file)")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{p}: safetensors header is not JSON ({exc})") from None
-    if not isinstance(header, dict):
-        raise ValueError(f"{p}: safetensors header is not a JSON object")
-    data_len = size - 8 - n
-    out: dict[str, tuple[int, list[int]]] = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            start, end = (int(x) for x in info["data_offsets"])
-            shape = [int(d) for d in info["shape"]]
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{p}: tensor {name!r} has no valid data_offsets/shape") from None
-        if not 0 <= start <= end <= data_len:
-            raise ValueError(f"{p}: tensor {name!r} offsets {start}..{end} outside the {data_len}-byte data")
-        out[name] = (end - start, shape)
-    return out
-
-
-def _weight_files(model_dir: Path) -> list[Path]:
-    # With an index, only the shards it names count (a directory may also hold a consolidated copy).
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = json.loads(index.read_text()).get("weight_map", {})
-        return sorted({model_dir / shard for shard in weight_map.values()})
-    return sorted(model_dir.glob("*.safetensors"))
-
-
-def model_tensor_bytes(model_dir: str | os.PathLike[str]) -> dict[str, tuple[int, list[int]]]:
-    """{tensor name: (bytes, shape)} over every safetensors shard of a model directory (headers only)."""
-    d = Path(model_dir)
-    if not d.is_dir():
-        raise ValueError(f"{d}: not a model directory")
-    files = _weight_files(d)
-    if not files:
-        raise ValueError(f"{d}: no .safetensors files")
-    out: dict[str, tuple[int, list[int]]] = {}
-    for f in files:
-        out.update(safetensors_tensor_bytes(f))
-    return out
-
-
-Tensors = dict[str, tuple[int, list[int]]]   # {tensor name: (bytes, shape)}, as model_tensor_bytes gives it
 
 
 def _tensors(model: str | os.PathLike[str] | Tensors) -> Tensors:

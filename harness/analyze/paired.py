@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats as _sps
+
+from harness.analyze.stats import scipy_stats
 
 VERDICTS = ("worse", "improved", "unchanged", "inconclusive")
 
@@ -97,8 +98,8 @@ class Paired:
 
 def _quantiles(n: int, design: Design) -> tuple[float, float]:
     df = n - 1
-    q_a = float(_sps.t.ppf(1.0 - design.alpha_per_test / 2.0, df))
-    q_b = float(_sps.t.ppf(design.power, df))
+    q_a = float(scipy_stats().t.ppf(1.0 - design.alpha_per_test / 2.0, df))
+    q_b = float(scipy_stats().t.ppf(design.power, df))
     return q_a, q_b
 
 

@@ -6,11 +6,13 @@ non-positive median where a ratio is taken) raises ValueError naming the argumen
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
-from scipy import stats as _sps
 
 __all__ = [
     "median",
@@ -22,7 +24,15 @@ __all__ = [
     "mann_whitney_method",
     "sign_test",
     "verdict",
+    "scipy_stats",
 ]
+
+
+@functools.cache
+def scipy_stats() -> ModuleType:
+    """scipy.stats, imported on first use: it takes about a second, which every command paid at
+    start-up (one-line errors and --help included) although most never compute a test."""
+    return importlib.import_module("scipy.stats")
 
 # Mann-Whitney with ties: enumerate every split exactly while there are at most this many.
 _EXACT_PERMUTATION_LIMIT = 20_000
@@ -79,7 +89,7 @@ def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
         raise ValueError(f"wilson_ci: n must be positive, got n={n}")
     if not 0 <= k <= n:
         raise ValueError(f"wilson_ci: need 0 <= k <= n, got k={k}, n={n}")
-    z = float(_sps.norm.ppf(0.5 + _level(level) / 2.0))
+    z = float(scipy_stats().norm.ppf(0.5 + _level(level) / 2.0))
     p = k / n
     z2 = z * z
     denom = 1.0 + z2 / n
@@ -141,10 +151,10 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     arr_a, arr_b = _sample(a, "a"), _sample(b, "b")
     method = mann_whitney_method(arr_a, arr_b)
     if method == "permutation":
-        scipy_method: object = _sps.PermutationMethod(n_resamples=np.inf)
+        scipy_method: object = scipy_stats().PermutationMethod(n_resamples=np.inf)
     else:
         scipy_method = method
-    res = _sps.mannwhitneyu(arr_a, arr_b, alternative="two-sided", method=scipy_method)
+    res = scipy_stats().mannwhitneyu(arr_a, arr_b, alternative="two-sided", method=scipy_method)
     return float(res.statistic), min(1.0, float(res.pvalue))
 
 
@@ -157,7 +167,7 @@ def sign_test(n_pos: int, n_neg: int) -> float:
     n = int(n_pos) + int(n_neg)
     if n == 0:
         raise ValueError("sign_test: no untied pairs (n_pos + n_neg = 0)")
-    return float(_sps.binomtest(int(n_pos), n, 0.5, alternative="two-sided").pvalue)
+    return float(scipy_stats().binomtest(int(n_pos), n, 0.5, alternative="two-sided").pvalue)
 
 
 def verdict(ratio_lo: float, ratio_hi: float, threshold: float) -> str:

@@ -132,10 +132,10 @@ def render(root: Path, harness_spec: str, command: list[str], hosts: list[str],
     engine, project = _engine_project(root)
     branch = _branch(root)
     spec = shlex.quote(harness_spec)
-    install_harness = f"in-dir={{env_dir}} python -m pip install {spec}"
+    install_harness = f"in-dir={{env_dir}} python -m pip install --no-compile {spec}"
     if engine is not None:
         build = ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"]
-        install = ["in-dir={env_dir} python -m pip install {wheel_file}", install_harness]
+        install = ["in-dir={env_dir} python -m pip install --no-compile {wheel_file}", install_harness]
         uninstall = ["return-code=any python -m pip uninstall -y {project}"]
         note = "A wheel of the engine's package at that commit."
         ci = ["python3 -m venv .venv", ".venv/bin/python -m pip install -q --upgrade pip",

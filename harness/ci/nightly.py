@@ -19,11 +19,14 @@ the results checkout and goes out with the next push.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,6 +203,15 @@ class NightlyResult:
     pushed: bool = False
     push_attempts: int = 0
     reports: int = 0
+    stages_s: dict[str, float] = field(default_factory=dict)   # where the night's time went
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stages_s[name] = round(self.stages_s.get(name, 0.0) + time.monotonic() - t0, 1)
 
 
 def seed_baselines(conf: AsvConfig, path: Path) -> None:
@@ -232,24 +244,27 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     m = ensure_machine(mf, machine)["machine"]
     co = Path(checkout).expanduser() if checkout else default_checkout(results_repo)
-    repo = open_results_repo(results_repo, co, results_branch)
-    repo_dir = Path(repo.working_dir)
-    sync_in(repo_dir, conf.results_dir, m)
     out = NightlyResult(m)
+    with out.stage("sync"):
+        repo = open_results_repo(results_repo, co, results_branch)
+        repo_dir = Path(repo.working_dir)
+        sync_in(repo_dir, conf.results_dir, m)
 
     measured = result_commits(conf, m) if (conf.results_dir / m).is_dir() else set()
     todo = [c for c in branch_commits(conf.root, branch, since) if c not in measured][:max_commits]
     records = repo_dir / "records" / m
     baselines = repo_dir / "baselines" / f"{m}.json"
     if todo:
-        seed_baselines(conf, baselines)
+        with out.stage("baselines"):
+            seed_baselines(conf, baselines)
         records.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", suffix=".hashes", delete=False) as hf:
             hf.write("\n".join(todo) + "\n")
         try:
-            r = run_asv(["run", f"HASHFILE:{hf.name}", "--machine", m, "--record-samples", "--show-stderr"],
-                        conf, mf, env={"HARNESS_ASV_RECORDS": str(records), "HARNESS_BASELINES": str(baselines)},
-                        echo=echo)
+            with out.stage("asv run"):
+                r = run_asv(["run", f"HASHFILE:{hf.name}", "--machine", m, "--record-samples", "--show-stderr"],
+                            conf, mf, env={"HARNESS_ASV_RECORDS": str(records),
+                                           "HARNESS_BASELINES": str(baselines)}, echo=echo)
         finally:
             os.unlink(hf.name)
         if "Benchmarking" not in r.output:
@@ -258,20 +273,23 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
         now = result_commits(conf, m)
         out.measured = [c for c in todo if c in now]
         out.failed = [c for c in out.measured if _all_failed(conf, m, c)] + [c for c in todo if c not in now]
-    if not (conf.results_dir / "benchmarks.json").exists():
-        run_asv(["run", "--bench", "just-discover", "--machine", m], conf, mf, echo=echo)
-    from harness.ci.dashboard import publish
-    publish(str(conf.path), vendor=True, echo=echo)   # asv publish; the libraries made local
-    out.reports = render_missing(records)
+    with out.stage("publish"):
+        if not (conf.results_dir / "benchmarks.json").exists():
+            run_asv(["run", "--bench", "just-discover", "--machine", m], conf, mf, echo=echo)
+        from harness.ci.dashboard import publish
+        publish(str(conf.path), vendor=True, echo=echo)   # asv publish; the libraries made local
+    with out.stage("reports"):
+        out.reports = render_missing(records)
 
     copy_tree(conf.results_dir / m, repo_dir / "results" / m, overwrite=True)
     paths = [f"results/{m}", f"records/{m}", f"baselines/{m}.json"]
     msg = f"nightly {m}: {len(out.measured)} commit(s) measured" + (
         f" ({', '.join(c[:8] for c in out.measured)})" if out.measured else "")
-    committed = commit_paths(repo, paths, msg, m)
-    if push and (committed or _ahead(repo, results_branch)):
-        out.push_attempts = push_with_retry(repo, results_branch, url=results_repo)
-        out.pushed = True
+    with out.stage("push"):
+        committed = commit_paths(repo, paths, msg, m)
+        if push and (committed or _ahead(repo, results_branch)):
+            out.push_attempts = push_with_retry(repo, results_branch, url=results_repo)
+            out.pushed = True
     return out
 
 

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import costmodel
 from harness.collect.host.profiles import match_profile
+from harness.collect.models import model_files
 from harness.collect.record import Record
-from harness.collect.suite import EMBEDDED, embedded_dir
 from harness.core.errors import UserError
 from harness.render.facts import Inputs
 from harness.render.report import build_context, index_context, render
@@ -39,33 +38,16 @@ def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
 
 def inputs_for(data: dict[str, Any]) -> Inputs:
     """What the renderer needs beyond the record: the host profile (the record's own since schema
-    3; matched here for an older record) and each pairing's tensor tables, read from its model
-    directories on this machine (the cost model's bytes per step)."""
+    3; matched here for an older record) and each pairing's tensor tables (the record's own since
+    schema 4; read here from the model directories for an older record)."""
     host = data.get("host") or {}
     profile = host["profile"] if "profile" in host else match_profile(host)
-    return Inputs(profile=profile, models=model_tables(data))
-
-
-def model_tables(data: dict[str, Any]) -> ModelTables:
-    """{pairing: {role: (directory, tensor table or why it could not be read)}}; "embedded" is
-    the default engine's embedded pair."""
-    out: ModelTables = {}
-    for pairing in data["suite"]["pairings"]:
-        roles = {}
-        for role in ("target", "drafter"):
-            v = pairing.get(role)
-            if v is None:
-                continue
-            d = embedded_dir(role) if v == EMBEDDED else Path(v)
-            if not d.is_dir():
-                roles[role] = (str(d), f"{role} directory {d} is not on this machine")
-                continue
-            try:
-                roles[role] = (str(d), costmodel.model_tensor_bytes(d))
-            except ValueError as e:
-                roles[role] = (str(d), str(e))
-        out[pairing["name"]] = roles
-    return out
+    stored = data["models"] if "models" in data else model_files(data["suite"])
+    models: ModelTables = {pairing: {role: (m["directory"], m["tensors"] if m.get("tensors") is not None
+                                            else m.get("error") or "no tensor table")
+                                     for role, m in roles.items()}
+                           for pairing, roles in stored.items()}
+    return Inputs(profile=profile, models=models)
 
 
 def index_text(reports_dir: Path, template: str = "index") -> tuple[str, list[str]]:

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"nothing new to measure on {res.machine}")
     print(json.dumps({"kind": "harness.nightly", "machine": res.machine, "measured": res.measured,
                       "failed": res.failed, "pushed": res.pushed, "push_attempts": res.push_attempts,
-                      "reports": res.reports, "duration_s": round(time.monotonic() - t0, 1)}, sort_keys=True))
+                      "reports": res.reports, "duration_s": round(time.monotonic() - t0, 1),
+                      "stages_s": res.stages_s}, sort_keys=True))
     return 0
 
 

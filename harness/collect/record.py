@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.collect.models import model_files
 from harness.core import schema
 from harness.core.errors import UserError
 
@@ -154,7 +155,7 @@ class Record:
             "created": now_iso(), "finished": None, "complete": False, "command": list(command),
             "planned_runs": planned_runs, "resumes": [],
             **(extra or {}),
-            "suite": suite, "host": host, "runs": [],
+            "suite": suite, "host": host, "models": model_files(suite), "runs": [],
         }
         rec = cls(p, data)
         # A journal without its record is left from a deleted one: it belongs to nothing.

@@ -6,7 +6,7 @@ C code), it decodes strictly with a message naming the field ("Expected `int`, g
 schema/*.schema.json, which docs/engine-contract.md describes).
 
 Producers build these types (the adapters, test fixtures); `load_record` is the one door every
-record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3) and checks
+record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3 -> 4) and checks
 the typed shape.
 
 Format history:
@@ -14,8 +14,12 @@ Format history:
 - 2: the engine contract: typed results, the meanings below, the suite's `engines` section,
   the harness's own version and commit in `host.harness`.
 - 3: a run's wait for a quiet host is `quiet_wait_s` (was `gate_wait_s`, which read as the
-  exactness gate's); nothing else changed. Readers
-then see dicts of that shape (report.py and its analyses read dicts).
+  exactness gate's); nothing else changed.
+- 4: `models`: each pairing's tensor tables (name -> bytes, shape), read from the safetensors
+  headers when the session started, so the cost model's bytes per step are the measured
+  weights' and a record renders the same on any machine. Older records have none: the report
+  reads the model directories at render time, where they still exist.
+Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
 - `diagnostics.rounds` counts speculative rounds (target verify forwards); classic decode has
@@ -39,7 +43,7 @@ import msgspec
 
 from harness.core.errors import UserError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 RECORD_KIND = "harness.record"
 BASELINES_KIND = "harness.baselines"
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
@@ -275,8 +279,15 @@ class SuiteSection(_S, kw_only=True):
     engines: dict[str, dict[str, Any]] = {}
 
 
+class ModelFiles(_S, kw_only=True):
+    """One model directory of a pairing as the session found it: its tensor table, or why not."""
+    directory: str
+    tensors: dict[str, tuple[int, list[int]]] | None = None   # {name: (bytes, shape)}
+    error: str | None = None
+
+
 class Record(_S, kw_only=True):
-    schema_version: Literal[3]
+    schema_version: Literal[4]
     kind: Literal["harness.record"]
     session_id: str
     created: str
@@ -286,6 +297,7 @@ class Record(_S, kw_only=True):
     planned_runs: int | None = None
     suite: SuiteSection
     host: dict[str, Any] = {}
+    models: dict[str, dict[str, ModelFiles]] = {}   # {pairing: {"target"/"drafter": ...}}
     runs: list[Run]
 
 
@@ -341,7 +353,12 @@ def migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-MIGRATIONS = {1: migrate_v1, 2: migrate_v2}
+def migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """schema_version 3 -> 4: nothing to convert; `models` stays absent (not read at the time)."""
+    return {**data, "schema_version": 4}
+
+
+MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3}
 
 
 def load_record(data: Any, where: str) -> dict[str, Any]:

@@ -1,0 +1,105 @@
+"""Each pairing's weights as safetensors headers describe them, read when a session starts.
+
+The record keeps the tables (`models`, schema 4) so the cost model's bytes per step come from
+the weights that were measured, and a report renders the same on a machine without them.
+Headers only: no tensor data is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+from harness.collect.suite import EMBEDDED, embedded_dir
+
+Tensors = dict[str, tuple[int, list[int]]]   # {tensor name: (bytes, shape)}
+
+# A safetensors header larger than this is not a header (the format caps it at 100 MB).
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+def safetensors_tensor_bytes(path: str | os.PathLike[str]) -> Tensors:
+    """{tensor name: (bytes, shape)} from one .safetensors file's JSON header, no tensor data read:
+    bytes = data_offsets[1] - data_offsets[0]. ValueError if the header is malformed or runs past the file."""
+    p = Path(path)
+    size = p.stat().st_size
+    with p.open("rb") as f:
+        raw_len = f.read(8)
+        if len(raw_len) != 8:
+            raise ValueError(f"{p}: not a safetensors file (shorter than the 8-byte header length)")
+        (n,) = struct.unpack("<Q", raw_len)
+        if n == 0 or n > _MAX_HEADER or 8 + n > size:
+            raise ValueError(f"{p}: not a safetensors file (header length {n} for a {size}-byte file)")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{p}: safetensors header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{p}: safetensors header is not a JSON object")
+    data_len = size - 8 - n
+    out: Tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            start, end = (int(x) for x in info["data_offsets"])
+            shape = [int(d) for d in info["shape"]]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{p}: tensor {name!r} has no valid data_offsets/shape") from None
+        if not 0 <= start <= end <= data_len:
+            raise ValueError(f"{p}: tensor {name!r} offsets {start}..{end} outside the {data_len}-byte data")
+        out[name] = (end - start, shape)
+    return out
+
+
+def _weight_files(model_dir: Path) -> list[Path]:
+    # With an index, only the shards it names count (a directory may also hold a consolidated copy).
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        data = json.loads(index.read_text())
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{index}: no weight_map object")
+        return sorted({model_dir / shard for shard in weight_map.values()})
+    return sorted(model_dir.glob("*.safetensors"))
+
+
+def model_tensor_bytes(model_dir: str | os.PathLike[str]) -> Tensors:
+    """{tensor name: (bytes, shape)} over every safetensors shard of a model directory (headers only)."""
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise ValueError(f"{d}: not a model directory")
+    files = _weight_files(d)
+    if not files:
+        raise ValueError(f"{d}: no .safetensors files")
+    out: Tensors = {}
+    for f in files:
+        out.update(safetensors_tensor_bytes(f))
+    return out
+
+
+
+def model_files(suite: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{pairing: {role: {"directory", "tensors"} or {"directory", "error"}}} for a suite's
+    pairings; "embedded" is the default engine's embedded pair. A directory that cannot be read
+    is said so here, not refused: command engines may make their weights themselves."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for pairing in suite.get("pairings") or []:
+        roles: dict[str, dict[str, Any]] = {}
+        for role in ("target", "drafter"):
+            v = pairing.get(role)
+            if v is None:
+                continue
+            d = embedded_dir(role) if v == EMBEDDED else Path(v)
+            if not d.is_dir():
+                roles[role] = {"directory": str(d), "error": f"{role} directory {d} is not on this machine"}
+                continue
+            try:
+                roles[role] = {"directory": str(d), "tensors": model_tensor_bytes(d)}
+            except (ValueError, OSError) as e:
+                roles[role] = {"directory": str(d), "error": str(e)}
+        out[pairing["name"]] = roles
+    return out
