@@ -48,15 +48,46 @@ def check_model_dir(path: str | Path, role: str) -> Path:
         raise SpecdecError(f"{role} model directory {p} has no config.json (not an mlx-lm model directory)")
     if not any(p.glob("*.safetensors")):
         raise SpecdecError(f"{role} model directory {p} has no *.safetensors weights")
+    if not any((p / f).is_file() for f in TOKENIZER_FILES):
+        raise SpecdecError(f"{role} model directory {p} has no tokenizer files (one of "
+                           f"{', '.join(TOKENIZER_FILES)}); copy the tokenizer of the model it was made from")
     return p
+
+
+# What mlx-lm's tokenizer loading reads; a directory with none of them cannot be decoded.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model", "vocab.json")
+
+
+def check_pair_dirs(target_dir: str | Path, drafter_dir: str | Path | None) -> None:
+    """What load_pair would refuse, found without loading a model: missing files, and a drafter
+    whose tokenizer.json vocabulary is not the target's (SpecdecError)."""
+    t = check_model_dir(target_dir, "target")
+    if drafter_dir is None:
+        return
+    d = check_model_dir(drafter_dir, "drafter")
+    tv, dv = _file_vocab(t), _file_vocab(d)
+    if tv is not None and dv is not None and tv != dv:
+        only = len(set(tv.items()) ^ set(dv.items()))
+        raise SpecdecError(
+            f"tokenizer mismatch: target {t} has {len(tv)} tokens, drafter {d} has {len(dv)} ({only} entries "
+            "differ); target and drafter must share one tokenizer")
+
+
+def _file_vocab(model_dir: Path) -> dict | None:
+    try:
+        vocab = json.loads((model_dir / "tokenizer.json").read_text()).get("model", {}).get("vocab")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return vocab if isinstance(vocab, dict) else None
 
 
 def _load(path: Path, role: str):
     try:
         return mlx_lm_load(str(path))
     except Exception as exc:  # mlx-lm raises many types for a broken directory
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SpecdecError(f"{role} model directory {path} could not be loaded: {first}") from None
+        # The whole message on one line: mlx-lm's lists continue below their first line.
+        said = " ".join(str(exc).split())[:400] or type(exc).__name__
+        raise SpecdecError(f"{role} model directory {path} could not be loaded: {said}") from None
 
 
 def _vocab(tokenizer) -> dict:

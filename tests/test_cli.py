@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import signal
 import subprocess
 import time
@@ -95,6 +96,40 @@ def test_kill_then_resume_completes_the_record(tmp_path: Path) -> None:
     assert rec["complete"] is True and sorted(x["index"] for x in rec["runs"]) == list(range(6))
     assert len(rec["resumes"]) == 1
     assert last_json(r.stdout)["complete"] is True
+
+
+# Moments (seconds after the start) drawn once from a seeded generator: before the record
+# exists, during the first runs, mid-session and near the end; reproducible, not hand-picked.
+_RNG = random.Random(15)
+KILL_MOMENTS = sorted(round(_RNG.uniform(0.1, 4.0), 2) for _ in range(5))
+
+
+@pytest.mark.parametrize("moment", KILL_MOMENTS)
+def test_sigkill_at_a_random_moment_loses_nothing_and_resume_completes(moment: float, tmp_path: Path) -> None:
+    arms = [command_arm("a", 1, {"FAKE_SLEEP_S": "0.3"}), command_arm("b", 2, {"FAKE_SLEEP_S": "0.3"})]
+    suite = write_suite(tmp_path, arms, repetitions=3)
+    rec_path = tmp_path / "r.json"
+    proc = subprocess.Popen(harness_argv("run", str(suite), "--record", str(rec_path)), cwd=tmp_path,
+                            env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(moment)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    if not rec_path.exists():
+        return                                   # killed before the session began: nothing to keep
+    json.loads(rec_path.read_text())             # the file itself is whole JSON, never half-written
+    rec = load(rec_path)
+    indices = [x["index"] for x in rec["runs"]]
+    assert len(indices) == len(set(indices)) and all(x["status"] == "ok" for x in rec["runs"])
+    if rec["complete"]:
+        assert sorted(indices) == list(range(6))
+        return
+    kept = {x["index"]: x["started"] for x in rec["runs"]}
+    r = run_cli("run", "--resume", str(rec_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = load(rec_path)
+    assert rec["complete"] is True and sorted(x["index"] for x in rec["runs"]) == list(range(6))
+    # What the killed session finished is kept as it was, not run again.
+    assert {x["index"]: x["started"] for x in rec["runs"] if x["index"] in kept} == kept
 
 
 def test_sigterm_keeps_runs_and_says_how_to_resume(tmp_path: Path) -> None:

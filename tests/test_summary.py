@@ -44,6 +44,18 @@ def test_speedup_acceptance_and_clean_flags() -> None:
     assert "b3" in text and "1.50x" in text and "classic" in text
 
 
+def test_an_arm_whose_gate_declined_shows_declined_not_a_speedup() -> None:
+    rec = _rec({"classic": [100, 101, 100], "b3": [136, 137, 136]})
+    for r in rec["runs"]:
+        if r["arm"] == "b3":
+            r["gate"] = {"outcome": "declined", "engaged": False}
+            r["diagnostics"] = {}
+    rows = {r.arm: r for r in summarize(rec)}
+    assert rows["b3"].declined and not rows["classic"].declined
+    text = _text(render_table(list(rows.values())))
+    assert "declined (classic decode)" in text and "1.36x" not in text, text
+
+
 def test_spread_and_contention_mean_do_not_publish() -> None:
     rows = {r.arm: r for r in summarize(_rec({"classic": [100, 120, 100], "b3": [150, 151, 150]},
                                              marks={"b3": ["contended"]}))}

@@ -34,6 +34,14 @@ def check_comparable(a: dict[str, Any], b: dict[str, Any], path_a: str, path_b: 
         raise UserError(f"cannot compare {path_a} with {path_b}: they measure different pairings "
                         f"({_describe_pairings(a)} vs {_describe_pairings(b)})")
     common = {k[0] for k in ka & kb}
+    # Same names can hide other weights: where both records hashed them (schema 4), they must agree.
+    for name in sorted(common):
+        for role in ("target", "drafter"):
+            ha = (((a.get("models") or {}).get(name) or {}).get(role) or {}).get("sha256")
+            hb = (((b.get("models") or {}).get(name) or {}).get(role) or {}).get("sha256")
+            if ha and hb and ha != hb:
+                raise UserError(f"cannot compare {path_a} with {path_b}: pairing {name!r} has other {role} "
+                                f"weights (sha256 {ha[:12]} vs {hb[:12]}); compare records of the same models")
     arms_a = {x["name"] for x in a["suite"]["arms"] if x["pairing"] in common}
     arms_b = {x["name"] for x in b["suite"]["arms"] if x["pairing"] in common}
     if not arms_a & arms_b:

@@ -375,6 +375,10 @@ def project_cli(argv: Sequence[str] | None = None) -> int:
         verify = _number("--verify-ms", ns.verify_ms, allow_zero=False)
         steps = _number("--drafter-steps", ns.drafter_steps, allow_zero=True)
         step_ms = _number("--drafter-ms", ns.drafter_ms, allow_zero=True)
+        # A round emits the target's own token plus at most one accepted draft per drafter step.
+        if not 1.0 <= emitted <= steps + 1.0:
+            raise _ArgError(f"--emitted: a round emits between 1 and drafter steps + 1 = {steps + 1:g} "
+                            f"tokens, got {emitted:g}")
         if ns.other_ms is not None:
             other = _number("--other-ms", ns.other_ms, allow_zero=True)
         else:

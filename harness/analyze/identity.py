@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.collect.record import now_iso, read_json, write_json_atomic
+from harness.core import schema
 
 KIND = "harness.baselines"
 SCHEMA_VERSION = 1
@@ -49,6 +50,8 @@ class BaselineStore:
         if not p.exists():
             return cls(p, {})
         data = read_json(p, KIND, SCHEMA_VERSION)
+        # The shape too, before any run: a wrong entry is one line naming it, not a crash mid-session.
+        schema.check(data, schema.Baselines, str(p))
         return cls(p, dict(data.get("entries") or {}))
 
     def get(self, key: str) -> dict[str, Any] | None:

@@ -48,6 +48,7 @@ class ArmSummary:
     identity: dict[str, int] = field(default_factory=dict)   # status -> count
     vs_classic: str | None = None           # information only (gate passed, no override)
     shipping: bool = False
+    declined: bool = False                  # asked to speculate, decoded classic in every ok run (gate declined)
     labels: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     do_not_publish: bool = False
@@ -110,6 +111,9 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
             s.vs_classic = f"{describe(c)} (vs {c['classic_arm']}; information only)"
         s.labels = sorted({r.get("label") or "unlabelled" for r in runs})
         s.shipping = bool(runs) and all(r.get("shipping") for r in runs)
+        s.declined = a["block"] > 1 and bool(ok) and all(
+            (r.get("gate") or {}).get("outcome") == "declined" or (r.get("gate") or {}).get("engaged") is False
+            for r in ok)
         out.append(s)
     _speedups(out, groups, settings)
     for s in out:

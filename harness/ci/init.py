@@ -185,6 +185,17 @@ def init(start: str | Path = ".", force: bool = False, harness_spec: str | None 
         harness_spec, warning = installed_harness_spec()
         if warning:
             warnings.append(warning)
+    if hosts:
+        # Each name becomes a CI runner label: a typo would give a workflow no runner ever takes.
+        from harness.collect.host.profiles import load_profiles, repo_profiles_dir
+        known = load_profiles()
+        local = root / "hosts"
+        if local.is_dir() and repo_profiles_dir() != local:
+            known = {**known, **load_profiles(local)}
+        unknown = [h for h in hosts if h not in known]
+        if unknown:
+            raise UserError(f"unknown host profile {', '.join(map(repr, unknown))} (known: "
+                            f"{', '.join(sorted(known))}; a lab's own goes in {local}/NAME.json)")
     files = render(root, harness_spec, command or PLACEHOLDER_COMMAND,
                    hosts or _default_hosts(), target)
     existing = [p for p in files if (root / p).exists()]

@@ -242,13 +242,14 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
         raise UserError(f"--max-commits must be at least 1, got {max_commits}")
     conf = load_config(config)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
-    m = ensure_machine(mf, machine)["machine"]
     co = Path(checkout).expanduser() if checkout else default_checkout(results_repo)
-    out = NightlyResult(m)
-    with out.stage("sync"):
-        repo = open_results_repo(results_repo, co, results_branch)
-        repo_dir = Path(repo.working_dir)
-        sync_in(repo_dir, conf.results_dir, m)
+    t0 = time.monotonic()
+    # The results repository first: when it cannot be reached, nothing (the machine file) is written.
+    repo = open_results_repo(results_repo, co, results_branch)
+    repo_dir = Path(repo.working_dir)
+    m = ensure_machine(mf, machine)["machine"]
+    sync_in(repo_dir, conf.results_dir, m)
+    out = NightlyResult(m, stages_s={"sync": round(time.monotonic() - t0, 1)})
 
     measured = result_commits(conf, m) if (conf.results_dir / m).is_dir() else set()
     todo = [c for c in branch_commits(conf.root, branch, since) if c not in measured][:max_commits]

@@ -54,8 +54,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    # A kill should end like Ctrl-C: the command child is killed and the record says so.
+def _interrupt(signum: int, frame: Any) -> None:
+    # Ctrl-C or a kill: the command child is killed and the record says so. A second one while
+    # that is saved must not cut the saving short, so from here on both are ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -64,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     args.invocation = Invocation(argv)
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _sigterm)
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         return int(args._command.run(args) or 0)
     except UserError as e:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ci.reports import context_for, index_text
+from harness.collect.record import check_writable
 from harness.core.errors import UserError
 from harness.render.report import render
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if out is None:
         sys.stdout.write(text)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        check_writable(out, "report")
         out.write_text(text, encoding="utf-8")
         print(f"harness: wrote {out}", file=sys.stderr)
     return 0

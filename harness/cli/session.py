@@ -146,9 +146,15 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
     from harness.analyze.identity import BaselineStore
     from harness.collect.host.profiles import resolve_host_settings
     from harness.collect.plan import build_plan
-    from harness.collect.record import Record
+    from harness.collect.record import Record, check_new_record, check_writable
+    from harness.collect.runner import check_inputs
+    # Before the host is read (which loads MLX) and any model: where the outputs go.
+    check_new_record(record_path)
+    if extra.get("purpose") == "baseline":
+        check_writable(baselines, "baselines file")
     suite = resolve_host_settings(suite, inv.host())
     store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
+    check_inputs(suite)
     record = Record.create(record_path, suite.to_dict(), inv.host(),
                            inv.command, len(build_plan(suite)),
                            extra={**extra, "baselines": str(baselines)})

@@ -7,6 +7,7 @@ Headers only: no tensor data is read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -82,8 +83,50 @@ def model_tensor_bytes(model_dir: str | os.PathLike[str]) -> Tensors:
 
 
 
+def _cache_path() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "harness" / "weights-sha256.json"
+
+
+def _file_sha256(f: Path, cache: dict[str, Any]) -> str:
+    st = f.stat()
+    key = str(f.resolve())
+    hit = cache.get(key)
+    if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
+        return str(hit["sha256"])
+    h = hashlib.sha256()
+    with f.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(8 << 20), b""):
+            h.update(chunk)
+    cache[key] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h.hexdigest()}
+    return h.hexdigest()
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """One digest of a model directory's weights (every safetensors shard's content, by name):
+    two directories of the same name with other weights differ here. A shard's digest is cached
+    by path, size and mtime (XDG_CACHE_HOME/harness), so a 16 GB model is read once, not per session."""
+    cache_file = _cache_path()
+    try:
+        cache = json.loads(cache_file.read_text())
+        cache = cache if isinstance(cache, dict) else {}
+    except (OSError, ValueError):
+        cache = {}
+    h = hashlib.sha256()
+    for f in _weight_files(model_dir):
+        h.update(f"{f.name}:{_file_sha256(f, cache)}\n".encode())
+    try:   # a cache that cannot be written costs time next session, never this one
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(cache, sort_keys=True))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass
+    return h.hexdigest()
+
+
 def model_files(suite: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{pairing: {role: {"directory", "tensors"} or {"directory", "error"}}} for a suite's
+    """{pairing: {role: {"directory", "tensors", "sha256"} or {"directory", "error"}}} for a suite's
     pairings; "embedded" is the default engine's embedded pair. A directory that cannot be read
     is said so here, not refused: command engines may make their weights themselves."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -98,7 +141,7 @@ def model_files(suite: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
                 roles[role] = {"directory": str(d), "error": f"{role} directory {d} is not on this machine"}
                 continue
             try:
-                roles[role] = {"directory": str(d), "tensors": model_tensor_bytes(d)}
+                roles[role] = {"directory": str(d), "tensors": model_tensor_bytes(d), "sha256": weights_sha256(d)}
             except (ValueError, OSError) as e:
                 roles[role] = {"directory": str(d), "error": str(e)}
         out[pairing["name"]] = roles

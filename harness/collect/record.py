@@ -29,6 +29,7 @@ from typing import Any
 from harness.collect.models import model_files
 from harness.core import schema
 from harness.core.errors import UserError
+from harness.core.redact import redact
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 KIND = schema.RECORD_KIND
@@ -36,6 +37,29 @@ KIND = schema.RECORD_KIND
 # the time since the last one: the journal keeps each run meanwhile.
 REWRITE_MIN_INTERVAL_S = 30.0
 REWRITE_MAX_SHARE = 0.05
+
+
+def check_writable(path: str | Path, what: str) -> None:
+    """One line (UserError) when `path` cannot be written, said before any run starts: its
+    directory is made (as writing it would) and a probe file created there and removed."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{p}: the {what} path is a directory; pass a file path")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=p.parent, prefix=".harness-write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(f"{p}: cannot write the {what} there ({e.strerror or e}); pass another path") from None
+
+
+def check_new_record(path: Path) -> None:
+    """A new record may go to `path`: nothing there yet, and the place writable (one line if not)."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{path}: record already exists; finish it with --resume {path} "
+                        "or pass another --record")
+    check_writable(path, "record")
 
 
 def now_iso() -> str:
@@ -147,9 +171,7 @@ class Record:
                command: list[str], planned_runs: int, extra: dict[str, Any] | None = None) -> Record:
         """Start a new record; refuses to replace an existing file."""
         p = Path(path)
-        if p.exists():
-            raise UserError(f"{p}: record already exists; finish it with --resume {p} "
-                            "or pass another --record")
+        check_new_record(p)
         data: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION, "kind": KIND, "session_id": uuid.uuid4().hex,
             "created": now_iso(), "finished": None, "complete": False, "command": list(command),
@@ -157,15 +179,16 @@ class Record:
             **(extra or {}),
             "suite": suite, "host": host, "models": model_files(suite), "runs": [],
         }
-        rec = cls(p, data)
+        rec = cls(p, redact(data))
         # A journal without its record is left from a deleted one: it belongs to nothing.
         rec.journal_path.unlink(missing_ok=True)
         # O_EXCL first: two sessions started at once cannot both take the same path.
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
             os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             raise UserError(f"{p}: record already exists") from None
+        except OSError as e:
+            raise UserError(f"{p}: cannot write the record there ({e.strerror or e}); pass another path") from None
         rec.write()
         return rec
 
@@ -177,6 +200,9 @@ class Record:
         for key in ("suite", "runs", "session_id"):
             if key not in data:
                 raise UserError(f"{p}: record has no {key!r} field")
+        if not isinstance(data["runs"], list):
+            raise UserError(f"{p}: record's runs is a {type(data['runs']).__name__}, not a list; "
+                            "was it edited by hand or written by another tool?")
         done = {r.get("index") for r in data["runs"] if isinstance(r, dict)}
         data["runs"].extend(r for r in read_journal(journal_path(p)) if r["index"] not in done)
         return cls(p, schema.load_record(data, str(p)))
@@ -193,6 +219,11 @@ class Record:
         a line in the journal, and now and then the whole record."""
         if run["index"] in self.done_indices():
             raise ValueError(f"run {run['index']} is already in the record")
+        # Secrets out before anything is kept (an engine may print its environment when it fails).
+        clean = redact(run)
+        if clean is not run:
+            run.clear()
+            run.update(clean)
         self.runs.append(run)
         # Flushed, not fsynced: a killed process's writes survive in the page cache, and a
         # power cut loses at most the runs since the last full rewrite (which is fsynced).
@@ -203,8 +234,8 @@ class Record:
             self.write(compact=True)
 
     def note_resume(self, command: list[str], host: dict[str, Any]) -> None:
-        self.data.setdefault("resumes", []).append({"at": now_iso(), "command": list(command),
-                                                    "host": host})
+        self.data.setdefault("resumes", []).append(redact({"at": now_iso(), "command": list(command),
+                                                           "host": host}))
         self.write()
 
     def finish(self, planned: int) -> None:

@@ -29,6 +29,7 @@ from harness.collect.plan import PlannedRun
 from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
 from harness.core import schema
+from harness.core.errors import UserError
 
 UIFactory = Callable[[int, int], Any]   # (total runs, done before) -> a context-managed UI
 Annotate = Callable[[dict[str, Any]], dict[str, Any]]
@@ -328,6 +329,25 @@ def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | No
     except Exception as e:  # an adapter bug must not end the session either
         import traceback
         return None, EngineFailure(f"{type(e).__name__}: {e}", traceback.format_exc()[-2000:])
+
+
+def check_inputs(suite: Suite) -> None:
+    """What an in-process engine would refuse (its module's `check_inputs(pairing)`), said once
+    before the session as one line, rather than as every run failing."""
+    import importlib
+
+    from harness.core.declare import builtin_modules
+    seen: set[tuple[str, str]] = set()
+    for arm in suite.arms:
+        kind = suite.engine(arm).adapter
+        mod = builtin_modules().get(kind)
+        if mod is None or (kind, arm.pairing) in seen:
+            continue
+        seen.add((kind, arm.pairing))
+        check = getattr(importlib.import_module(mod), "check_inputs", None)
+        problem = check(suite.pairing(arm.pairing)) if check else None
+        if problem:
+            raise UserError(f"{suite.path}: pairing {arm.pairing!r} ({suite.engine(arm).name}): {problem}")
 
 
 def measure_scaling(suite: Suite, context_tokens: int = 512) -> dict[str, Any] | None:

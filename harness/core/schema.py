@@ -283,6 +283,7 @@ class ModelFiles(_S, kw_only=True):
     """One model directory of a pairing as the session found it: its tensor table, or why not."""
     directory: str
     tensors: dict[str, tuple[int, list[int]]] | None = None   # {name: (bytes, shape)}
+    sha256: str | None = None         # the weights' content (every shard), harness.collect.models
     error: str | None = None
 
 
@@ -301,10 +302,30 @@ class Record(_S, kw_only=True):
     runs: list[Run]
 
 
+class BaselineEntry(_S, kw_only=True):
+    """One arm's own output on this host, the reference for byte identity (harness.analyze.identity)."""
+    token_ids: list[int]
+    text: str | None = None
+    text_sha256: str | None = None
+    pairing: str | None = None
+    arm: str | None = None
+    prompt: str | None = None
+    max_tokens: int | None = None
+    temp: float | None = None
+    seed: int | None = None
+    recorded: str | None = None
+    session_id: str | None = None
+    engine: dict[str, Any] = {}
+    label: str | None = None
+    target: str | None = None
+    drafter: str | None = None
+    history: list[dict[str, Any]] = []
+
+
 class Baselines(_S, kw_only=True):
     schema_version: Literal[1]
     kind: Literal["harness.baselines"]
-    baselines: dict[str, dict[str, Any]]
+    entries: dict[str, BaselineEntry]
 
 
 # --- migration and the one door records come in through ------------------------------------
@@ -387,7 +408,7 @@ def check(data: Any, typ: type, where: str) -> None:
     try:
         msgspec.convert(data, typ)
     except msgspec.ValidationError as e:
-        raise UserError(f"{where}: not a valid {typ.__name__} (schema_version {SCHEMA_VERSION}): {e}; "
+        raise UserError(f"{where}: not a valid {typ.__name__}: {e}; "
                         "was it edited by hand or written by another tool?") from None
 
 

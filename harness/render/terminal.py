@@ -139,6 +139,9 @@ def summary_table(rows: list[ArmSummary], title: str = "summary") -> Group:
             else f"{s.per_step_acceptance:.3f}")
         speed = "-" if s.speedup is None else (
             f"{s.speedup:.2f}x ({s.speedup_ci[0]:.2f}-{s.speedup_ci[1]:.2f})" if s.speedup_ci else f"{s.speedup:.2f}x")
+        accept = f(s.acceptance, ".3f")
+        if s.declined:   # two classic decodes: their ratio is not a speed-up of speculation
+            speed = accept = "declined (classic decode)"
         ident = ", ".join(f"{k} {v}" for k, v in sorted(s.identity.items()))
         if s.vs_classic:
             ident += f"; {s.vs_classic}"
@@ -154,7 +157,7 @@ def summary_table(rows: list[ArmSummary], title: str = "summary") -> Group:
         t.add_row(s.arm, s.prompt, f"{s.runs}" + (f"+{s.failed} failed" if s.failed else ""),
                   f(s.tok_s_median, ".1f"),
                   "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
-                  f(s.ms_per_token_median, ".2f"), f(s.spread, ".1%"), f(s.acceptance, ".3f"),
+                  f(s.ms_per_token_median, ".2f"), f(s.spread, ".1%"), accept,
                   per_step, f(s.emitted_per_verify, ".2f"), speed, ident, label,
                   "; ".join(s.flags) or "-", style="yellow" if s.do_not_publish else None)
     lines = [Text(f"[{i + 1}] {n}") for i, n in enumerate(notes)]

@@ -182,12 +182,24 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     s = fx.settings
     parts = [f"{fx.suite['name']} on {fx.host_short()}: {len(fx.arm_order)} arms, {len(fx.prompts)} prompt"
              f"{'s' if fx.multi_prompt else ''}, {s['max_tokens']} tokens per run, medians of {s['repetitions']}."]
+    parts += _failed_runs_sentence(fx)
     speed, short = _speedup_sentences(fx)
     parts += speed + _one_override_sentence(fx)
     gate, gate_short = _probe_sentences(fx)
     short += gate_short
     parts += gate + _compare_sentence(fx, cmp_sec) + _label_sentences(fx)
     return " ".join(parts), short
+
+
+def _failed_runs_sentence(fx: Facts) -> list[str]:
+    """Failed measured runs come first: every figure below rests on the runs that did not fail."""
+    measured = [r for r in fx.rec["runs"] if not r.get("warmup")]
+    failed = [r for r in measured if r.get("status") != "ok"]
+    if not failed:
+        return []
+    arms = sorted({r.get("arm") or "?" for r in failed})
+    return [f"{len(failed)} of {len(measured)} measured runs failed ({', '.join(arms)}); the figures "
+            "below rest on the runs that did not (see Rows thrown away)."]
 
 
 def _speedup_sentences(fx: Facts) -> tuple[list[str], str]:

@@ -71,6 +71,21 @@ def preload_blas() -> str | None:
     return str(Path(mod.__file__).resolve().parent)
 
 
+def check_inputs(pairing: Any) -> str | None:
+    """What the engine would refuse for this pairing (missing files, a tokenizer mismatch),
+    found before the session starts; None when it would load."""
+    if pairing.target == "embedded" and pairing.drafter == "embedded":
+        return None
+    from specdec.errors import SpecdecError
+    from specdec.loading import check_pair_dirs
+    try:
+        dd = pairing.drafter_dir()
+        check_pair_dirs(pairing.target_dir(), dd)
+    except SpecdecError as e:
+        return str(e)
+    return None
+
+
 def measure_scaling(pairing: Any, context_tokens: int = 512) -> dict[str, Any]:
     """Verify-forward cost scaling of a pairing's target at T = 1, 2, 3, 4, 8."""
     from specdec.loading import load_pair

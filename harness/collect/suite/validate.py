@@ -376,6 +376,9 @@ def _prompts(v: _V, raw: Any, base_dir: Path, engines: dict[str, EngineDecl]) ->
                     text = f.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError) as e:
                     raise v.fail(f"{k}.file", f"cannot read prompt file {f}: {e}") from None
+            if not text.strip():
+                # Engines refuse an empty prompt: every run would fail; say it once, now.
+                raise v.fail(f"{k}.{sources[0]}", "the prompt is empty or only whitespace")
             new = [Prompt(name=name, category=category, text=text)]
         elif category is not None:
             limit = v.int_(t["limit"], f"{k}.limit", 1) if "limit" in t else None
