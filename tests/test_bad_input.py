@@ -96,6 +96,18 @@ def _nightly_project(tmp: Path) -> Path:
     return proj
 
 
+def _machine_m(tmp: Path) -> None:
+    subprocess.run(harness_argv("host", "register", "--machine", "m", "--machine-file", str(tmp / "m.json")),
+                   check=True, capture_output=True, env=clean_env(), timeout=120)
+
+
+def _results_a_file(tmp: Path) -> Path:
+    proj = _nightly_project(tmp)
+    _machine_m(tmp)
+    (proj / "results").write_text("not a directory")
+    return proj
+
+
 def _empty_repo(tmp: Path) -> Path:
     repo = tmp / "engine"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -216,6 +228,10 @@ CASES = [
     Case("init over an existing asv.conf.json", lambda t: ["init"], "would overwrite asv.conf.json",
          cwd=_nightly_project),
     Case("init outside a git repository", lambda t: ["init", "--dir", str(t)], "not in a git repository"),
+    Case("pr-check where asv results cannot be written",
+         lambda t: ["pr-check", "HEAD", "HEAD", "--suite", str(REPO / "benchmarks" / "suite.toml"),
+                    "--machine", "m", "--machine-file", str(t / "m.json")],
+         "cannot write the asv results there", cwd=_results_a_file),
     Case("nightly unreachable results repository",
          lambda t: ["nightly", "--results-repo", str(t / "none.git"), "--checkout", str(t / "co"),
                     "--machine-file", str(t / "machine.json")], "unreachable", cwd=_nightly_project),
@@ -233,6 +249,7 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(case: Case, tmp_path: 
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert lines[0].startswith("harness") and case.says in lines[0], lines[0]
+    print(f"{case.name}: {lines[0]}")   # pytest -rP lists every case with its line
     after = _snapshot(tmp_path)
     assert {k: after.get(k) for k in before} == before, "a file that was there changed"
     if case.name == "nightly unreachable results repository":

@@ -33,6 +33,7 @@ from typing import Any
 
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
 from harness.ci.reports import render_missing
+from harness.collect.record import check_writable
 from harness.core.errors import UserError
 
 PUSH_ATTEMPTS = 4
@@ -248,6 +249,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     repo = open_results_repo(results_repo, co, results_branch)
     repo_dir = Path(repo.working_dir)
     m = ensure_machine(mf, machine)["machine"]
+    check_writable(conf.results_dir / m / "results.json", "asv results")
     sync_in(repo_dir, conf.results_dir, m)
     out = NightlyResult(m, stages_s={"sync": round(time.monotonic() - t0, 1)})
 

@@ -34,6 +34,7 @@ from harness.ci.asvtool import (
     run_asv,
 )
 from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits, summary_json
+from harness.collect.record import check_writable
 from harness.core.errors import UserError
 
 MARKER = "<!-- harness-pr-check:{machine} -->"   # one comment per host, updated in place
@@ -230,6 +231,8 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     store = BaselineStore.load(Path(baselines)) if baselines else None
     entry = ensure_machine(mf, machine) if asv else {"machine": machine or "local"}
     mname = entry["machine"]
+    if asv:   # where asv will store both sides, checked before either is measured
+        check_writable(conf.results_dir / mname / "results.json", "asv results")
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     work = conf.root / ".asv" / "pr-check" / f"{base.replace('/', '_')[:20]}-{head.replace('/', '_')[:20]}-{stamp}"
     console = Console(stderr=True) if echo else None
