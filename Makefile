@@ -24,10 +24,11 @@ bench: install
 	$(BIN)/harness run
 
 # Everything CI needs: lint, then every test (the end-to-end ones too). Three workers, one test
-# file each at a time (the end-to-end files wait on subprocesses as much as they compute); the
-# tests that read this host's CPU load run afterwards, alone, since the others would be load.
+# file each at a time, the end-to-end files first (tests/conftest.py orders them; xdist would
+# otherwise start the files with most tests first and these last); the tests that read this
+# host's CPU load run afterwards, alone, since the others would be load.
 test: install lint chromium
-	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not host_alone"
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not host_alone"
 	$(BIN)/python -m pytest -m host_alone
 
 # The quick loop while editing: every test but the end-to-end ones (e2e).

@@ -10,3 +10,14 @@ import os
 # timings within a run, never against a fixed figure, so one BLAS thread per process changes no
 # verdict; the subprocesses the tests start inherit it. A value set outside is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The end-to-end files first, the longest first: make test hands each to its own worker at
+    the start (with --no-loadscope-reorder), and the short files fill the third worker and then
+    the others, instead of the long ones starting last and running alone at the end."""
+    def rank(item):
+        if item.get_closest_marker("e2e") is None:
+            return 2
+        return 0 if "asv_e2e" in item.nodeid else 1
+    items.sort(key=rank)   # stable: the order within each file is kept
