@@ -13,6 +13,7 @@ in a fresh git repository:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -116,3 +117,55 @@ def run_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.update(extra or {})
     return env
+
+
+MACHINE = "e2e"
+ARTIFACTS = REPO / "build" / "artifacts"
+TIMINGS: dict[str, dict[str, float | dict]] = {}
+
+
+def record_timing(name: str, seconds: float | dict, artifact: str = "asv-e2e.json") -> None:
+    """A timing of an end-to-end step, kept in build/artifacts/<artifact> (one file per test module:
+    make test runs modules in parallel)."""
+    TIMINGS.setdefault(artifact, {})[name] = seconds if isinstance(seconds, dict) else round(seconds, 1)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / artifact
+    old = json.loads(path.read_text()) if path.exists() else {}
+    old.update(TIMINGS[artifact])
+    path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
+
+
+def run_quiet(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+class Scratch:
+    def __init__(self, root: Path):
+        self.root = root
+        self.proj = root / "project"
+        self.machine_file = root / "asv-machine.json"
+        self.suite = fast_suite(root / "fast-suite.toml")
+        self.env = run_env({"HARNESS_ASV_SUITE": str(self.suite)})
+        self.shas: dict[str, str] = {}
+
+    def harness(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return run_quiet(harness_argv(*args), self.proj, self.env, timeout)
+
+    def asv(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "harness.ci.asvtool", "--machine-file", str(self.machine_file), "--", *args]
+        return run_quiet(argv, self.proj, self.env, timeout)
+
+    def figures(self, sha: str) -> dict:
+        sys.path.insert(0, str(REPO))
+        from harness.ci.asvtool import load_config, load_figures
+        return load_figures(load_config(self.proj / "asv.conf.json"), MACHINE, sha)
+
+
+def new_scratch(root: Path, work: float) -> Scratch:
+    """A scratch project with its commits (make_scratch) and this host registered as MACHINE."""
+    s = Scratch(root)
+    s.shas = make_scratch(s.root, work)
+    r = s.harness("host", "register", "--machine", MACHINE, "--machine-file", str(s.machine_file))
+    assert r.returncode == 0, r.stderr
+    return s

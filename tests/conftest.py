@@ -16,8 +16,9 @@ def pytest_collection_modifyitems(config, items):
     """The end-to-end files first, the longest first: make test hands each to its own worker at
     the start (with --no-loadscope-reorder), and the short files fill the third worker and then
     the others, instead of the long ones starting last and running alone at the end."""
+    longest = ("test_asv_e2e.py", "test_foreign_e2e.py", "test_pr_check_e2e.py")
+
     def rank(item):
-        if item.get_closest_marker("e2e") is None:
-            return 2
-        return 0 if "asv_e2e" in item.nodeid else 1
+        name = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+        return longest.index(name) if name in longest else len(longest)
     items.sort(key=rank)   # stable: the order within each file is kept

@@ -1,14 +1,14 @@
 """End-to-end proof of the asv integration, on a scratch copy of this project (asv_scratch.py).
 
-`asv run` with per-commit virtualenv installs measures two commits (base, slow);
-the step at `slow` must show; `harness pr-check` (the two commits run by run, stored in asv)
-must never fail a comment-only change and must fail the slowed engine; `harness nightly` must measure a branch with a commit that does not build and
+`asv run` with per-commit virtualenv installs measures two commits (base, slow); the step at
+`slow` must show; `harness nightly` must measure a branch with a commit that does not build and
 one whose engine crashes (failed there, the run goes on), publish the dashboard and push the
 results to a results repository; headless Chromium must show a graph with points for more
 than one commit. Timings land in build/artifacts/asv-e2e.json, the screenshot in
-build/artifacts/dashboard.png.
+build/artifacts/dashboard.png. `harness pr-check` over the same kind of scratch project is
+tests/test_pr_check_e2e.py (a file of its own, so make test runs the two side by side).
 
-Select it alone with `python -m pytest -m e2e`; `make test` runs it too (about 6 minutes here).
+Select it alone with `python -m pytest -m e2e`; `make test` runs it too (about 4 minutes here).
 """
 
 from __future__ import annotations
@@ -19,71 +19,28 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from asv_scratch import REPO, commit_all, fast_suite, git, harness_argv, make_scratch, run_env
+from asv_scratch import ARTIFACTS, MACHINE, Scratch, commit_all, git, new_scratch, record_timing
 
 pytestmark = pytest.mark.e2e
 
 WORK = 2.0                # target decode forwards added to each (classic about 2.5x slower here)
-MACHINE = "e2e"
-ARTIFACTS = REPO / "build" / "artifacts"
-TIMINGS: dict[str, float | dict] = {}
-
-
-def _record_timing(name: str, seconds: float | dict) -> None:
-    TIMINGS[name] = seconds if isinstance(seconds, dict) else round(seconds, 1)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / "asv-e2e.json"
-    old = json.loads(path.read_text()) if path.exists() else {}
-    old.update(TIMINGS)
-    path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
-
-
-def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
-
-
-class Scratch:
-    def __init__(self, root: Path):
-        self.root = root
-        self.proj = root / "project"
-        self.machine_file = root / "asv-machine.json"
-        self.suite = fast_suite(root / "fast-suite.toml")
-        self.env = run_env({"HARNESS_ASV_SUITE": str(self.suite)})
-        self.shas: dict[str, str] = {}
-
-    def harness(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        return _run(harness_argv(*args), self.proj, self.env, timeout)
-
-    def asv(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "harness.ci.asvtool", "--machine-file", str(self.machine_file), "--", *args]
-        return _run(argv, self.proj, self.env, timeout)
-
-    def figures(self, sha: str) -> dict:
-        sys.path.insert(0, str(REPO))
-        from harness.ci.asvtool import load_config, load_figures
-        return load_figures(load_config(self.proj / "asv.conf.json"), MACHINE, sha)
 
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Scratch:
-    s = Scratch(tmp_path_factory.mktemp("asv-e2e"))
-    s.shas = make_scratch(s.root, WORK)
-    r = s.harness("host", "register", "--machine", MACHINE, "--machine-file", str(s.machine_file))
-    assert r.returncode == 0, r.stderr
-    # base and slow: the step. `comment` gets its results from the comment-only pr-check.
+    s = new_scratch(tmp_path_factory.mktemp("asv-e2e"), WORK)
+    # base and slow: the step (comment, a comment-only change, is pr-check's to judge).
     hashes = s.root / "asv-run.hashes"
     hashes.write_text(f"{s.shas['slow']}\n{s.shas['base']}\n")
     t0 = time.monotonic()
     r = s.asv("run", f"HASHFILE:{hashes}", "--record-samples", "--machine", MACHINE, "--show-stderr",
               timeout=1500)
-    _record_timing("asv_run_2_commits_s", time.monotonic() - t0)
+    record_timing("asv_run_2_commits_s", time.monotonic() - t0)
     assert "Benchmarking virtualenv" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
     return s
 
@@ -111,46 +68,6 @@ def test_asv_run_measures_each_commit_and_shows_the_step(scratch):
     assert b3.skipped != (b3.value is not None) and not b3.failed
 
 
-def _pr_check(scratch, head: str, name: str, *extra: str):
-    out, js = scratch.root / f"pr-{name}.md", scratch.root / f"pr-{name}.json"
-    t0 = time.monotonic()
-    r = scratch.harness("pr-check", scratch.shas["base"], scratch.shas[head], "--machine", MACHINE,
-                        "--machine-file", str(scratch.machine_file), "--output", str(out), "--json", str(js),
-                        *extra, timeout=1500)
-    _record_timing(f"pr_check_{name}_s", time.monotonic() - t0)
-    md = out.read_text() if out.exists() else r.stdout
-    shutil.copy(out, ARTIFACTS / f"pr-check-{name}.md") if out.exists() else None
-    data = json.loads(js.read_text()) if js.exists() else {}
-    return r, md, data
-
-
-def test_pr_check_never_fails_a_comment_only_change(scratch):
-    # At the default 5% false-alarm level one check in twenty of an unchanged engine may fail by
-    # design (CI saw it: block3 +20.6% on 8 pairs). At 0.2% this test fails about once in 500 runs
-    # of a correct harness, while a pairing or ordering bias (what it guards) still fails it.
-    r, md, data = _pr_check(scratch, "comment", "comment-only", "--alpha", "0.002")
-    # 0 pass, or 3 when this host could not resolve the threshold; never 1.
-    assert r.returncode in (0, 3), md + r.stderr[-3000:]
-    assert "| **worse** | ms/token" not in md
-    assert md.splitlines()[3].startswith("**pass" if r.returncode == 0 else "**inconclusive: this host could not see")
-    assert "**differs**" not in md and "| classic | code/" in md
-    assert "block3-inexact: not a shipping configuration" in md
-    assert "false-alarm level 0.2% split" in md and "--alpha 0.002" in md, md
-    # Both sides were stored in asv, which read the same samples.
-    assert data["asv"], "asv compare printed no rows for the stored results"
-
-
-def test_pr_check_fails_the_slowed_engine(scratch):
-    r, md, data = _pr_check(scratch, "slow", "slowed")
-    assert r.returncode == 1, md + r.stderr[-3000:]
-    assert re.search(r"\| \*\*worse\*\* \| ms/token \| classic \|", md), md
-    assert md.splitlines()[3].startswith("**FAIL: ")
-    summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["exit_status"] == 1 and summary["headline"].startswith("FAIL")
-    classic = next(f for f in data["figures"] if f["gated"] and f["arm"] == "classic")
-    assert classic["verdict"] == "worse" and classic["ratio"] > 1.3
-
-
 @pytest.fixture(scope="module")
 def nightly_run(scratch):
     """A branch off `comment`: a commit that does not build, one whose engine crashes, a fix."""
@@ -172,9 +89,9 @@ def nightly_run(scratch):
     git(scratch.root, "init", "-q", "--bare", "-b", "main", str(bare))
     t0 = time.monotonic()
     r = scratch.harness("nightly", "--results-repo", str(bare), "--checkout", str(scratch.root / "results-co"),
-                        "--branch", "broken", "--machine", MACHINE, "--machine-file", str(scratch.machine_file),
-                        timeout=1500)
-    _record_timing("nightly_3_commits_s", time.monotonic() - t0)
+                        "--branch", "broken", "--since", no_build, "--machine", MACHINE,
+                        "--machine-file", str(scratch.machine_file), timeout=1500)
+    record_timing("nightly_3_commits_s", time.monotonic() - t0)
     return {"r": r, "bare": bare, "no_build": no_build, "crash": crash, "fixed": fixed}
 
 
@@ -184,7 +101,7 @@ def test_nightly_marks_broken_commits_failed_goes_on_and_pushes(scratch, nightly
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["pushed"] is True
     assert set(summary["stages_s"]) == {"sync", "baselines", "asv run", "publish", "reports", "push"}, summary
-    _record_timing("nightly_stages", summary["stages_s"])
+    record_timing("nightly_stages", summary["stages_s"])
     assert set(summary["measured"]) == {nightly_run[k] for k in ("no_build", "crash", "fixed")}
     assert set(summary["failed"]) == {nightly_run["no_build"], nightly_run["crash"]}
     for k in ("no_build", "crash"):
