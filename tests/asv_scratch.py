@@ -83,7 +83,7 @@ def make_scratch(root: Path, work: float = 1.0) -> dict[str, str]:
 
 
 def fast_suite(path: Path, repetitions: int = 7) -> Path:
-    """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate) and a
+    """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate), 24 tokens a run, and a
     fixed number of runs (no time budget; 7, the fewest with which asv's Mann-Whitney test can
     call a change significant): the protocol is the same, the session takes seconds.
     The contention watch still records load."""
@@ -99,6 +99,8 @@ def fast_suite(path: Path, repetitions: int = 7) -> Path:
             line = "cooldown_s = 0.2"
         elif line.startswith("repetitions"):
             line = f"repetitions = {repetitions}"
+        elif line.startswith("max_tokens"):
+            line = "max_tokens = 24"       # half the suite's: the same protocol, half the decoding
         elif in_quiet and line.startswith("enabled"):
             line = "enabled = false"
         out.append(line)
