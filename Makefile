@@ -16,8 +16,9 @@ blas:
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
+# --no-compile: byte-compiling every dependency is half of pip's time; Python compiles what is
+# imported, once. The venv's own pip is enough (editable installs need pip 21.3, Python 3.10's has 22).
 install: blas $(BIN)/python
-	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q --no-compile -e '.[specdec,test,train]'
 
 bench: install
