@@ -285,6 +285,16 @@ def test_a_misbehaving_command_arm_fails_its_runs_not_the_session(name: str, tmp
     assert f"{len(bad)} of {len(runs)} measured runs failed (bad)" in rep.stdout, rep.stdout[:1500]
 
 
+def test_an_arm_whose_gate_declines_reads_declined_not_a_speedup(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, [command_arm("classic", env={"FAKE_TOK_S": "100"}),
+                                   command_arm("b3", 3, env={"FAKE_DECLINE": "1", "FAKE_TOK_S": "136"})])
+    r = subprocess.run(harness_argv("run", str(suite), "--record", str(tmp_path / "r.json")), cwd=tmp_path,
+                       env={**clean_env(), "COLUMNS": "250"}, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    b3 = next(ln for ln in r.stdout.splitlines() if ln.lstrip("│┃ ").startswith("b3"))
+    assert b3.count("declined (classic") == 2 and "1.36x" not in r.stdout, r.stdout
+
+
 def test_a_flood_of_output_is_kept_as_a_bounded_tail(tmp_path: Path) -> None:
     suite = write_suite(tmp_path, [command_arm("flood", env={"FAKE_FLOOD_MB": "8", "FAKE_CRASH": "1"})])
     rec = tmp_path / "r.json"
