@@ -45,6 +45,10 @@ def check_writable(path: str | Path, what: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise UserError(f"{p}: the {what} path is a directory; pass a file path")
+    above = next((a for a in p.parents if a.exists()), None)
+    if above is not None and not above.is_dir():
+        raise UserError(f"{p}: cannot write the {what} there: {above} is a file, not a directory; "
+                        "pass another path")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=p.parent, prefix=".harness-write-probe-")
