@@ -350,3 +350,21 @@ def test_project_cli_zero_classic(capsys):
     args[1] = "0"
     assert cm.project_cli(args + ["--other-ms", "1"]) == 2
     assert "--classic-ms" in capsys.readouterr().err
+
+
+def test_weights_digest_follows_content_not_the_directory_name(tmp_path, monkeypatch) -> None:
+    import shutil
+
+    from harness.collect.models import weights_sha256
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = Path(__file__).resolve().parent.parent / "specdec" / "models" / "drafter"
+    a, b = tmp_path / "a" / "drafter", tmp_path / "b" / "drafter"
+    shutil.copytree(src, a)
+    shutil.copytree(src, b)
+    assert weights_sha256(a) == weights_sha256(b)
+    assert (tmp_path / "cache" / "harness" / "weights-sha256.json").is_file()
+    w = b / "model.safetensors"
+    data = bytearray(w.read_bytes())
+    data[-1] ^= 1                      # one bit of one weight
+    w.write_bytes(bytes(data))
+    assert weights_sha256(a) != weights_sha256(b)

@@ -113,8 +113,11 @@ def weights_sha256(model_dir: Path) -> str:
     except (OSError, ValueError):
         cache = {}
     h = hashlib.sha256()
+    old = dict(cache)
     for f in _weight_files(model_dir):
         h.update(f"{f.name}:{_file_sha256(f, cache)}\n".encode())
+    if cache == old:
+        return h.hexdigest()   # every shard was a cache hit: nothing to write
     try:   # a cache that cannot be written costs time next session, never this one
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}")

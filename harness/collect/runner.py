@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -331,21 +331,28 @@ def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | No
         return None, EngineFailure(f"{type(e).__name__}: {e}", traceback.format_exc()[-2000:])
 
 
-def check_inputs(suite: Suite) -> None:
-    """What an in-process engine would refuse (its module's `check_inputs(pairing)`), said once
-    before the session as one line, rather than as every run failing."""
+def _adapter_functions(suite: Suite, name: str) -> Iterator[tuple[Any, Any]]:
+    """(arm, function) for each arm whose in-process engine's module defines `name` (an optional
+    hook: check_inputs, measure_scaling); command engines have none."""
     import importlib
 
     from harness.core.declare import builtin_modules
-    seen: set[tuple[str, str]] = set()
     for arm in suite.arms:
-        kind = suite.engine(arm).adapter
-        mod = builtin_modules().get(kind)
-        if mod is None or (kind, arm.pairing) in seen:
+        mod = builtin_modules().get(suite.engine(arm).adapter)
+        fn = getattr(importlib.import_module(mod), name, None) if mod else None
+        if fn is not None:
+            yield arm, fn
+
+
+def check_inputs(suite: Suite) -> None:
+    """What an in-process engine would refuse (its module's `check_inputs(pairing)`), said once
+    before the session as one line, rather than as every run failing."""
+    seen: set[tuple[Any, str]] = set()
+    for arm, check in _adapter_functions(suite, "check_inputs"):
+        if (check, arm.pairing) in seen:
             continue
-        seen.add((kind, arm.pairing))
-        check = getattr(importlib.import_module(mod), "check_inputs", None)
-        problem = check(suite.pairing(arm.pairing)) if check else None
+        seen.add((check, arm.pairing))
+        problem = check(suite.pairing(arm.pairing))
         if problem:
             raise UserError(f"{suite.path}: pairing {arm.pairing!r} ({suite.engine(arm).name}): {problem}")
 
@@ -353,12 +360,6 @@ def check_inputs(suite: Suite) -> None:
 def measure_scaling(suite: Suite, context_tokens: int = 512) -> dict[str, Any] | None:
     """Verify-forward cost scaling of the first pairing run by an engine that can measure it
     (suite `scaling = true`); None when no arm's engine can."""
-    import importlib
-
-    from harness.core.declare import builtin_modules
-    for arm in suite.arms:
-        mod = builtin_modules().get(suite.engine(arm).adapter)
-        scaler = getattr(importlib.import_module(mod), "measure_scaling", None) if mod else None
-        if scaler is not None:
-            return scaler(suite.pairing(arm.pairing), context_tokens=context_tokens)
+    for arm, scaler in _adapter_functions(suite, "measure_scaling"):
+        return scaler(suite.pairing(arm.pairing), context_tokens=context_tokens)
     return None
