@@ -205,14 +205,20 @@ def test_injected_work_runs_floor_n_times_f_extra_forwards_on_the_same_tokens(pa
     assert due == [int(k * f + 1e-9) - int((k - 1) * f + 1e-9) for k in range(1, n + 1)]
 
 
+@pytest.mark.host_alone
 def test_injected_work_lands_in_the_timed_decode(pair, monkeypatch):
-    # A lower bound the shared host's noise cannot break: F=2 measured about 4x here (min of runs).
-    def fastest(work: str) -> float:
+    # A timing claim, so it runs alone after the parallel tests (under 3 workers on 2 cores a
+    # block of plain runs once met a contention burst the block of F=2 runs missed: 1.24x).
+    # Interleaved, fastest of 5 a side: F=2 measured about 3x here alone.
+    def decode_ms(work: str) -> float:
         monkeypatch.setenv("SPECDEC_INJECT_WORK", work)
-        return min(generate(pair, CODE, block=1, max_tokens=64, ignore_eos=True).diagnostics.decode_ms
-                   for _ in range(3))
-    fastest("0")
-    assert fastest("2") > 1.3 * fastest("0")
+        return generate(pair, CODE, block=1, max_tokens=64, ignore_eos=True).diagnostics.decode_ms
+    decode_ms("0")
+    times: dict[str, list[float]] = {"0": [], "2": []}
+    for _ in range(5):
+        for work in times:
+            times[work].append(decode_ms(work))
+    assert min(times["2"]) > 1.5 * min(times["0"]), times
 
 
 @pytest.mark.parametrize("work", ["-1", "inf", "nan"])
