@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,32 @@ def test_refuses_to_overwrite(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="already exists"):
         _new(p)
     assert p.read_text() == "{}"
+
+
+def test_a_new_record_never_appears_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A reader polling for the record (a test, a dashboard) once met an empty file: the path was
+    # taken with O_EXCL before the content was written. Now nothing is at the path until the
+    # content is complete on disk.
+    p = tmp_path / "r.json"
+    seen = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (seen.append(p.exists()), real_fsync(fd))[1])
+    _new(p)
+    assert seen == [False]
+    assert json.loads(p.read_text())["runs"] == []
+    assert [x.name for x in tmp_path.iterdir()] == ["r.json"]   # no temp file left
+
+
+def test_a_new_record_where_hard_links_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "link", no_links)
+    p = tmp_path / "r.json"
+    _new(p)
+    assert json.loads(p.read_text())["complete"] is False
+    assert [x.name for x in tmp_path.iterdir()] == ["r.json"]
+    with pytest.raises(UserError, match="already exists"):
+        _new(p)
 
 
 def test_load_truncated(tmp_path: Path) -> None:

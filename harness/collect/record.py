@@ -70,8 +70,10 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
-def write_json_atomic(path: Path, data: Any, compact: bool = False) -> None:
-    """Write JSON so that `path` is always either the old complete file or the new one."""
+def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: bool = False) -> None:
+    """Write JSON so that `path` is always either the old complete file or the new one.
+    exclusive: `path` must not exist yet (FileExistsError if it does); it appears complete, by a
+    hard link of the finished temp file, so no reader ever sees it empty."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -85,7 +87,18 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if not exclusive:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)   # atomic, and fails if path exists
+        except FileExistsError:
+            raise
+        except OSError:          # no hard links here: an O_EXCL placeholder, then the rename
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.replace(tmp, path)
+            return
+        os.unlink(tmp)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -186,14 +199,13 @@ class Record:
         rec = cls(p, redact(data))
         # A journal without its record is left from a deleted one: it belongs to nothing.
         rec.journal_path.unlink(missing_ok=True)
-        # O_EXCL first: two sessions started at once cannot both take the same path.
+        # Exclusive: two sessions started at once cannot both take the same path.
         try:
-            os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            rec.write(exclusive=True)
         except FileExistsError:
             raise UserError(f"{p}: record already exists") from None
         except OSError as e:
             raise UserError(f"{p}: cannot write the record there ({e.strerror or e}); pass another path") from None
-        rec.write()
         return rec
 
     @classmethod
@@ -262,12 +274,12 @@ class Record:
         self.data["session_segments_s"] = [round(x, 3) for x in self._earlier_segments + [this]]
         self.data["session_wall_s"] = round(self.session_wall_s(), 3)
 
-    def write(self, compact: bool = False) -> None:
+    def write(self, compact: bool = False, exclusive: bool = False) -> None:
         """Atomically; compact while runs are being added, indented (readable) at finish. The
         record then holds every run, so the journal goes (after the rename, never before)."""
         t0 = time.monotonic()
         self._update_wall()
-        write_json_atomic(self.path, self.data, compact=compact)
+        write_json_atomic(self.path, self.data, compact=compact, exclusive=exclusive)
         self.journal_path.unlink(missing_ok=True)
         self._last_write = time.monotonic()
         self._last_write_cost = self._last_write - t0
