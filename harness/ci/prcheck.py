@@ -70,9 +70,9 @@ def suite_file(conf: AsvConfig, given: str | None) -> Path:
 def store_in_asv(conf: AsvConfig, machine_file: Path, machine: str, sha: str, record: str,
                  echo: bool = False) -> None:
     """asv's results for `sha` from a finished record (no second measurement)."""
-    # Replaying a record starts no engine and no thread, so asv may fork each benchmark from one
-    # process that imported them once; its default spawns an interpreter per benchmark (9 s
-    # against 2 s here, per side). Real measurement (asv run, nightly) keeps the default.
+    # Replaying a record starts no engine, so asv may fork each benchmark from one process that
+    # imported them once, whatever the project's asv.conf.json says (an older one may say
+    # "spawn": an interpreter per benchmark, 9 s against 2 s here, per side).
     launch = ["--launch-method=forkserver"] if hasattr(os, "fork") else []
     res = run_asv(["run", "--python=same", "--set-commit-hash", sha, "--machine", machine,
                    "--record-samples", "--show-stderr", *launch], conf, machine_file,
