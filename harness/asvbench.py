@@ -40,6 +40,14 @@ class Decode(_Figures):
     track_identity_mismatches.unit = "mismatches/run"
     track_identity_mismatches.version = _s.figure_version("identity_mismatches", _s.SUITE)
 
+    def track_memory_mib(self, cache, arm):
+        """Device memory the arm needs at its peak: the weights its generation used plus what the
+        generation added over the resident part (harness.analyze.memory; one sample per run)."""
+        return _s.samples_for(cache, "memory_mib", arm)
+
+    track_memory_mib.unit = "MiB"
+    track_memory_mib.version = _s.figure_version("memory_mib", _s.SUITE)
+
 
 class Rounds(_Figures):
     """Speculative arms: the round, what it costs, and how much of the draft is thrown away."""

@@ -20,6 +20,12 @@ PHASE_NOTES = {
     "verify_finalize": "target KV rollback of the rejected tail",
     "residual": "the walk over drafted vs verified ids, sampling bookkeeping, EOS checks, logging",
     "target_step": "classic decode: one target forward per token and its readout (pipelined one step ahead)",
+    "peak_memory_bytes": "MLX's peak memory over prefill and decode (its counter reset after the probe): "
+                         "everything resident (both models' weights) plus the KV caches and activations",
+    "resident_memory_bytes": "MLX's memory in use when the counter was reset: every loaded model's weights "
+                             "(a process may hold several pairs) and caches",
+    "model_memory_bytes": "the weights this generation used, as loaded: the target's, plus the drafter's when "
+                          "speculation engaged",
 }
 
 
@@ -53,6 +59,9 @@ class Diagnostics:
     profile: bool = False
     profile_syncs: int = 0
     profile_sync_ms: float = 0.0
+    peak_memory_bytes: int | None = None      # MLX's peak over prefill and decode
+    resident_memory_bytes: int | None = None  # in use when that counter was reset
+    model_memory_bytes: int | None = None     # weights this generation used (drafter only if engaged)
     rounds_log: list[RoundLog] = field(default_factory=list)
 
     @property
@@ -84,6 +93,7 @@ class Diagnostics:
             ms_per_token=(self.decode_ms / self.generated_tokens) if self.generated_tokens else None,
             attribution=("per-stage (profile mode: one sync after each stage)" if self.profile
                          else "unattributed between draft_block and verify_forward (lazy; one sync per round)"),
-            phase_notes={k: v for k, v in PHASE_NOTES.items() if k in self.phase_ms or k.endswith("_ms")},
+            phase_notes={k: v for k, v in PHASE_NOTES.items()
+                         if k in self.phase_ms or k.endswith(("_ms", "_bytes"))},
         )
         return d

@@ -19,7 +19,7 @@ from specdec import blas, overrides
 from specdec.diagnostics import Diagnostics, RoundLog
 from specdec.drafter import Drafter, DraftModelDrafter
 from specdec.errors import SpecdecError
-from specdec.loading import Pair
+from specdec.loading import Pair, parameter_bytes
 from specdec.probe import GateDecision, gate
 
 PREFILL_CHUNK = 512
@@ -115,11 +115,18 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
     eos = set() if ignore_eos else pair.eos_ids
     diag = Diagnostics(mode="speculative" if speculative else "classic", block_size=block if speculative else 1,
                        prompt_tokens=len(ids), profile=profile, probe_ms=decision.probe_ms)
+    # Memory: MLX's peak counter from here (the probe above is once per pair and block, not this
+    # generation's cost); what is in use now is the resident part (weights, caches).
+    mx.synchronize()
+    mx.reset_peak_memory()
+    diag.resident_memory_bytes = int(mx.get_active_memory())
     with mx.stream(generation_stream):
         if speculative:
             out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, inject, instrument)
         else:
             out = _classic(pair, ids, max_tokens, sampler, eos, diag, inject, instrument)
+    diag.peak_memory_bytes = int(mx.get_peak_memory())
+    diag.model_memory_bytes = parameter_bytes(pair.target) + (parameter_bytes(pair.drafter) if speculative else 0)
     arm = {"mode": diag.mode, "requested_mode": "speculative" if block >= 2 and pair.drafter is not None else "classic",
            "block": block, "temp": temp, "seed": seed, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
            "target": str(pair.target_dir), "drafter": str(pair.drafter_dir) if pair.drafter_dir else None,

@@ -161,6 +161,11 @@ def parameter_count(model: nn.Module) -> int:
     return sum(v.size for _, v in tree_flatten(model.parameters()))
 
 
+def parameter_bytes(model: nn.Module) -> int:
+    """Bytes of a model's arrays as loaded (quantized weights, scales and biases included)."""
+    return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+
+
 def embedded_info() -> dict:
     """Paths, parameter counts and on-disk sizes of the embedded pair."""
     out = {}

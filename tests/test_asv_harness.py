@@ -75,6 +75,21 @@ def test_a_failed_arm_fails_its_figures_and_a_missing_baseline_skips_identity():
     assert session.samples_for(f, "ms_per_token", "classic") == {"samples": [2.0, 2.1, 2.2], "number": 1}
 
 
+def test_memory_is_a_figure_where_the_engine_reports_it():
+    rec = _record()
+    for i, r in enumerate(x for x in rec["runs"] if x["arm"] == "classic" and not x["warmup"]):
+        r["diagnostics"]["peak_memory_bytes"] = (100 + i) * 2**20        # its peak alone: taken as is
+    for r in (x for x in rec["runs"] if x["arm"] == "block3-inexact"):
+        # A process holding 90 MiB (two pairs) of which this generation used 40 MiB, adding 5.
+        r["diagnostics"].update(peak_memory_bytes=95 * 2**20, resident_memory_bytes=90 * 2**20,
+                                model_memory_bytes=40 * 2**20)
+    f = session.figures_from_record(rec, ARMS)
+    assert f["figures"]["memory_mib"]["classic"] == [100.0, 101.0, 102.0]
+    assert f["figures"]["memory_mib"][ARMS[2].label] == [45.0] * 3
+    with pytest.raises(NotImplementedError, match="peak_memory_bytes"):
+        session.samples_for(f, "memory_mib", "block3")
+
+
 def test_the_samples_shape_is_what_asv_computes_statistics_from():
     from asv_runner.statistics import compute_stats
     value, st = compute_stats([2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7], 1)

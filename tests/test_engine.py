@@ -221,6 +221,29 @@ def test_injected_work_lands_in_the_timed_decode(pair, monkeypatch):
     assert min(times["2"]) > 1.5 * min(times["0"]), times
 
 
+def test_memory_is_reported_per_generation_and_grows_with_the_kv_cache(pair):
+    def mem(tokens: int) -> tuple[int, int]:
+        d = generate(pair, CODE, block=1, max_tokens=tokens, ignore_eos=True).diagnostics
+        return d.peak_memory_bytes, d.resident_memory_bytes
+    long_peak, resident = mem(256)
+    short_peak, resident2 = mem(4)
+    # Resident: at least the target's weights (10 MB); the peak adds the KV cache and activations,
+    # and the counter is reset per generation, so the short one does not inherit the long one's peak.
+    assert resident >= 8 * 2**20 and resident2 >= 8 * 2**20
+    assert long_peak > resident and short_peak > resident2
+    assert long_peak - resident > short_peak - resident2
+
+
+def test_the_weights_a_generation_used_count_the_drafter_only_where_speculation_engaged(pair, monkeypatch):
+    from specdec.loading import parameter_bytes
+    classic = generate(pair, CODE, block=1, max_tokens=4).diagnostics
+    assert classic.model_memory_bytes == parameter_bytes(pair.target) > 0
+    monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")     # engages whatever the probe reads
+    spec = generate(pair, CODE, block=3, max_tokens=4).diagnostics
+    assert spec.mode == "speculative"
+    assert spec.model_memory_bytes == parameter_bytes(pair.target) + parameter_bytes(pair.drafter)
+
+
 @pytest.mark.parametrize("work", ["-1", "inf", "nan"])
 def test_injected_work_must_be_a_finite_fraction(pair, monkeypatch, work):
     monkeypatch.setenv("SPECDEC_INJECT_WORK", work)

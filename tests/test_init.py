@@ -120,6 +120,7 @@ def test_asv_discovers_the_same_names_here_and_in_an_initialised_repository(tmp_
     _init(repo)
     # One classic command arm: the figures of every arm, no rounds (asv rejects empty params).
     assert _discover(repo / "benchmarks", tmp_path) == ["bench_engine.Decode.track_identity_mismatches",
+                                                        "bench_engine.Decode.track_memory_mib",
                                                         "bench_engine.Decode.track_ms_per_token"]
 
 

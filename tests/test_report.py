@@ -121,6 +121,21 @@ def test_arms_table_numbers_come_from_the_runs() -> None:
     assert all(r["flags"].startswith("do not publish") for r in rows.values())   # a noisy 2-run session
 
 
+def test_peak_memory_column_and_its_note_only_where_engines_reported_it(tmp_path: Path) -> None:
+    assert "memory (+run)" not in render(RECORD)      # an older record renders as it did
+    rec = load(RECORD)
+    for r in rec["runs"]:
+        if r["arm"] == "classic" and r["status"] == "ok":
+            r["diagnostics"].update(peak_memory_bytes=30 * 2**20, resident_memory_bytes=25 * 2**20,
+                                    model_memory_bytes=12 * 2**20)
+    md = render(write(tmp_path, "r.json", rec))
+    rows = arms_rows(md)
+    assert rows["classic"]["memory (+run)"] == "17.0 MiB (+5.0)"    # its weights plus what it added
+    assert rows["block3"]["memory (+run)"] == "-"
+    assert "Memory is what an arm needs at its peak" in section(md, "Arms")
+    assert_well_formed(md)
+
+
 def test_round_split_closes_and_sums() -> None:
     rec = load(RECORD)
     md = render(RECORD)

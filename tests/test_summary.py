@@ -44,6 +44,23 @@ def test_speedup_acceptance_and_clean_flags() -> None:
     assert "b3" in text and "1.50x" in text and "classic" in text
 
 
+def test_memory_is_the_largest_over_the_runs_with_what_the_run_added() -> None:
+    rec = _rec({"classic": [100, 101, 100], "b3": [150, 151, 150], "b4": [150, 151, 150]})
+    for i, r in enumerate(x for x in rec["runs"] if x["arm"] == "b3"):
+        r["diagnostics"].update(peak_memory_bytes=(60 + i) * 2**20, resident_memory_bytes=(50 - i) * 2**20)
+    for i, r in enumerate(x for x in rec["runs"] if x["arm"] == "b4"):
+        # The process holds 90 MiB; this generation used 30 MiB of weights and added 2 + i.
+        r["diagnostics"].update(peak_memory_bytes=(92 + i) * 2**20, resident_memory_bytes=90 * 2**20,
+                                model_memory_bytes=30 * 2**20)
+    rows = {r.arm: r for r in summarize(rec)}
+    assert rows["b3"].memory_bytes == 62 * 2**20 and rows["b3"].run_memory_bytes == 14 * 2**20
+    assert rows["b4"].memory_bytes == 34 * 2**20 and rows["b4"].run_memory_bytes == 4 * 2**20
+    assert rows["classic"].memory_bytes is None    # an engine that reports none: unknown, not 0
+    text = _text(render_table(list(rows.values())))
+    assert "memory MiB (+run)" in text and "62.0 (+14.0)" in text and "34.0 (+4.0)" in text, text
+    assert "memory MiB" not in _text(render_table([rows["classic"]]))   # no engine reported any
+
+
 def test_an_arm_whose_gate_declined_shows_declined_not_a_speedup() -> None:
     rec = _rec({"classic": [100, 101, 100], "b3": [136, 137, 136]})
     for r in rec["runs"]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.analyze import paired, stats
 from harness.analyze.identity import classic_comparisons, describe
+from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 
@@ -37,6 +38,10 @@ class ArmSummary:
     ms_per_token_min: float | None = None
     ms_per_token_max: float | None = None
     spread: float | None = None
+    # Device memory the arm needs (harness.analyze.memory), the largest over its runs, and what
+    # its generation added over the resident part (KV caches, activations).
+    memory_bytes: int | None = None
+    run_memory_bytes: int | None = None
     acceptance: float | None = None
     per_step_acceptance: float | None = None
     per_step_ci: tuple[float, float] | None = None
@@ -100,6 +105,11 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         if a["block"] > 1 and tested:
             s.per_step_acceptance = accepted / tested
             s.per_step_ci = stats.wilson_ci(min(accepted, tested), tested)
+        mems = [m for m in map(run_memory, diags) if m is not None]
+        if mems:
+            s.memory_bytes = max(m[0] for m in mems)
+            added = [m[1] for m in mems if m[1] is not None]
+            s.run_memory_bytes = max(added) if added else None
         epv = [float(d["emitted_per_verify"]) for d in diags if d.get("emitted_per_verify") is not None]
         if epv:
             s.emitted_per_verify = stats.median(epv)

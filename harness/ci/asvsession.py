@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.analyze.memory import run_memory
 from harness.collect.record import Record
 from harness.core import declare
 from harness.core.declare import EngineDecl
@@ -66,6 +67,7 @@ SESSION_TIMEOUT_S = 3000
 FIGURE_VERSIONS = {
     "ms_per_token": 1,
     "identity_mismatches": 1,
+    "memory_mib": 1,
     "ms_per_round": 1,
     "phase_ms_per_round": 1,
     "rejection_rate": 1,
@@ -300,6 +302,11 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
                            f"{failed[0].get('error') or 'no error message'}")
             continue
         figs["ms_per_token"][lab] = [float(r["ms_per_token"]) for r in runs]
+        mems = [run_memory(r.get("diagnostics") or {}) for r in runs]
+        if all(m is not None for m in mems):
+            figs["memory_mib"][lab] = [m[0] / 2**20 for m in mems if m is not None]
+        else:
+            skip["memory_mib"][lab] = "the engine reports no diagnostics.peak_memory_bytes"
         idents = [(r.get("identity") or {}).get("status") for r in runs]
         if all(s in ("identical", "differs") for s in idents):
             figs["identity_mismatches"][lab] = [1.0 if s == "differs" else 0.0 for s in idents]

@@ -19,6 +19,8 @@ Format history:
   headers when the session started, so the cost model's bytes per step are the measured
   weights' and a record renders the same on any machine. Older records have none: the report
   reads the model directories at render time, where they still exist.
+  Later, without a new version (optional fields; older records read as unknown):
+  `diagnostics.peak_memory_bytes`, `resident_memory_bytes` and `model_memory_bytes`.
 Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
@@ -144,6 +146,12 @@ class Diagnostics(_S, kw_only=True):
     attribution: str | None = None
     phase_notes: dict[str, str] | None = None
     timing: str | None = None
+    # Device memory over the generation (MLX: its peak counter, reset when the generation starts):
+    # the peak, what was already in use at the reset (every model the process holds), and the
+    # weights this generation used. analyze.summary.arm_memory combines them.
+    peak_memory_bytes: int | None = None
+    resident_memory_bytes: int | None = None
+    model_memory_bytes: int | None = None
     rounds_log: list[RoundEntry] | None = None
 
 

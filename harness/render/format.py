@@ -10,6 +10,13 @@ def f(x: float | None, spec: str, dash: str = "-") -> str:
     return dash if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
+def mib(x: int | None, added: int | None = None, unit: str = " MiB") -> str:
+    """'812.4 MiB', with '(+3.1)' for what a run added on top of what was resident; '-' if unknown."""
+    if x is None:
+        return "-"
+    return f"{x / 2**20:.1f}{unit}" + ("" if added is None else f" (+{added / 2**20:.1f})")
+
+
 def pct(x: float | None, digits: int = 1) -> str:
     return f(None if x is None else 100 * x, f".{digits}f") + ("%" if x is not None else "")
 

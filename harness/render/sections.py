@@ -13,7 +13,7 @@ from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.core import declare
 from harness.render import reportcost
 from harness.render.facts import Facts
-from harness.render.format import f, names, pct, section, signed_pct
+from harness.render.format import f, mib, names, pct, section, signed_pct
 from harness.render.mdtable import Table
 
 
@@ -138,7 +138,11 @@ def arms_table(fx: Facts) -> tuple[Table, list[str]]:
     head = ["arm"] + (["prompt"] if fx.multi_prompt else []) + [
         "tok/s median", "min-max", "spread", "acceptance", "emitted per verify", "vs classic",
         "configuration", "flags"]
-    t = Table(head, align=["l"] + (["l"] if fx.multi_prompt else []) + ["r"] * 6 + ["l", "l"])
+    # Records made before engines reported memory render as they always did: no column.
+    memory = any(s.memory_bytes is not None for s in fx.rows)
+    if memory:
+        head.insert(head.index("acceptance"), "memory (+run)")
+    t = Table(head, align=["l"] + (["l"] if fx.multi_prompt else []) + ["r"] * (6 + memory) + ["l", "l"])
     notes: list[str] = []
     for s in fx.rows:
         if s.shipping:
@@ -158,10 +162,22 @@ def arms_table(fx: Facts) -> tuple[Table, list[str]]:
         cells = [s.arm] + ([s.prompt] if fx.multi_prompt else []) + [
             f(s.tok_s_median, ".1f"),
             "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
-            pct(s.spread), accept, f(s.emitted_per_verify, ".2f") if engaged else "-", vs, conf,
+            pct(s.spread)] + ([mib(s.memory_bytes, s.run_memory_bytes)] if memory else []) + [
+            accept, f(s.emitted_per_verify, ".2f") if engaged else "-", vs, conf,
             "; ".join(s.flags) or "-"]
         t.add(*cells)
     return t, [f"[{i + 1}] {n}" for i, n in enumerate(notes)]
+
+
+def memory_note(fx: Facts) -> str | None:
+    """What the memory column includes; None when no run reported memory."""
+    if not any(s.memory_bytes is not None for s in fx.rows):
+        return None
+    return ("Memory is what an arm needs at its peak, the largest over its runs, from the engine's "
+            "own report (MLX: its peak counter, reset when each generation starts): the weights its "
+            "generation used (the drafter's only where speculation engaged) plus what the generation "
+            "added at its peak over what was already resident, in parentheses (KV caches, "
+            "activations). An engine that reports only its peak is shown at that peak.")
 
 
 def split_sections(fx: Facts) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.analyze.summary import ArmSummary
-from harness.render.format import f
+from harness.render.format import f, mib
 
 TABLE_ROWS = 14   # the live table shows the last runs only; the record has them all
 
@@ -129,8 +129,11 @@ def _plain_line(r: dict[str, Any], done: float, total: int) -> str:
 def summary_table(rows: list[ArmSummary], title: str = "summary") -> Group:
     """The people's table; long labels become numbered notes under it, quoted in full."""
     t = Table(title=title, title_justify="left")
-    for col in ("arm", "prompt", "n", "tok/s median", "min-max", "ms/tok", "spread", "accept",
-                "per-step (95% CI)", "emit/verify", "vs classic", "identity", "label", "flags"):
+    # Memory only where an engine reported it: the table is wide already.
+    memory = any(s.memory_bytes is not None for s in rows)
+    for col in ("arm", "prompt", "n", "tok/s median", "min-max", "ms/tok", "spread",
+                *(["memory MiB (+run)"] if memory else []),
+                "accept", "per-step (95% CI)", "emit/verify", "vs classic", "identity", "label", "flags"):
         t.add_column(col, overflow="fold")
     notes: list[str] = []
     for s in rows:
@@ -157,7 +160,8 @@ def summary_table(rows: list[ArmSummary], title: str = "summary") -> Group:
         t.add_row(s.arm, s.prompt, f"{s.runs}" + (f"+{s.failed} failed" if s.failed else ""),
                   f(s.tok_s_median, ".1f"),
                   "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
-                  f(s.ms_per_token_median, ".2f"), f(s.spread, ".1%"), accept,
+                  f(s.ms_per_token_median, ".2f"), f(s.spread, ".1%"),
+                  *([mib(s.memory_bytes, s.run_memory_bytes, unit="")] if memory else []), accept,
                   per_step, f(s.emitted_per_verify, ".2f"), speed, ident, label,
                   "; ".join(s.flags) or "-", style="yellow" if s.do_not_publish else None)
     lines = [Text(f"[{i + 1}] {n}") for i, n in enumerate(notes)]

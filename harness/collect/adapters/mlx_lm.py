@@ -66,6 +66,10 @@ class MlxLmAdapter:
         caches = [make_prompt_cache(model)] + ([make_prompt_cache(draft)] if draft is not None else [])
         models = [model] + ([draft] if draft is not None else [])
 
+        # MLX's peak counter over this generation; what is in use now is resident (weights).
+        mx.synchronize()
+        mx.reset_peak_memory()
+        resident = int(mx.get_active_memory())
         t0 = time.perf_counter()
         prompt = mx.array(ids, mx.uint32)
         _prefill(models, caches, prompt)
@@ -92,6 +96,7 @@ class MlxLmAdapter:
             "decode_tokens_per_s": n / (decode_ms / 1000.0) if decode_ms > 0 else None,
             "ms_per_token": decode_ms / n if n else None,
             "profile": False, "profile_syncs": 0,
+            "peak_memory_bytes": int(mx.get_peak_memory()), "resident_memory_bytes": resident,
             "timing": "harness prefill excluded; first decode step to last token on host",
         })
         return _result(req, text, out_ids, diag, mx, mlx_lm)

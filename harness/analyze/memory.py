@@ -1,0 +1,26 @@
+"""What an arm needs in device memory, from the engine's memory report (docs/engine-contract.md).
+
+A process that runs several arms holds every model it loaded (an override arm may load a pair
+of its own), so its raw peak depends on which arms ran in it before. What an arm itself needs
+is the weights its generation used plus what the generation added at its peak over what was
+resident when it started (KV caches, activations). An engine that reports only its peak (a
+command engine, one process per run, holds nothing else) is taken at that peak.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def run_memory(diagnostics: dict[str, Any]) -> tuple[int, int | None] | None:
+    """(bytes this run needed, bytes its generation added over the resident part), or None when
+    the engine reported no memory."""
+    peak = diagnostics.get("peak_memory_bytes")
+    if peak is None:
+        return None
+    resident = diagnostics.get("resident_memory_bytes")
+    model = diagnostics.get("model_memory_bytes")
+    added = int(peak) - int(resident) if resident is not None else None
+    if model is not None and added is not None:
+        return int(model) + added, added
+    return int(peak), added
