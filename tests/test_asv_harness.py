@@ -278,6 +278,11 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     assert "split over 4 look(s) and 2 gated figure(s)" in md and "80% power" in md
     assert "block3-inexact: not a shipping configuration" in md
     assert "asv compare over the same samples" in md
+    assert lines[5].startswith("Environment: no difference in mlx")   # nothing in notes: nothing differs
+    c.notes["environment"] = [{"what": "mlx", "a": "0.32.4", "b": "0.33.0"}]
+    lines = prcheck.render_markdown(c, meta, rows, COMPARE_OUT).splitlines()
+    assert lines[5].startswith("Environment: 1 difference, listed first: mlx 0.32.4 -> 0.33.0")
+    assert lines[7:10] == ["| field | base | head |", "|---|---|---|", "| mlx | 0.32.4 | 0.33.0 |"]
     # asv's reading of the same figure sits beside the paired verdict.
     assert "| 24 | +" in md and "| worse |" in md.split("| **worse** | ms/token | classic |")[1].split("\n")[0]
 

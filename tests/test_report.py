@@ -278,6 +278,16 @@ def test_before_after_table() -> None:
     assert_well_formed(md)
 
 
+def test_a_before_and_after_lists_environment_differences_first(tmp_path: Path) -> None:
+    after = load(AFTER)
+    after["host"]["mlx"]["mlx"] = "9.9.9"
+    md = render(RECORD, write(tmp_path, "after.json", after))
+    body = section(md, "Before and after")
+    assert body.lstrip().startswith("Environment: 1 difference, listed first: mlx ")
+    assert re.search(r"^\| mlx \| [^|]+ \| 9\.9\.9 \|$", body, re.M), body
+    assert body.index("Environment:") < body.index("Before: ")
+
+
 def test_cross_host_table(tmp_path: Path) -> None:
     rec = load(RECORD)
     rec["host"]["os"]["hostname"] = "other-host"

@@ -25,11 +25,11 @@ import io
 import subprocess
 import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import comparisons, paired, sequential
+from harness.analyze import comparisons, envdiff, paired, sequential
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
 from harness.collect import runner
@@ -278,7 +278,8 @@ def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budg
     out.notes = {"duty": {side: sd["record"].data.get("duty") for side, sd in sides.items()},
                  "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(duration_s, 3),
                                 "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None},
-                 "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()}}
+                 "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()},
+                 "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)]}
     for sd in sides.values():
         sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
                                            "sequential": out.outcome}
@@ -309,6 +310,7 @@ def summary_json(c: Comparison) -> dict[str, Any]:
             "identity": [{"arm": r.arm, "prompt": r.prompt, "status": r.status, "detail": r.detail}
                          for r in c.identity],
             "newly_failing": c.newly_failing, "duty": c.notes.get("check_duty"),
+            "environment": c.notes.get("environment", []),
             "duty_per_side": c.notes.get("duty")}
 
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import paired
+from harness.analyze import envdiff, paired
 from harness.ci.asvtool import (
     AsvConfig,
     CompareRow,
@@ -126,6 +126,12 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
     lines = [MARKER.format(machine=meta["machine"]),
              f"## Benchmark check: `{c.head[:8]}` against `{c.base[:8]}` on {meta['machine']}", "",
              f"**{c.headline()}**", ""]
+    # What differs between the two sides' environments comes before any figure.
+    diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
+    lines += [envdiff.diff_sentence(diffs), ""]
+    if diffs:
+        lines += ["| field | base | head |", "|---|---|---|"]
+        lines += [f"| {d.what} | {d.a} | {d.b} |" for d in diffs] + [""]
     lines += [f"Host: {meta['machine']} (chip {host.get('chip', 'unknown')}, GPU generation "
               f"{host.get('gpu_generation', 'unknown')}). Both commits ran run by run, alternating "
               f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "

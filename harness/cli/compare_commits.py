@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.analyze import paired
+from harness.analyze import envdiff, paired
 from harness.analyze.identity import BaselineStore
 from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, summary_json
 from harness.ci.prcheck import load_check_suite
@@ -31,6 +31,10 @@ def run(args: argparse.Namespace) -> int:
     c = compare_commits(repo, args.base, args.head, suite, work, store=store, console=Console(stderr=True),
                         command=args.invocation.command)
     out = Console() if Console().is_terminal else Console(width=200)
+    diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
+    out.print(envdiff.diff_sentence(diffs), markup=False, highlight=False)   # before any figure
+    for d in diffs:
+        out.print(f"  {d.what}: {d.a} -> {d.b}", markup=False, highlight=False)
     out.print(comparison_table(c))
     print(json.dumps(summary_json(c), sort_keys=True, default=str), flush=True)
     return c.exit_status

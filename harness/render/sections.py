@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.analyze import acceptance as acc
 from harness.analyze import compare as cmp
+from harness.analyze import envdiff
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.core import declare
 from harness.render import reportcost
@@ -428,7 +429,13 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         if acc.identical_text(ra, rb):
             ab.append(paired_block(acc.paired(arm, ra, arm, rb),
                                    f"{arm} (A)" if cross else f"{arm} before", f"{arm} (B)" if cross else f"{arm} after"))
+    diffs = envdiff.env_diff(fa.rec, fb.rec)
+    env = None
+    if diffs:
+        env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
+        for d in diffs:
+            env.add(d.what, d.a, d.b)
     return {"cross_host": cross, "other": fb.path, "tables": tables, "lines": lines, "acceptance": ab,
-            "changes": changes}
+            "changes": changes, "env_line": envdiff.diff_sentence(diffs), "env": env}
 
 
