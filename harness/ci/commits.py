@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analyze import acks as ackmod
 from harness.analyze import comparisons, envdiff, paired, sequential
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
@@ -79,6 +80,12 @@ class Figure:
     result: paired.Paired
     base_median: float | None = None
     head_median: float | None = None
+    ack: str | None = None          # the reason, when an acknowledgement covers this change
+
+    @property
+    def failing(self) -> bool:
+        """Worse, and nobody said it was meant."""
+        return self.result.verdict == "worse" and self.ack is None
 
 
 @dataclass
@@ -107,7 +114,7 @@ class Comparison:
     @property
     def exit_status(self) -> int:
         bad_ident = [r for r in self.identity if r.status in ("differs", "nondeterministic")]
-        if any(f.result.verdict == "worse" for f in self.gated) or self.newly_failing or bad_ident:
+        if any(f.failing for f in self.gated) or self.newly_failing or bad_ident:
             return FAIL
         if not self.gated or any(f.result.verdict == "inconclusive" for f in self.gated):
             return INCONCLUSIVE
@@ -118,8 +125,7 @@ class Comparison:
         st = self.exit_status
         t = self.design.threshold
         if st == FAIL:
-            parts = [f"{f.arm} {f.figure} {paired.ratio_text(f.result)}" for f in self.gated
-                     if f.result.verdict == "worse"]
+            parts = [f"{f.arm} {f.figure} {paired.ratio_text(f.result)}" for f in self.gated if f.failing]
             parts += [f"{a}: runs fail at head only" for a in self.newly_failing]
             nid = sum(r.status in ("differs", "nondeterministic") for r in self.identity)
             if nid:
@@ -137,7 +143,19 @@ class Comparison:
                     f"(threshold {t:.0%})")
         dets = [f.result.detectable for f in self.gated if f.result.detectable is not None]
         rng = f"; smallest detectable {min(dets):.1%} to {max(dets):.1%}" if dets else ""
+        acked = [f for f in self.gated if f.result.verdict == "worse" and f.ack]
+        if acked:
+            return (f"pass: every gated figure unchanged within ±{t:.0%} or improved, but for "
+                    f"{len(acked)} acknowledged change(s): "
+                    + "; ".join(f"{f.arm} {f.figure} {paired.ratio_text(f.result)} ({f.ack})" for f in acked) + rng)
         return f"pass: every gated figure unchanged within ±{t:.0%} or improved{rng}"
+
+    def apply_acks(self, acks: list[Any], commits: list[str]) -> None:
+        """Mark each worse figure an acknowledgement covers (one of `commits`, BASE..HEAD)."""
+        for f in self.figures:
+            if f.result.verdict == "worse":
+                a = ackmod.find(acks, commits, ackmod.figure_names(f.figure), f.arm)
+                f.ack = a.reason if a else None
 
 
 def _failed_by_arm(record: Any) -> dict[str, int]:
@@ -297,7 +315,7 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
                      "n": r.n, "base_median": f.base_median, "head_median": f.head_median,
                      "change": paired.ratio_text(r), "detectable": paired.detectable_text(r),
                      "note": r.note, "ratio": r.ratio, "lo": r.lo, "hi": r.hi,
-                     "detectable_value": r.detectable})
+                     "detectable_value": r.detectable, "acknowledged": f.ack})
     return rows
 
 

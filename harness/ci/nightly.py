@@ -9,7 +9,10 @@
 3. `asv publish` (every host's results, so one dashboard shows them all; its JavaScript made
    local, harness.ci.dashboard), and Markdown for the new records if this checkout has
    `harness report`.
-4. Copy this host's files into the results repository, commit, push. A rejected push (another
+4. Change points over every series of this host (harness.ci.history): a new step is alerted
+   once (alerts/<machine>/: Markdown, Atom feed, the notification command); acknowledged
+   ones are listed with their reason.
+5. Copy this host's files into the results repository, commit, push. A rejected push (another
    host pushed first) is fetched, merged (per-host directories never conflict) and retried.
 
 An unreachable results repository ends the command with one line and a non-zero status;
@@ -31,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
+from harness.ci.history import alert_title, detect, file_alerts, notify_command, suite_table
 from harness.ci.reports import render_missing
 from harness.collect.record import check_writable
 from harness.core.errors import UserError
@@ -205,6 +210,8 @@ class NightlyResult:
     push_attempts: int = 0
     reports: int = 0
     stages_s: dict[str, float] = field(default_factory=dict)   # where the night's time went
+    alerts: list[dict[str, Any]] = field(default_factory=list)   # new this night: id, title, file
+    history: dict[str, Any] = field(default_factory=dict)        # series, steps, acknowledged, unstable
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -285,7 +292,18 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
         out.reports = render_missing(records)
 
     copy_tree(conf.results_dir / m, repo_dir / "results" / m, overwrite=True)
-    paths = [f"results/{m}", f"records/{m}", f"baselines/{m}.json"]
+    with out.stage("changes"):
+        alerts_dir = repo_dir / "alerts" / m
+        history_window = list(reversed(branch_commits(conf.root, branch, since)))
+        h = detect(conf, m, history_window, suite_table(configured_suite(conf)),
+                   load_acks(conf.root, acks_path(conf)))
+        new = file_alerts(h, history_window, alerts_dir, notify_command(conf))
+        out.alerts = [{"id": f.alert_id, "title": alert_title(f), "file": str(alerts_dir / f"{f.alert_id}.md"),
+                       "direction": f.step.direction} for f in new]
+        out.history = {"series": h.series, "commits": h.commits, "steps": len(h.found),
+                       "acknowledged": [{"title": alert_title(f), "reason": f.ack.reason} for f in h.found if f.ack],
+                       "unstable": len(h.unstable)}
+    paths = [f"results/{m}", f"records/{m}", f"baselines/{m}.json", f"alerts/{m}"]
     msg = f"nightly {m}: {len(out.measured)} commit(s) measured" + (
         f" ({', '.join(c[:8] for c in out.measured)})" if out.measured else "")
     with out.stage("push"):

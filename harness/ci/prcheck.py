@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import envdiff, paired
+from harness.ci.acks import acks_for_check, acks_path
 from harness.ci.asvtool import (
     AsvConfig,
     CompareRow,
@@ -147,13 +148,21 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
     for f in c.figures:
         r = f.result
         v = r.verdict if f.gated else f"{r.verdict} (diagnostic)"
-        if f.gated and r.verdict in ("worse", "improved", "inconclusive"):
+        if f.ack:
+            v = "worse, acknowledged" if f.gated else "worse, acknowledged (diagnostic)"
+        elif f.gated and r.verdict in ("worse", "improved", "inconclusive"):
             v = f"**{v}**"
+        note = f"acknowledged: {f.ack}" if f.ack else r.note
         lines.append(f"| {v} | {f.figure} | {f.arm} | {_num(f.base_median)} | {_num(f.head_median)} | {r.n} | "
                      f"{paired.ratio_text(r)} | {paired.detectable_text(r)} | "
-                     f"{asv_word(rows or [], f.arm, f.figure) or '-'} | {r.note} |")
+                     f"{asv_word(rows or [], f.arm, f.figure) or '-'} | {note} |")
     lines += ["", "Gated figures (decode ms/token of every arm) decide the check; the diagnostics say where "
                   "a change sits and do not."]
+    acked = [f for f in c.figures if f.ack]
+    if acked:
+        lines += ["", "### Acknowledged changes", "",
+                  "Covered by benchmarks/acknowledgements.toml for a commit of this range: shown, not failed.", ""]
+        lines += [f"- {f.arm} {f.figure} {paired.ratio_text(f.result)}: {f.ack}" for f in acked]
     if c.newly_failing:
         lines += ["", "Runs failing at head only: " + ", ".join(c.newly_failing)]
     if c.identity:
@@ -244,6 +253,8 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     console = Console(stderr=True) if echo else None
     cmp = compare_commits(conf.root, base, head, the_suite, work, store=store, console=console,
                           command=["harness", "pr-check", base, head])
+    acks, covered = acks_for_check(conf.root, acks_path(conf), cmp.base, cmp.head)
+    cmp.apply_acks(acks, covered)
     rows: list[CompareRow] = []
     table = ""
     if asv:

@@ -4,10 +4,13 @@ writing happen here; harness.render.report only turns a loaded record into text.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 
+from harness.ci.acks import DEFAULT as ACKS_DEFAULT
+from harness.ci.acks import acks_for_check
 from harness.collect.host.profiles import match_profile
 from harness.collect.models import model_files
 from harness.collect.record import Record
@@ -32,8 +35,23 @@ def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
     compare = None
     if compare_path:
         other = load_record(compare_path)
-        compare = (compare_path, other, inputs_for(other))
+        inputs = dataclasses.replace(inputs_for(other), acks=acks_between(data, other))
+        compare = (compare_path, other, inputs)
     return build_context(path, data, inputs_for(data), compare)
+
+
+def acks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
+    """The acknowledgements (benchmarks/acknowledgements.toml of b's repository, where it still
+    exists here) covering a commit after a's and up to b's."""
+    ra, rb = (x.get("host", {}).get("repo") or {} for x in (a, b))
+    repo = Path(rb.get("path") or "")
+    if not (ra.get("commit") and rb.get("commit") and ra["commit"] != rb["commit"] and (repo / ".git").exists()):
+        return ()
+    try:
+        acks, covered = acks_for_check(repo, repo / ACKS_DEFAULT, ra["commit"], rb["commit"])
+    except UserError:
+        return ()
+    return tuple((x.commits_spec, x.figure, x.arm, x.reason) for x in acks if x.commits.intersection(covered))
 
 
 def inputs_for(data: dict[str, Any]) -> Inputs:

@@ -18,6 +18,8 @@ from typing import Any
 
 from harness.cli import (
     baseline,
+    bisect,
+    changes,
     check,
     compare_commits,
     dashboard,
@@ -35,7 +37,7 @@ from harness.core.errors import UserError
 
 # In the order `harness --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (run, check, baseline, project, report, host, pr_check, compare_commits,
-                                    nightly, dashboard, init, schema)
+                                    nightly, changes, bisect, dashboard, init, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,8 @@ from rich.table import Table
 
 from harness.analyze import envdiff, paired
 from harness.analyze.identity import BaselineStore
+from harness.ci.acks import DEFAULT as ACKS_DEFAULT
+from harness.ci.acks import acks_for_check
 from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, summary_json
 from harness.ci.prcheck import load_check_suite
 from harness.cli.session import add_budget_args
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     store = BaselineStore.load(Path(args.baselines)) if args.baselines else None
     c = compare_commits(repo, args.base, args.head, suite, work, store=store, console=Console(stderr=True),
                         command=args.invocation.command)
+    acks, covered = acks_for_check(repo, repo / ACKS_DEFAULT, c.base, c.head)
+    c.apply_acks(acks, covered)
     out = Console() if Console().is_terminal else Console(width=200)
     diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
     out.print(envdiff.diff_sentence(diffs), markup=False, highlight=False)   # before any figure
@@ -62,6 +66,6 @@ def comparison_table(c: Comparison) -> Any:
         t.add_row(r.verdict if fig.gated else f"{r.verdict} (diag.)", fig.figure, fig.arm,
                   "-" if fig.base_median is None else f"{fig.base_median:.4g}",
                   "-" if fig.head_median is None else f"{fig.head_median:.4g}", str(r.n),
-                  paired.ratio_text(r), paired.detectable_text(r), r.note,
-                  style="red" if fig.gated and r.verdict == "worse" else None)
+                  paired.ratio_text(r), paired.detectable_text(r), f"acknowledged: {fig.ack}" if fig.ack else r.note,
+                  style="red" if fig.gated and fig.failing else None)
     return t

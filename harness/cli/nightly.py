@@ -29,10 +29,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"{c[:8]}: no results stored (asv could not build or run it)")
     if not res.measured and not res.failed:
         print(f"nothing new to measure on {res.machine}")
+    hist = res.history
+    if hist:
+        print(f"changes: {hist['steps']} step(s) in {hist['series']} series over {hist['commits']} commits, "
+              f"{len(res.alerts)} new alert(s), {len(hist['acknowledged'])} acknowledged, "
+              f"{hist['unstable']} series too unstable to judge")
+    for a in res.alerts:
+        print(f"ALERT {a['title']} ({a['file']})")
+    for a in hist.get("acknowledged", []):
+        print(f"acknowledged: {a['title']}: {a['reason']}")
     print(json.dumps({"kind": "harness.nightly", "machine": res.machine, "measured": res.measured,
                       "failed": res.failed, "pushed": res.pushed, "push_attempts": res.push_attempts,
                       "reports": res.reports, "duration_s": round(time.monotonic() - t0, 1),
-                      "stages_s": res.stages_s}, sort_keys=True))
+                      "stages_s": res.stages_s, "alerts": res.alerts, "history": res.history}, sort_keys=True))
     return 0
 
 

@@ -20,6 +20,9 @@ class Inputs:
 
     profile: dict[str, Any] | None
     models: ModelTables
+    # For a comparison: the acknowledgements covering a commit between the two records
+    # (commits spec, figure pattern, arm pattern, reason).
+    acks: tuple[tuple[str, str, str, str], ...] = ()
 
 
 class Facts:
@@ -40,6 +43,7 @@ class Facts:
         self.profiles = rounds.profile_comparisons(data)
         self.profile = inputs.profile
         self.models = inputs.models
+        self.acks = inputs.acks
         self.host = data.get("host") or {}
         measured = [r for r in data["runs"] if not r.get("warmup")]
         self.runs_of: dict[str, list[dict[str, Any]]] = {a: [] for a in self.arm_order}

@@ -429,6 +429,9 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         if acc.identical_text(ra, rb):
             ab.append(paired_block(acc.paired(arm, ra, arm, rb),
                                    f"{arm} (A)" if cross else f"{arm} before", f"{arm} (B)" if cross else f"{arm} after"))
+    for spec, figure, arm, reason in fb.acks:
+        lines.append(f"Acknowledged (benchmarks/acknowledgements.toml, commits {spec}, arm {arm}, figure "
+                     f"{figure}): {reason}")
     diffs = envdiff.env_diff(fa.rec, fb.rec)
     env = None
     if diffs:

@@ -67,6 +67,9 @@ class Settings:
     budget_s: float | None = None            # session time budget in seconds; None: no budget
     max_repetitions: int | None = None       # most repetitions a budgeted session may add (>= repetitions)
     threshold: float = 0.10                  # relative change to detect, in (0, 1)
+    # Per figure (harness.core.figures ids), in place of `threshold` for that figure: the nightly's
+    # change points and alerts use them (a phase's id is "phase_ms_per_round").
+    thresholds: dict[str, float] = field(default_factory=dict)
     alpha: float = 0.05                      # significance level, in (0, 0.5]
     looks: int = 4                           # interim looks at the data, >= 1
 

@@ -23,6 +23,7 @@ from harness.collect.suite.model import (
 from harness.core import declare
 from harness.core.declare import EngineDecl, default_engine
 from harness.core.errors import UserError
+from harness.core.figures import FIGURES
 
 # --- validation helpers ----------------------------------------------------------------
 
@@ -102,7 +103,7 @@ class _V:
 _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
         "cooldown_s", "cooldown_source", "cooldown_ratio", "cooldown_cap_s", "ignore_eos", "quiet",
         "watch", "spread_threshold", "contention_threshold", "override_prefixes", "override_ignore",
-        "scaling", "budget_s", "max_repetitions", "threshold", "alpha", "looks", "pairings", "arms",
+        "scaling", "budget_s", "max_repetitions", "threshold", "thresholds", "alpha", "looks", "pairings", "arms",
         "prompts", "engines")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
 _WATCH = ("enabled", "threshold_pct", "interval_s")
@@ -217,9 +218,22 @@ def _settings(v: _V, d: dict) -> Settings:
         budget_s=None if budget is None else v.num(budget, "budget_s", 0, lo_open=True),
         max_repetitions=max_reps,
         threshold=v.num(_given(d, "threshold", base.threshold), "threshold", 0, 1, lo_open=True, hi_open=True),
+        thresholds=_thresholds(v, d.get("thresholds") or {}),
         alpha=v.num(_given(d, "alpha", base.alpha), "alpha", 0, 0.5, lo_open=True),
         looks=v.int_(_given(d, "looks", base.looks), "looks", 1),
     )
+
+
+def _thresholds(v: _V, t: Any) -> dict[str, float]:
+    """[thresholds] figure id -> relative change, each in (0, 1)."""
+    if not isinstance(t, dict):
+        raise v.fail("thresholds", "expected a table: figure id = relative change")
+    out = {}
+    for k, x in t.items():
+        if k not in FIGURES:
+            raise v.fail(f"thresholds.{k}", f"unknown figure (known: {', '.join(FIGURES)})")
+        out[k] = v.num(x, f"thresholds.{k}", 0, 1, lo_open=True, hi_open=True)
+    return out
 
 
 def _given(d: dict, key: str, default: Any) -> Any:

@@ -1,0 +1,70 @@
+"""Reading the acknowledgements file and resolving its commits with git (harness.analyze.acks)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from harness.analyze.acks import Ack, parse
+from harness.ci.asvtool import AsvConfig
+from harness.core.errors import UserError
+
+CONFIG_KEY = "harness_acknowledgements"
+DEFAULT = "benchmarks/acknowledgements.toml"
+
+
+def acks_path(conf: AsvConfig) -> Path:
+    p = Path(conf.data.get(CONFIG_KEY) or DEFAULT)
+    return p if p.is_absolute() else conf.root / p
+
+
+def _git(repo: Path, *args: str) -> list[str]:
+    r = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ValueError(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"git {args[0]} failed")
+    return r.stdout.split()
+
+
+def resolve(repo: Path, spec: str) -> frozenset[str]:
+    """The full SHAs a commits spec names: one commit, or A..B."""
+    if ".." in spec:
+        return frozenset(_git(repo, "rev-list", spec))
+    return frozenset(_git(repo, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"))
+
+
+def load_acks(repo: Path, path: Path) -> list[Ack]:
+    """The file's entries with their commits resolved; none when the file does not exist."""
+    if not path.exists():
+        return []
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read the acknowledgements: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML: {e}") from None
+    out = []
+    for i, (spec, figure, arm, reason) in enumerate(parse(data, str(path))):
+        try:
+            commits = resolve(repo, spec)
+        except ValueError as e:
+            raise UserError(f"{path}: acknowledge[{i}]: commits {spec!r} names no commit in {repo} ({e})") from None
+        if not commits:
+            raise UserError(f"{path}: acknowledge[{i}]: commits {spec!r} names no commit in {repo}")
+        out.append(Ack(spec, figure, arm, reason, commits))
+    return out
+
+
+def acks_for_check(repo: Path, path: Path, base: str, head: str) -> tuple[list[Ack], list[str]]:
+    """The acknowledgements, and the commits a check of BASE..HEAD covers (those in HEAD's history
+    but not BASE's)."""
+    acks = load_acks(repo, path)
+    if not acks:
+        return [], []
+    try:
+        return acks, _git(repo, "rev-list", f"{base}..{head}")
+    except ValueError as e:
+        raise UserError(f"{repo}: cannot list {base[:12]}..{head[:12]}: {e}") from None

@@ -1,0 +1,273 @@
+"""The nightly series of one host: change points (harness.analyze.changes), and alerts for new
+ones, once each.
+
+Series: every asv figure of the results directory (one benchmark at one parameter combination:
+a figure of one arm) over the branch's first-parent history, oldest first, a point per commit
+with results (its per-run samples). Each step found is matched against the acknowledgements
+and against the alert state kept in the results repository (alerts/<machine>/state.json): a
+step already alerted (same series, same direction, an overlapping commit range) is not
+alerted again; an acknowledged one is listed with its reason and not alerted.
+
+A new alert is a Markdown file (alerts/<machine>/<id>.md, usable as an issue body), an entry of
+the Atom feed alerts/<machine>/feed.atom, and a run of the notification command, if one is
+configured (asv.conf.json "harness_notify": argv, no shell; "{alert}" is replaced by the
+Markdown file's path and "{title}" by the alert's title).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from harness.analyze import acks as ackmod
+from harness.analyze.changes import ALPHA, WINDOW, Point, SeriesResult, Step, analyze_series
+from harness.ci.asvtool import AsvConfig, load_figures, result_commits
+from harness.core.figures import is_exact
+
+NOTIFY_KEY = "harness_notify"
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SeriesInfo:
+    name: str            # asv's: "bench_engine.Decode.track_ms_per_token('classic')"
+    benchmark: str
+    arm: str             # the arm's name (its label without the override note)
+    figure: str          # harness.core.figures id, "phase_ms_per_round:verify" for a phase
+    unit: str | None
+
+
+def series_info(name: str, benchmark: str, params: tuple[str, ...], unit: str | None) -> SeriesInfo:
+    m = re.search(r"\.track_(\w+)$", benchmark)
+    fid = m.group(1) if m else benchmark
+    if fid == "phase_ms_per_round" and len(params) > 1:
+        fid = f"{fid}:{params[1]}"
+    arm = params[0].split(" [", 1)[0] if params else ""
+    return SeriesInfo(name, benchmark, arm, fid, unit)
+
+
+def load_series(conf: AsvConfig, machine: str, commits: list[str]) -> tuple[dict[str, list[Point]],
+                                                                              dict[str, SeriesInfo]]:
+    """Points per series over `commits` (oldest first); commits without results are skipped."""
+    have = result_commits(conf, machine)
+    series: dict[str, list[Point]] = {}
+    info: dict[str, SeriesInfo] = {}
+    for c in commits:
+        if c not in have:
+            continue
+        for name, f in load_figures(conf, machine, c).items():
+            if f.failed or f.skipped:
+                continue
+            xs = [float(x) for x in (f.samples or [f.value]) if x is not None]
+            if not xs:
+                continue
+            series.setdefault(name, []).append(Point(c, tuple(xs)))
+            info.setdefault(name, series_info(name, f.benchmark, f.params, f.unit))
+    return series, info
+
+
+@dataclass
+class Found:
+    """One step with its series and what became of it."""
+    step: Step
+    info: SeriesInfo
+    threshold: float
+    ack: ackmod.Ack | None = None
+    alert_id: str | None = None        # set when alerted (now or earlier)
+    new: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.step.to_dict(), "arm": self.info.arm, "figure": self.info.figure, "unit": self.info.unit,
+                "threshold": self.threshold, "acknowledged": self.ack.reason if self.ack else None,
+                "alert_id": self.alert_id, "new": self.new}
+
+
+@dataclass
+class History:
+    machine: str
+    commits: int                        # commits in the branch's window
+    series: int
+    found: list[Found] = field(default_factory=list)
+    unstable: list[tuple[str, str]] = field(default_factory=list)
+    alpha: float = ALPHA
+
+    @property
+    def new_alerts(self) -> list[Found]:
+        return [f for f in self.found if f.new]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"machine": self.machine, "commits": self.commits, "series": self.series, "alpha": self.alpha,
+                "window": WINDOW, "steps": [f.to_dict() for f in self.found],
+                "unstable": [{"series": s, "why": w} for s, w in self.unstable]}
+
+
+def detect(conf: AsvConfig, machine: str, commits: list[str], suite: dict[str, Any],
+           acks: list[ackmod.Ack] | None = None, alpha: float = ALPHA) -> History:
+    """Change points of every series over `commits` (oldest first), acknowledgements applied."""
+    series, info = load_series(conf, machine, commits)
+    default = float(suite.get("threshold") or 0.10)
+    per_figure = suite.get("thresholds") or {}
+    temp = float(suite.get("temp") or 0.0)
+    thresholds = {n: float(per_figure.get(i.figure.split(":", 1)[0], default)) for n, i in info.items()}
+    exact = {n for n, i in info.items() if is_exact(i.figure, temp)}
+    results: list[SeriesResult] = analyze_series(series, commits, thresholds, exact, alpha)
+    h = History(machine, len(commits), len(series), alpha=alpha)
+    for r in results:
+        if r.unstable:
+            h.unstable.append((r.series, r.unstable))
+        for s in r.steps:
+            i = info[r.series]
+            names = ackmod.figure_names(i.figure, i.benchmark) + [r.series]
+            h.found.append(Found(s, i, thresholds[r.series], ackmod.find(acks or [], s.commits, names, i.arm)))
+    return h
+
+
+# --- alert state ------------------------------------------------------------------------
+
+def _state_path(alerts_dir: Path) -> Path:
+    return alerts_dir / "state.json"
+
+
+def load_state(alerts_dir: Path) -> dict[str, Any]:
+    p = _state_path(alerts_dir)
+    if not p.exists():
+        return {"version": STATE_VERSION, "alerts": []}
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+def alert_id(f: Found) -> str:
+    key = f"{f.step.series}|{f.step.direction}|{f.step.last_before}|{f.step.first_after}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _same_step(a: dict[str, Any], f: Found, order: dict[str, int]) -> bool:
+    """An earlier alert of the same series and direction whose range overlaps this step's."""
+    if a["series"] != f.step.series or a["direction"] != f.step.direction:
+        return False
+    lo, hi = order.get(a["last_before"]), order.get(a["first_after"])
+    if lo is None or hi is None:
+        return a["first_after"] == f.step.first_after
+    return order[f.step.last_before] < hi and lo < order[f.step.first_after]
+
+
+def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[str] | None = None,
+                now: _dt.datetime | None = None) -> list[Found]:
+    """Alert each step not alerted before (acknowledged ones never); write the state, each new
+    alert's Markdown and the feed; run the notification command per new alert."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    alerts_dir.mkdir(parents=True, exist_ok=True)
+    state = load_state(alerts_dir)
+    order = {c: i for i, c in enumerate(commits)}
+    for f in h.found:
+        if f.ack is not None:
+            continue
+        old = next((a for a in state["alerts"] if _same_step(a, f, order)), None)
+        if old is not None:
+            f.alert_id = old["id"]
+            continue
+        f.alert_id, f.new = alert_id(f), True
+        body = alert_markdown(f, h)
+        (alerts_dir / f"{f.alert_id}.md").write_text(body, encoding="utf-8")
+        state["alerts"].append({"id": f.alert_id, "series": f.step.series, "direction": f.step.direction,
+                                "last_before": f.step.last_before, "first_after": f.step.first_after,
+                                "title": alert_title(f), "ratio": f.step.ratio, "at": now.isoformat(timespec="seconds")})
+    _state_path(alerts_dir).write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    write_feed(alerts_dir, h.machine, state)
+    for f in h.new_alerts:
+        notify_one(notify, alerts_dir / f"{f.alert_id}.md", alert_title(f))
+    return h.new_alerts
+
+
+def alert_title(f: Found) -> str:
+    s = f.step
+    return (f"{s.direction}: {f.info.arm} {f.info.figure} {s.change:+.1%} at {s.first_after[:8]}"
+            + (f" (range {s.last_before[:8]}..{s.first_after[:8]})" if len(s.commits) > 1 else ""))
+
+
+def alert_markdown(f: Found, h: History) -> str:
+    s = f.step
+    how = ("exact figure (deterministic at temperature 0): any change is a change, no statistics" if s.exact else
+           f"Mann-Whitney U over the runs of up to {WINDOW} measured commits each side, Benjamini-Hochberg over "
+           f"every boundary of all {h.series} series at false-discovery rate {h.alpha:.0%}; confidence "
+           f"{(s.confidence or 0):.1%}")
+    asv = ("asv's step detection has a boundary here too "
+           f"({s.asv_segments[0]:.4g} -> {s.asv_segments[1]:.4g})" if s.asv_segments else
+           "asv's step detection (its Regressions page) has no boundary here")
+    lines = [f"<!-- harness-alert:{h.machine}:{f.alert_id} -->", f"## {alert_title(f)}", "",
+             f"Host {h.machine}, series `{s.series}` ({f.info.unit or 'no unit'}; lower is better).", "",
+             "| | value |", "|---|---|",
+             f"| first commit after the change | `{s.first_after}` |",
+             f"| last commit before it | `{s.last_before}` |",
+             f"| commits that may hold it | {len(s.commits)}: {', '.join(c[:8] for c in s.commits)} |",
+             f"| before | {s.before:.4g} |", f"| after | {s.after:.4g} |",
+             f"| change | {s.change:+.1%} (threshold {f.threshold:.0%}) |",
+             f"| how it was found | {how} |", f"| asv | {asv} |", "",
+             "To find the commit: `harness bisect " + f"{s.last_before[:12]} {s.first_after[:12]} "
+             f"--arm {f.info.arm} --figure {f.info.figure}`. If it was meant, acknowledge it in "
+             "benchmarks/acknowledgements.toml (docs/history.md)."]
+    return "\n".join(lines) + "\n"
+
+
+def write_feed(alerts_dir: Path, machine: str, state: dict[str, Any]) -> None:
+    """An Atom feed with one entry per alert ever filed (newest first)."""
+    ns = "http://www.w3.org/2005/Atom"
+    ET.register_namespace("", ns)
+    feed = ET.Element(f"{{{ns}}}feed")
+    ET.SubElement(feed, f"{{{ns}}}title").text = f"benchmark alerts on {machine}"
+    ET.SubElement(feed, f"{{{ns}}}id").text = f"urn:harness:alerts:{machine}"
+    alerts = sorted(state["alerts"], key=lambda a: a["at"], reverse=True)
+    ET.SubElement(feed, f"{{{ns}}}updated").text = alerts[0]["at"] if alerts else "1970-01-01T00:00:00+00:00"
+    for a in alerts:
+        e = ET.SubElement(feed, f"{{{ns}}}entry")
+        ET.SubElement(e, f"{{{ns}}}id").text = f"urn:harness:alert:{machine}:{a['id']}"
+        ET.SubElement(e, f"{{{ns}}}title").text = a["title"]
+        ET.SubElement(e, f"{{{ns}}}updated").text = a["at"]
+        body = alerts_dir / f"{a['id']}.md"
+        content = ET.SubElement(e, f"{{{ns}}}content", {"type": "text"})
+        content.text = body.read_text(encoding="utf-8") if body.exists() else a["title"]
+    ET.ElementTree(feed).write(alerts_dir / "feed.atom", encoding="utf-8", xml_declaration=True)
+
+
+def notify_one(argv: list[str] | None, alert: Path, title: str) -> None:
+    """The configured command, once per new alert; a failing one warns and the night goes on."""
+    if not argv:
+        return
+    cmd = [a.replace("{alert}", str(alert)).replace("{title}", title) for a in argv]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            print(f"harness: warning: the notification command exited {r.returncode}: "
+                  f"{(r.stderr or r.stdout).strip()[-300:]}", file=sys.stderr)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"harness: warning: the notification command could not run: {e}", file=sys.stderr)
+
+
+def suite_table(path: Path) -> dict[str, Any]:
+    """The suite file's top-level settings as written (threshold, thresholds, temp)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    from harness.core.errors import UserError
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"{path}: cannot read the suite: {e}") from None
+
+
+def notify_command(conf: AsvConfig) -> list[str] | None:
+    argv = conf.data.get(NOTIFY_KEY)
+    if argv is None:
+        return None
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+        from harness.core.errors import UserError
+        raise UserError(f"{conf.path}: {NOTIFY_KEY} must be a list of strings (argv; no shell)")
+    return argv
