@@ -475,3 +475,31 @@ def test_a_check_takes_its_false_alarm_level_from_the_command_line():
         r = _cli("compare-commits", "main", "HEAD", "--alpha", bad)
         assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
         assert r.stderr.startswith("harness: --alpha must be in (0, 0.5]"), r.stderr
+
+
+def test_rejection_rate_and_tokens_per_round_are_judged_exactly():
+    from harness.analyze import paired
+    from harness.ci import commits
+
+    def runs(accepted, jitter=False):
+        out = []
+        for rep in range(6):
+            r = _run("block3", rep, 2.0, mode="speculative", rounds=16)
+            acc = accepted + (rep % 2 if jitter else 0)
+            r["diagnostics"].update(proposed=32, accepted=acc, emitted_per_verify=(acc + 16) / 16)
+            out.append(r)
+        return out
+
+    design = paired.Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
+    same = {f.figure: f for f in commits.judge(runs(20), runs(20), ["block3"], design)}
+    assert same["rejection rate (exact)"].result.verdict == "unchanged" and same["rejection rate (exact)"].gated
+    # One more rejected draft per run at head: worse, with no statistics, and the check fails.
+    figs = commits.judge(runs(20), runs(19), ["block3"], design)
+    by = {f.figure: f for f in figs}
+    assert by["rejection rate (exact)"].result.verdict == "worse"
+    assert by["tokens/round (exact)"].result.verdict == "worse"
+    c = commits.Comparison("a" * 40, "b" * 40, design, figs, [], {}, {"base": "b", "head": "h"}, {}, 1.0)
+    assert c.exit_status == commits.FAIL and "rejection rate (exact)" in c.headline()
+    # Runs of one side that differ: not exact on this host; shown, not gated.
+    noisy = {f.figure: f for f in commits.judge(runs(20, jitter=True), runs(20), ["block3"], design)}
+    assert not noisy["rejection rate (exact)"].gated and "nondeterministic" in noisy["rejection rate (exact)"].result.note

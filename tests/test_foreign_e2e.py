@@ -237,10 +237,18 @@ def test_nightly_pushes_into_a_bare_results_repository(lab):
                     "--machine", MACHINE, "--machine-file", str(lab.machine_file), timeout=1500)
     _timing("nightly_s", t0)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    TIMINGS["nightly_stages"] = json.loads(r.stdout.strip().splitlines()[-1])["stages_s"]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    TIMINGS["nightly_stages"] = summary["stages_s"]
+    # The slowed commit is a step in its series (base, docs: before; slow, new: after): alerted,
+    # one alert for the change, with the slowed arms' figures in it.
+    slow = [a for a in summary["alerts"] if a["first_after"] == lab.shas["slow"]]
+    assert len(slow) == 1 and slow[0]["direction"] == "regression", summary["alerts"]
+    assert "bench_engine.Decode.track_ms_per_token('classic')" in slow[0]["series"], slow[0]
+    assert f"ALERT {slow[0]['title']}" in r.stdout
     _timing("nightly_s", t0)
     files = git(bare, "ls-tree", "-r", "--name-only", "main").splitlines()
     # Every measured commit's asv results (pr-check's stored ones too) and the new one's record.
     for k in ("base", "slow", "new"):
         assert any(f.startswith(f"results/{MACHINE}/{lab.shas[k][:8]}") for f in files), (k, files)
     assert any(f.startswith(f"records/{MACHINE}/{lab.shas['new'][:12]}") for f in files), files
+    assert {f"alerts/{MACHINE}/state.json", f"alerts/{MACHINE}/feed.atom", f"alerts/{MACHINE}/{slow[0]['id']}.md"} <= set(files)

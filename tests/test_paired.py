@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.analyze import comparisons, paired, sequential
+from harness.analyze.paired import Design, analyze, judge_family, p_value
 
 D = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
 
@@ -192,3 +193,29 @@ def test_vs_classic_pairs_the_same_round():
            "runs": [_run("c", "p", 0, 1.0), _run("s", "p", 0, 0.5), _run("c", "p", 1, 2.0),
                     _run("s", "p", 1, 1.0), _run("s", "q", 0, 0.1)]}
     assert comparisons.vs_classic(rec) == {"s": ("c", [1.0, 2.0], [0.5, 1.0])}
+
+
+def test_benjamini_hochberg_over_the_gated_figures_sees_what_bonferroni_misses() -> None:
+    # Three gated figures: two moved by ~4%, one unchanged. Split Bonferroni-fashion (alpha / 3)
+    # the weaker of the two is not significant; BH selects both, judges each at 2 x alpha / 3,
+    # and draws their intervals at that level, which then exclude no change.
+    rng = np.random.default_rng(5)
+    base = [list(np.exp(rng.normal(0, 0.01, 10))) for _ in range(3)]
+    moves = (1.045, 1.025, 1.0)
+    head = [[x * m * float(np.exp(rng.normal(0, 0.02))) for x in b] for b, m in zip(base, moves)]
+    design = Design(threshold=0.10, alpha=0.05, looks=1, figures=3, floor=0.01)
+    ps = [p_value(b, h) for b, h in zip(base, head)]
+    assert sorted(ps)[1] > 0.05 / 3 and sorted(ps)[1] <= 2 * 0.05 / 3, ps     # the case BH exists for
+    alone = [analyze(b, h, design) for b, h in zip(base, head)]
+    fam = judge_family(list(zip(base, head)), design)
+    assert [p.verdict for p in alone][:2].count("worse") == 1
+    assert [p.verdict for p in fam][:2] == ["worse", "worse"]
+    assert all(p.lo > 1.0 for p in fam[:2])
+    assert fam[2].verdict != "worse"
+
+
+def test_with_nothing_changed_the_family_is_judged_at_the_family_wise_level() -> None:
+    rng = np.random.default_rng(6)
+    pairs = [(list(np.exp(rng.normal(0, 0.02, 12))), list(np.exp(rng.normal(0, 0.02, 12)))) for _ in range(4)]
+    design = Design(threshold=0.10, alpha=0.05, looks=2, figures=4)
+    assert judge_family(pairs, design) == [analyze(b, h, design) for b, h in pairs]

@@ -89,6 +89,9 @@ def test_bad_arm_fields(tmp_path: Path, arm_extra: dict, key: str, what: str) ->
     ({"alpha": 0.6}, "alpha", "must be <= 0.5"),
     ({"alpha": 0.0}, "alpha", "must be > 0"),
     ({"looks": 0}, "looks", "must be >= 1"),
+    ({"thresholds": {"ms_per_tok": 0.1}}, "thresholds.ms_per_tok", "unknown figure (known: ms_per_token"),
+    ({"thresholds": {"memory_mib": 1.5}}, "thresholds.memory_mib", "must be < 1"),
+    ({"thresholds": 0.1}, "thresholds", "expected a table"),
 ])
 def test_bad_settings(tmp_path: Path, settings: dict, key: str, what: str) -> None:
     msg = _error(write_suite(tmp_path, [command_arm("a")], **settings))
@@ -181,3 +184,8 @@ def test_new_settings_default_and_old_records_lack_them(tmp_path: Path) -> None:
                 "alpha", "looks"):
         del d["settings"][key]     # a record written before these settings existed
     assert suite_from_record(d, "old.json").settings == st
+
+
+def test_per_figure_thresholds_load(tmp_path: Path) -> None:
+    s = load_suite(write_suite(tmp_path, [command_arm("a")], thresholds={"memory_mib": 0.02}))
+    assert s.settings.thresholds == {"memory_mib": 0.02} and s.settings.threshold == 0.10

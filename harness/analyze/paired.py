@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -43,6 +43,9 @@ class Design:
     figures: int = 1          # figures that gate the check; alpha split over them too
     power: float = 0.80       # probability of catching a change of the detectable size
     floor: float | None = None  # smallest change ever called worse/improved (default threshold/2)
+    # Benjamini-Hochberg over the gated figures (judge_family): a figure BH selects out of R is
+    # judged, and its interval drawn, at R times the per-test level (false-coverage-rate intervals).
+    selected: int = 1
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
@@ -56,7 +59,7 @@ class Design:
 
     @property
     def alpha_per_test(self) -> float:
-        return self.alpha / (self.looks * self.figures)
+        return self.alpha * self.selected / (self.looks * self.figures)
 
     @property
     def min_effect(self) -> float:
@@ -168,6 +171,35 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Pai
     else:
         note = f"the interval reaches beyond ±{t:.0%}"
     return Paired(n, ratio, lo, hi, det, "inconclusive", note, sd)
+
+
+def p_value(base: Sequence[float], head: Sequence[float]) -> float:
+    """Two-sided one-sample t test of the per-pair log ratios against no change (1.0 without
+    two usable pairs or spread)."""
+    b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
+    keep = np.isfinite(b) & np.isfinite(h) & (b > 0) & (h > 0)
+    logs = np.log(h[keep] / b[keep])
+    if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
+        return 1.0
+    return float(scipy_stats().ttest_1samp(logs, 0.0).pvalue)
+
+
+def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design) -> list[Paired]:
+    """The gated figures of one check, judged together: Benjamini-Hochberg over their p-values at
+    alpha / looks selects R of the m figures; a selected figure is judged at R * alpha / (looks m)
+    (its interval then excludes no change: a false-coverage-rate interval), the others at
+    alpha / (looks m), as before. With every figure unchanged this is the family-wise level."""
+    m = len(pairs)
+    if m == 0:
+        return []
+    design = replace(design, figures=m, selected=1)
+    ps = [p_value(b, h) for b, h in pairs]
+    q = design.alpha / design.looks
+    ranked = sorted(range(m), key=lambda i: ps[i])
+    r = max((k + 1 for k, i in enumerate(ranked) if ps[i] <= (k + 1) * q / m), default=0)
+    chosen = set(ranked[:r])
+    return [analyze(b, h, replace(design, selected=r) if i in chosen else design)
+            for i, (b, h) in enumerate(pairs)]
 
 
 def ratio_text(p: Paired) -> str:

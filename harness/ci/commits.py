@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
+import math
 import subprocess
 import tarfile
 import time
@@ -173,14 +174,57 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
 
     table = comparisons.between_sessions(base_runs, head_runs)
     order = {a: i for i, a in enumerate(arms)}
+    items = sorted(table.items(), key=lambda kv: (kv[0][1] != comparisons.MS_PER_TOKEN,
+                                                  order.get(kv[0][0], 99), kv[0][1]))
+    gated = [(k, v) for k, v in items if k[1] == comparisons.MS_PER_TOKEN]
+    # The gated figures together (Benjamini-Hochberg over them); diagnostics one by one.
+    results = dict(zip([k for k, _ in gated], paired.judge_family([v for _, v in gated], design)))
     out = []
-    for (arm, fig), (xs, ys) in sorted(table.items(), key=lambda kv: (kv[0][1] != comparisons.MS_PER_TOKEN,
-                                                                        order.get(kv[0][0], 99), kv[0][1])):
-        gated = fig == comparisons.MS_PER_TOKEN
-        if gated_only and not gated:
+    for (arm, fig), (xs, ys) in items:
+        is_gated = fig == comparisons.MS_PER_TOKEN
+        if gated_only and not is_gated:
             continue
-        out.append(Figure(arm, fig, gated, paired.analyze(xs, ys, design),
-                          statistics.median(xs) if xs else None, statistics.median(ys) if ys else None))
+        r = results[(arm, fig)] if is_gated else paired.analyze(xs, ys, design)
+        out.append(Figure(arm, fig, is_gated, r, statistics.median(xs) if xs else None,
+                          statistics.median(ys) if ys else None))
+    if not gated_only:
+        out += exact_figures(base_runs, head_runs, arms)
+    return out
+
+
+EXACT_FIGURES = (("rejection rate (exact)", lambda d: 1.0 - d["accepted"] / d["proposed"] if d.get("proposed") else None, 1),
+                 ("tokens/round (exact)", lambda d: d.get("emitted_per_verify"), -1))
+
+
+def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]],
+                  arms: list[str]) -> list[Figure]:
+    """Rejection rate and tokens per round of each speculative arm, at temperature 0 the same in
+    every run of the same code: any difference between the sides is a change (worse or
+    improved), with no statistics. Runs that differ within one side make the figure
+    nondeterministic here, shown and not gated."""
+    out = []
+    for arm in arms:
+        for name, value, worse_sign in EXACT_FIGURES:
+            sides = []
+            for runs in (base_runs, head_runs):
+                ok = [r for r in runs if r.get("arm") == arm and not r.get("warmup") and r.get("status") == "ok"
+                      and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None)]
+                xs = [value(r.get("diagnostics") or {}) for r in ok]
+                sides.append({round(float(x), 12) for x in xs if x is not None})
+            b, h = sides
+            if not b or not h:
+                continue
+            if len(b) > 1 or len(h) > 1:
+                res = paired.Paired(0, None, None, None, None, "inconclusive",
+                                    "nondeterministic: runs of one side differ (not exact here; not gated)")
+                out.append(Figure(arm, name, False, res, min(b), min(h)))
+                continue
+            bv, hv = b.pop(), h.pop()
+            ratio = hv / bv if bv else (1.0 if hv == bv else math.inf)
+            verdict = "unchanged" if hv == bv else ("worse" if (hv - bv) * worse_sign > 0 else "improved")
+            res = paired.Paired(len([r for r in head_runs if r.get("arm") == arm]), ratio, None, None, None,
+                                verdict, "exact at temperature 0: any change is a change")
+            out.append(Figure(arm, name, True, res, bv, hv))
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import re
 import subprocess
 import sys
@@ -99,10 +100,6 @@ class History:
     unstable: list[tuple[str, str]] = field(default_factory=list)
     alpha: float = ALPHA
 
-    @property
-    def new_alerts(self) -> list[Found]:
-        return [f for f in self.found if f.new]
-
     def to_dict(self) -> dict[str, Any]:
         return {"machine": self.machine, "commits": self.commits, "series": self.series, "alpha": self.alpha,
                 "window": WINDOW, "steps": [f.to_dict() for f in self.found],
@@ -144,13 +141,14 @@ def load_state(alerts_dir: Path) -> dict[str, Any]:
 
 
 def alert_id(f: Found) -> str:
-    key = f"{f.step.series}|{f.step.direction}|{f.step.last_before}|{f.step.first_after}"
+    """One alert per change: its commit range and direction (every series it moved is listed)."""
+    key = f"{f.step.direction}|{f.step.last_before}|{f.step.first_after}"
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _same_step(a: dict[str, Any], f: Found, order: dict[str, int]) -> bool:
     """An earlier alert of the same series and direction whose range overlaps this step's."""
-    if a["series"] != f.step.series or a["direction"] != f.step.direction:
+    if f.step.series not in a["series"] or a["direction"] != f.step.direction:
         return False
     lo, hi = order.get(a["last_before"]), order.get(a["first_after"])
     if lo is None or hi is None:
@@ -159,13 +157,16 @@ def _same_step(a: dict[str, Any], f: Found, order: dict[str, int]) -> bool:
 
 
 def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[str] | None = None,
-                now: _dt.datetime | None = None) -> list[Found]:
-    """Alert each step not alerted before (acknowledged ones never); write the state, each new
-    alert's Markdown and the feed; run the notification command per new alert."""
+                now: _dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Alert each step not alerted before (acknowledged ones never): one alert per change (commit
+    range and direction) listing every series it moved; write the state, each new alert's
+    Markdown and the feed; run the notification command once per new alert. Returns the new
+    alerts (id, title, series, range, file)."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     alerts_dir.mkdir(parents=True, exist_ok=True)
     state = load_state(alerts_dir)
     order = {c: i for i, c in enumerate(commits)}
+    groups: dict[str, list[Found]] = {}
     for f in h.found:
         if f.ack is not None:
             continue
@@ -174,45 +175,67 @@ def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[s
             f.alert_id = old["id"]
             continue
         f.alert_id, f.new = alert_id(f), True
-        body = alert_markdown(f, h)
-        (alerts_dir / f"{f.alert_id}.md").write_text(body, encoding="utf-8")
-        state["alerts"].append({"id": f.alert_id, "series": f.step.series, "direction": f.step.direction,
-                                "last_before": f.step.last_before, "first_after": f.step.first_after,
-                                "title": alert_title(f), "ratio": f.step.ratio, "at": now.isoformat(timespec="seconds")})
+        groups.setdefault(f.alert_id, []).append(f)
+    fresh = []
+    for aid, fs in groups.items():
+        old = next((a for a in state["alerts"] if a["id"] == aid), None)
+        if old is not None:        # the same change, more series moved: listed, not alerted again
+            old["series"] = sorted(set(old["series"]) | {f.step.series for f in fs})
+            for f in fs:
+                f.new = False
+            continue
+        (alerts_dir / f"{aid}.md").write_text(alert_markdown(fs, h), encoding="utf-8")
+        state["alerts"].append({"id": aid, "series": sorted(f.step.series for f in fs),
+                                "direction": fs[0].step.direction, "last_before": fs[0].step.last_before,
+                                "first_after": fs[0].step.first_after, "title": alert_title(fs[0], len(fs)),
+                                "at": now.isoformat(timespec="seconds")})
+        fresh.append(aid)
     _state_path(alerts_dir).write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
     write_feed(alerts_dir, h.machine, state)
-    for f in h.new_alerts:
-        notify_one(notify, alerts_dir / f"{f.alert_id}.md", alert_title(f))
-    return h.new_alerts
+    out = [{**next(a for a in state["alerts"] if a["id"] == aid), "file": str(alerts_dir / f"{aid}.md")}
+           for aid in fresh]
+    for a in out:
+        notify_one(notify, Path(a["file"]), a["title"])
+    return out
 
 
-def alert_title(f: Found) -> str:
+def confidence_text(c: float | None) -> str:
+    """1 - the adjusted p, never rounded up to a certainty it is not."""
+    if c is None:
+        return "-"
+    return ">99.9%" if c > 0.999 else f"{c:.1%}"
+
+
+def alert_title(f: Found, series: int = 1) -> str:
     s = f.step
-    return (f"{s.direction}: {f.info.arm} {f.info.figure} {s.change:+.1%} at {s.first_after[:8]}"
+    more = f" and {series - 1} more series" if series > 1 else ""
+    return (f"{s.direction}: {f.info.arm} {f.info.figure} {s.change:+.1%}{more} at {s.first_after[:8]}"
             + (f" (range {s.last_before[:8]}..{s.first_after[:8]})" if len(s.commits) > 1 else ""))
 
 
-def alert_markdown(f: Found, h: History) -> str:
-    s = f.step
-    how = ("exact figure (deterministic at temperature 0): any change is a change, no statistics" if s.exact else
-           f"Mann-Whitney U over the runs of up to {WINDOW} measured commits each side, Benjamini-Hochberg over "
-           f"every boundary of all {h.series} series at false-discovery rate {h.alpha:.0%}; confidence "
-           f"{(s.confidence or 0):.1%}")
-    asv = ("asv's step detection has a boundary here too "
-           f"({s.asv_segments[0]:.4g} -> {s.asv_segments[1]:.4g})" if s.asv_segments else
-           "asv's step detection (its Regressions page) has no boundary here")
-    lines = [f"<!-- harness-alert:{h.machine}:{f.alert_id} -->", f"## {alert_title(f)}", "",
-             f"Host {h.machine}, series `{s.series}` ({f.info.unit or 'no unit'}; lower is better).", "",
-             "| | value |", "|---|---|",
-             f"| first commit after the change | `{s.first_after}` |",
-             f"| last commit before it | `{s.last_before}` |",
-             f"| commits that may hold it | {len(s.commits)}: {', '.join(c[:8] for c in s.commits)} |",
-             f"| before | {s.before:.4g} |", f"| after | {s.after:.4g} |",
-             f"| change | {s.change:+.1%} (threshold {f.threshold:.0%}) |",
-             f"| how it was found | {how} |", f"| asv | {asv} |", "",
-             "To find the commit: `harness bisect " + f"{s.last_before[:12]} {s.first_after[:12]} "
-             f"--arm {f.info.arm} --figure {f.info.figure}`. If it was meant, acknowledge it in "
-             "benchmarks/acknowledgements.toml (docs/history.md)."]
+def alert_markdown(fs: list[Found], h: History) -> str:
+    """The alert for one change: the commits that may hold it, then every series it moved."""
+    first = max(fs, key=lambda f: abs(math.log(f.step.ratio)) if f.step.ratio > 0 else 0.0)
+    s = first.step
+    lines = [f"<!-- harness-alert:{h.machine}:{first.alert_id} -->", f"## {alert_title(first, len(fs))}", "",
+             f"Host {h.machine}. First commit after the change `{s.first_after}`, last before it "
+             f"`{s.last_before}`; the commits that may hold it ({len(s.commits)}): "
+             f"{', '.join(c[:8] for c in s.commits)}.", "",
+             "| series | unit | before | after | change | threshold | how found | asv's step fit |",
+             "|---|---|---|---|---|---|---|---|"]
+    for f in sorted(fs, key=lambda f: -abs(math.log(f.step.ratio)) if f.step.ratio > 0 else 0.0):
+        st = f.step
+        how = "exact (deterministic at temperature 0)" if st.exact else f"confidence {confidence_text(st.confidence)}"
+        asv = (f"{st.asv_segments[0]:.4g} -> {st.asv_segments[1]:.4g}" if st.asv_segments else "no boundary here")
+        lines.append(f"| `{st.series}` | {f.info.unit or '-'} | {st.before:.4g} | {st.after:.4g} | "
+                     f"{st.change:+.1%} | {f.threshold:.0%} | {how} | {asv} |")
+    lines += ["", f"Lower is better for every figure. Found by a Mann-Whitney U test of the runs of up to {WINDOW} "
+              f"measured commits either side of each boundary, Benjamini-Hochberg over every boundary of all "
+              f"{h.series} series of this host at a false-discovery rate of {h.alpha:.0%}; exact figures change "
+              "at the first differing commit. \"asv's step fit\" is what asv's Regressions page draws there.", "",
+              f"To find the commit: `harness bisect {s.last_before[:12]} {s.first_after[:12]} --arm {first.info.arm} "
+              f"--figure {first.info.figure}`. If the change was meant, acknowledge it in "
+              "benchmarks/acknowledgements.toml (docs/history.md)."]
     return "\n".join(lines) + "\n"
 
 

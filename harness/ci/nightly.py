@@ -297,9 +297,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
         history_window = list(reversed(branch_commits(conf.root, branch, since)))
         h = detect(conf, m, history_window, suite_table(configured_suite(conf)),
                    load_acks(conf.root, acks_path(conf)))
-        new = file_alerts(h, history_window, alerts_dir, notify_command(conf))
-        out.alerts = [{"id": f.alert_id, "title": alert_title(f), "file": str(alerts_dir / f"{f.alert_id}.md"),
-                       "direction": f.step.direction} for f in new]
+        out.alerts = file_alerts(h, history_window, alerts_dir, notify_command(conf))
         out.history = {"series": h.series, "commits": h.commits, "steps": len(h.found),
                        "acknowledged": [{"title": alert_title(f), "reason": f.ack.reason} for f in h.found if f.ack],
                        "unstable": len(h.unstable)}

@@ -138,7 +138,9 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "
               f"{c.outcome.get('stopped_because')}. Each figure is judged on the per-pair ratios head/base: "
               f"geometric mean with a {1 - d.alpha_per_test:.2%} interval (false-alarm level {d.alpha * 100:g}% "
-              f"split over {d.looks} look(s) and {d.figures} gated figure(s)); \"smallest detectable\" is the "
+              f"split over {d.looks} look(s) and {d.figures} gated figure(s)); across the gated figures the "
+              f"false-discovery rate is controlled (Benjamini-Hochberg): a figure it selects out of R is judged, "
+              f"and its interval drawn, at R times that level. \"smallest detectable\" is the "
               f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
               f"change of at least {d.min_effect:.0%}; unchanged needs the interval inside ±{d.threshold:.0%} "
               f"and a smallest detectable change below it; anything else is inconclusive. "
@@ -156,8 +158,9 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
         lines.append(f"| {v} | {f.figure} | {f.arm} | {_num(f.base_median)} | {_num(f.head_median)} | {r.n} | "
                      f"{paired.ratio_text(r)} | {paired.detectable_text(r)} | "
                      f"{asv_word(rows or [], f.arm, f.figure) or '-'} | {note} |")
-    lines += ["", "Gated figures (decode ms/token of every arm) decide the check; the diagnostics say where "
-                  "a change sits and do not."]
+    lines += ["", "Gated figures (decode ms/token of every arm; rejection rate and tokens per round of every "
+                  "speculative arm, exact at temperature 0: any change is a change, no statistics) decide the "
+                  "check; the diagnostics say where a change sits and do not."]
     acked = [f for f in c.figures if f.ack]
     if acked:
         lines += ["", "### Acknowledged changes", "",

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import configured_suite, load_config
-from harness.ci.history import alert_title, detect, suite_table
+from harness.ci.history import alert_title, confidence_text, detect, suite_table
 from harness.ci.machine import default_machine_file
 from harness.ci.nightly import branch_commits
 from harness.ci.prcheck import ensure_machine
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     for f in h.found:
         s = f.step
         t.add_row(alert_title(f), ", ".join(c[:8] for c in s.commits), f"{s.before:.4g}", f"{s.after:.4g}",
-                  "exact" if s.exact else f"{(s.confidence or 0):.1%}", "yes" if s.asv_segments else "no",
+                  "exact" if s.exact else confidence_text(s.confidence), "yes" if s.asv_segments else "no",
                   f.ack.reason if f.ack else "-")
     out.print(t)
     for name, why in h.unstable:
