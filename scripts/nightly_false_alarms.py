@@ -41,6 +41,7 @@ def main() -> int:
     ap.add_argument("--weeks", type=int, default=50)
     ap.add_argument("--threshold", type=float, default=0.10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--alpha", type=float, default=ALPHA, help="false-discovery rate of one night's analysis")
     ap.add_argument("--json")
     args = ap.parse_args()
     sessions = [series_of(json.loads(Path(p).read_text())) for p in args.records]
@@ -48,7 +49,7 @@ def main() -> int:
     names = sorted(set.intersection(*(set(s) for s in sessions)))
     exact = {n for n in names if is_exact(n.split("|", 1)[0], temp)}
     rng = np.random.default_rng(args.seed)
-    alerts_per_week, unstable = [], set()
+    alerts_per_week, unstable, by_series = [], set(), {}
     for _ in range(args.weeks):
         n = args.history + args.nights
         order = [f"c{i:03d}" for i in range(n)]
@@ -59,7 +60,7 @@ def main() -> int:
         alerts = 0
         for night in range(args.nights):
             upto = args.history + night + 1
-            res = analyze_series({k: v[:upto] for k, v in data.items()}, order[:upto], args.threshold, exact)
+            res = analyze_series({k: v[:upto] for k, v in data.items()}, order[:upto], args.threshold, exact, args.alpha)
             for r in res:
                 if r.unstable:
                     unstable.add(r.series)
@@ -67,11 +68,13 @@ def main() -> int:
                     if (r.series, s.first_after) not in seen:
                         seen.add((r.series, s.first_after))
                         alerts += 1
+                        by_series[r.series] = by_series.get(r.series, 0) + 1
         alerts_per_week.append(alerts)
-    out = {"sessions": len(sessions), "series": len(names), "exact_series": len(exact),
-           "unstable_series": sorted(unstable), "weeks": args.weeks, "nights_per_week": args.nights,
-           "history_commits": args.history, "threshold": args.threshold, "fdr": ALPHA,
-           "alerts_total": int(sum(alerts_per_week)), "weeks_with_an_alert": int(sum(a > 0 for a in alerts_per_week))}
+    out = {"argv": sys.argv[1:], "sessions": len(sessions), "series": len(names), "exact_series": len(exact),
+           "unstable_in_some_week": sorted(unstable), "weeks": args.weeks, "nights_per_week": args.nights,
+           "history_commits": args.history, "threshold": args.threshold, "fdr": args.alpha,
+           "alerts_total": int(sum(alerts_per_week)), "weeks_with_an_alert": int(sum(a > 0 for a in alerts_per_week)),
+           "alerts_by_series": by_series}
     print(json.dumps(out, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

@@ -29,7 +29,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from harness.analyze import acks as ackmod
-from harness.analyze.changes import ALPHA, WINDOW, Point, SeriesResult, Step, analyze_series
+from harness.analyze.changes import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
 from harness.core.figures import is_exact
 
@@ -229,10 +229,11 @@ def alert_markdown(fs: list[Found], h: History) -> str:
         asv = (f"{st.asv_segments[0]:.4g} -> {st.asv_segments[1]:.4g}" if st.asv_segments else "no boundary here")
         lines.append(f"| `{st.series}` | {f.info.unit or '-'} | {st.before:.4g} | {st.after:.4g} | "
                      f"{st.change:+.1%} | {f.threshold:.0%} | {how} | {asv} |")
-    lines += ["", f"Lower is better for every figure. Found by a Mann-Whitney U test of the runs of up to {WINDOW} "
-              f"measured commits either side of each boundary, Benjamini-Hochberg over every boundary of all "
-              f"{h.series} series of this host at a false-discovery rate of {h.alpha:.0%}; exact figures change "
-              "at the first differing commit. \"asv's step fit\" is what asv's Regressions page draws there.", "",
+    lines += ["", f"Lower is better for every figure. Found by a t test of the commits' medians (log scale), up to "
+              f"{WINDOW} measured commits before each boundary against up to {WINDOW} after it (at least "
+              f"{MIN_AFTER}), Benjamini-Hochberg over every boundary of all {h.series} series of this host at a "
+              f"false-discovery rate of {h.alpha:.0%}; exact figures change at the first differing commit. "
+              "\"asv's step fit\" is what asv's Regressions page draws there.", "",
               f"To find the commit: `harness bisect {s.last_before[:12]} {s.first_after[:12]} --arm {first.info.arm} "
               f"--figure {first.info.figure}`. If the change was meant, acknowledge it in "
               "benchmarks/acknowledgements.toml (docs/history.md)."]
