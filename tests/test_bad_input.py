@@ -96,6 +96,19 @@ def _nightly_project(tmp: Path) -> Path:
     return proj
 
 
+def _nightly_project_with_suite(tmp: Path) -> Path:
+    proj = _nightly_project(tmp)
+    (proj / "benchmarks" / "suite.toml").write_text('name = "x"\n')
+    return proj
+
+
+def _bad_acks_project(tmp: Path) -> Path:
+    proj = _nightly_project(tmp)
+    (proj / "benchmarks" / "acknowledgements.toml").write_text(
+        '[[acknowledge]]\ncommits = "HEAD"\nreason = "meant"\ncolour = "red"\n')
+    return proj
+
+
 def _machine_m(tmp: Path) -> None:
     subprocess.run(harness_argv("host", "register", "--machine", "m", "--machine-file", str(tmp / "m.json")),
                    check=True, capture_output=True, env=clean_env(), timeout=120)
@@ -232,9 +245,15 @@ CASES = [
          lambda t: ["pr-check", "HEAD", "HEAD", "--suite", str(REPO / "benchmarks" / "suite.toml"),
                     "--machine", "m", "--machine-file", str(t / "m.json")],
          "cannot write the asv results there", cwd=_results_a_file),
+    Case("changes with a malformed acknowledgements file", lambda t: ["changes", "--machine", "m"],
+         "acknowledge[0]: unknown key 'colour'", cwd=_bad_acks_project),
+    Case("nightly with a malformed acknowledgements file",
+         lambda t: ["nightly", "--results-repo", str(t / "none.git"), "--checkout", str(t / "co"),
+                    "--machine-file", str(t / "machine.json")], "acknowledge[0]: unknown key 'colour'",
+         cwd=_bad_acks_project),
     Case("nightly unreachable results repository",
          lambda t: ["nightly", "--results-repo", str(t / "none.git"), "--checkout", str(t / "co"),
-                    "--machine-file", str(t / "machine.json")], "unreachable", cwd=_nightly_project),
+                    "--machine-file", str(t / "machine.json")], "unreachable", cwd=_nightly_project_with_suite),
 ]
 
 

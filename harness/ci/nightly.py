@@ -249,6 +249,10 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     if max_commits < 1:
         raise UserError(f"--max-commits must be at least 1, got {max_commits}")
     conf = load_config(config)
+    # What the change-point stage needs is checked before anything is measured: a malformed
+    # acknowledgements file or notification command is one line now, not after the night's runs.
+    acks, suite_settings, notify = load_acks(conf.root, acks_path(conf)), suite_table(configured_suite(conf)), \
+        notify_command(conf)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     co = Path(checkout).expanduser() if checkout else default_checkout(results_repo)
     t0 = time.monotonic()
@@ -295,9 +299,8 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     with out.stage("changes"):
         alerts_dir = repo_dir / "alerts" / m
         history_window = list(reversed(branch_commits(conf.root, branch, since)))
-        h = detect(conf, m, history_window, suite_table(configured_suite(conf)),
-                   load_acks(conf.root, acks_path(conf)))
-        out.alerts = file_alerts(h, history_window, alerts_dir, notify_command(conf))
+        h = detect(conf, m, history_window, suite_settings, acks)
+        out.alerts = file_alerts(h, history_window, alerts_dir, notify)
         out.history = {"series": h.series, "commits": h.commits, "steps": len(h.found),
                        "acknowledged": [{"title": alert_title(f), "reason": f.ack.reason} for f in h.found if f.ack],
                        "unstable": len(h.unstable)}

@@ -22,10 +22,11 @@ NAME = "changes"
 
 def run(args: argparse.Namespace) -> int:
     conf = load_config(args.config)
+    acks = load_acks(conf.root, acks_path(conf))      # a malformed file is one line, before anything is read
     mf = Path(args.machine_file).expanduser() if args.machine_file else default_machine_file()
     machine = args.machine or ensure_machine(mf, None)["machine"]
     commits = list(reversed(branch_commits(conf.root, args.branch, args.since)))
-    h = detect(conf, machine, commits, suite_table(configured_suite(conf)), load_acks(conf.root, acks_path(conf)))
+    h = detect(conf, machine, commits, suite_table(configured_suite(conf)), acks)
     out = Console() if Console().is_terminal else Console(width=200)
     t = Table(title=f"{machine}: {len(h.found)} step(s) in {h.series} series over {h.commits} commits "
                     f"(false-discovery rate {h.alpha:.0%})", title_justify="left")
