@@ -29,7 +29,7 @@ bench: install
 # otherwise start the files with most tests first and these last); the tests that read this
 # host's CPU load run afterwards, alone, since the others would be load.
 test: install lint chromium
-	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not host_alone"
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not host_alone" --durations=20
 	$(BIN)/python -m pytest -m host_alone
 
 # The quick loop while editing: every test but the end-to-end ones (e2e).

@@ -16,7 +16,7 @@ def pytest_collection_modifyitems(config, items):
     """The end-to-end files first, the longest first: make test hands each to its own worker at
     the start (with --no-loadscope-reorder), and the short files fill the third worker and then
     the others, instead of the long ones starting last and running alone at the end."""
-    longest = ("test_asv_e2e.py", "test_foreign_e2e.py", "test_pr_check_e2e.py")
+    longest = ("test_asv_e2e.py", "test_foreign_e2e.py", "test_pr_check_e2e.py", "test_history_e2e.py")
 
     def rank(item):
         name = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
