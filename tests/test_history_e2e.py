@@ -5,18 +5,19 @@
     commit 17      makes it 30% slower (the step)
     the others     touch a notes file
 
-The nightly measured every fourth commit (a night measures a few), so its series hold 9 points;
-their asv results are written with asv's own Results class, each commit's runs drawn around the
-engine's true per-token time at that commit (3% run-to-run noise, measured here for real engines:
-docs/history.md). On them: the change points name the range that holds commit 17 and nothing
-else, one alert is filed and not filed again over a week of further nights, the bisection
-(real paired measurements of the real commits) finds commit 17, and an acknowledgement of it
+The nightly measured every fourth commit (a night measures a few), so its series hold 9 points:
+each is a real `harness run` of that commit's tree, its samples stored as asv results with asv's
+own Results class (what the nightly's `asv run` stores, without building an environment per
+commit). On them: the change points name the range that holds commit 17 and nothing else, one
+alert is filed and not filed again over a week of further nights (each measured the same way),
+the bisection (paired probes of the real commits) finds commit 17, and an acknowledgement of it
 silences the alert and shows its reason in the PR comment and in the report.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -72,7 +73,6 @@ CONF = {"version": 1, "project": "sleepy", "repo": ".", "branches": ["main"], "d
         "environment_type": "virtualenv", "results_dir": "results", "html_dir": "html",
         "benchmark_dir": "benchmarks", "harness_suite": "benchmarks/suite.toml"}
 MS = "bench_engine.Decode.track_ms_per_token"
-IDENT = "bench_engine.Decode.track_identity_mismatches"
 REASON = "verify now re-checks every draft (PR 42): +30% on classic expected"
 
 
@@ -83,16 +83,32 @@ def _set_delay(repo: Path, factor: float) -> None:
     p.write_text(text.replace(old, f"DELAY_MS = {float(old.split('= ')[1]) * factor!r}"))
 
 
-def _write_results(repo: Path, sha: str, level: float, rng: np.random.Generator, when: int) -> None:
+def _measure(lab_root: Path, repo: Path, sha: str, when: int) -> None:
+    """What the nightly's asv run does for one commit, without asv's environment build: the
+    commit's tree exported from git, one `harness run` of its suite with its own engine on the
+    path, and the session's samples stored as asv results (asv's own Results class)."""
     from asv.results import Results
     from asv.runner import BenchmarkResult
 
+    from harness.ci.asvsession import arm_specs, figures_from_record, load_suite_file
+
+    tree = lab_root / "trees" / sha[:12]
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=repo, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    suite = tree / "benchmarks" / "nightly.toml"          # the suite without the checks' budget
+    suite.write_text("\n".join(x for x in SUITE.splitlines() if not x.startswith(("budget_s", "max_rep"))))
+    record = lab_root / "records" / f"{sha[:12]}.json"
+    r = subprocess.run(harness_argv("run", str(suite), "--record", str(record)), cwd=tree, capture_output=True,
+                       text=True, timeout=300, env=clean_env(PYTHONPATH=f"{tree}{os.pathsep}{REPO}"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(record.read_text())
+    figs = figures_from_record(data, arm_specs(load_suite_file(suite), environ={}))["figures"]
+    samples = figs["ms_per_token"]["classic"]
     res = Results({"machine": MACHINE, "python": "3.11"}, {}, sha, when, "3.11", "virtualenv-py3.11", {})
-    samples = list(level * np.exp(rng.normal(0, 0.03, 7)))
-    for name, values in ((MS, samples), (IDENT, [0.0] * 7)):
-        bench = {"name": name, "version": "1", "params": [["'classic'"]], "param_names": ["arm"]}
-        res.add_result(bench, BenchmarkResult(result=[float(np.median(values))], samples=[values], number=[1],
-                                              errcode=0, stderr="", profile=None), record_samples=True)
+    bench = {"name": MS, "version": "1", "params": [["'classic'"]], "param_names": ["arm"]}
+    res.add_result(bench, BenchmarkResult(result=[float(np.median(samples))], samples=[samples], number=[1],
+                                          errcode=0, stderr="", profile=None), record_samples=True)
     res.save(str(repo / "results"))
 
 
@@ -120,10 +136,9 @@ def lab(tmp_path_factory) -> dict:
     (repo / "results" / MACHINE).mkdir(parents=True)
     (repo / "results" / MACHINE / "machine.json").write_text(json.dumps(
         {"machine": MACHINE, "arch": "x86_64", "cpu": "cpu", "num_cpu": "2", "os": "Linux", "ram": "1", "version": 1}))
-    rng = np.random.default_rng(7)
     for i in list(range(0, 32, 4)) + [31]:            # the nightly measured every fourth commit
-        _write_results(repo, shas[i], 1.5 * levels[i], rng, 1_700_000_000_000 + i * 86_400_000)
-    return {"root": root, "repo": repo, "shas": shas, "levels": levels, "rng": rng}
+        _measure(root, repo, shas[i], 1_700_000_000_000 + i * 86_400_000)
+    return {"root": root, "repo": repo, "shas": shas, "levels": levels}
 
 
 def _history(lab: dict) -> tuple:
@@ -138,7 +153,7 @@ def test_the_step_is_found_in_the_range_that_holds_it_and_the_drift_is_not(lab):
     r = subprocess.run(harness_argv("changes", "--machine", MACHINE, "--json", str(lab["root"] / "changes.json")),
                        cwd=lab["repo"], env=clean_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert last_json(r.stdout) == {"kind": "harness.changes", "machine": MACHINE, "series": 2, "commits": 32,
+    assert last_json(r.stdout) == {"kind": "harness.changes", "machine": MACHINE, "series": 1, "commits": 32,
                                    "steps": 1, "unstable": 0}
     (step,) = json.loads((lab["root"] / "changes.json").read_text())["steps"]
     shas = lab["shas"]
@@ -167,11 +182,11 @@ def test_one_alert_filed_once_then_a_quiet_week(lab, tmp_path):
     h2, _ = _history(lab)
     assert file_alerts(h2, commits, alerts, notify) == [] and notified.read_text().count("\n") == 1
     # A week of nights on unchanged code: each adds one measured commit; no new alert.
-    repo, rng = lab["repo"], np.random.default_rng(11)
+    repo = lab["repo"]
     for night in range(7):
         (repo / "NOTES").write_text(f"night {night}\n")
         sha = commit_all(repo, f"night {night}")
-        _write_results(repo, sha, 1.5 * lab["levels"][-1], rng, 1_800_000_000_000 + night * 86_400_000)
+        _measure(lab["root"], repo, sha, 1_800_000_000_000 + night * 86_400_000)
         hn, cn = _history(lab)
         assert file_alerts(hn, cn, alerts, notify) == [], [alert_title(f) for f in hn.found if f.new]
     assert len(json.loads((alerts / "state.json").read_text())["alerts"]) == 1
