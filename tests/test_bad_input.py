@@ -383,14 +383,14 @@ def test_ctrl_c_while_loading_is_one_line_and_130(when: str | float, tmp_path: P
     import time
     proc = subprocess.Popen(harness_argv("run", str(_suite(tmp_path)), "--record", str(tmp_path / "r.json")),
                             cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Mid-import of the harness (after Python's own start-up, which no program can guard: under
+    # CI's load a fixed 0.4 s once fell inside it, and the default SIGINT killed the process): the
+    # moment numpy's extension is mapped into the process, then, for a float, that much later.
+    maps, deadline = Path(f"/proc/{proc.pid}/maps"), time.monotonic() + 30
+    while time.monotonic() < deadline and "_multiarray_umath" not in maps.read_text():
+        time.sleep(0.002)
     if isinstance(when, float):
         time.sleep(when)
-    else:
-        # Mid-import of the harness (after Python's own start-up, which no program can guard):
-        # the moment numpy's extension is mapped into the process.
-        maps, deadline = Path(f"/proc/{proc.pid}/maps"), time.monotonic() + 30
-        while time.monotonic() < deadline and "_multiarray_umath" not in maps.read_text():
-            time.sleep(0.002)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in err, (proc.returncode, err[-2000:])

@@ -66,12 +66,12 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse(argv)
-    args.invocation = Invocation(argv)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
-        signal.signal(signal.SIGINT, _interrupt)
     try:
+        args = parse(argv)
+        args.invocation = Invocation(argv)   # reads this host: Ctrl-C may land here too
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _interrupt)
+            signal.signal(signal.SIGINT, _interrupt)
         return int(args._command.run(args) or 0)
     except UserError as e:
         print(f"harness: {e}", file=sys.stderr)
