@@ -205,12 +205,13 @@ def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any
     out = []
     for arm in arms:
         for name, value, worse_sign in EXACT_FIGURES:
-            sides = []
+            sides, counted = [], 0
             for runs in (base_runs, head_runs):
                 ok = [r for r in runs if r.get("arm") == arm and not r.get("warmup") and r.get("status") == "ok"
                       and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None)]
                 xs = [value(r.get("diagnostics") or {}) for r in ok]
                 sides.append({round(float(x), 12) for x in xs if x is not None})
+                counted = len(xs)          # the head side's measured runs, the last assigned
             b, h = sides
             if not b or not h:
                 continue
@@ -222,7 +223,7 @@ def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any
             bv, hv = b.pop(), h.pop()
             ratio = hv / bv if bv else (1.0 if hv == bv else math.inf)
             verdict = "unchanged" if hv == bv else ("worse" if (hv - bv) * worse_sign > 0 else "improved")
-            res = paired.Paired(len([r for r in head_runs if r.get("arm") == arm]), ratio, None, None, None,
+            res = paired.Paired(counted, ratio, None, None, None,
                                 verdict, "exact at temperature 0: any change is a change")
             out.append(Figure(arm, name, True, res, bv, hv))
     return out
