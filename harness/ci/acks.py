@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.analyze.acks import Ack, parse
 from harness.ci.asvtool import AsvConfig
 from harness.core.errors import UserError
+from harness.core.tomlfile import read_toml
 
 CONFIG_KEY = "harness_acknowledgements"
 DEFAULT = "benchmarks/acknowledgements.toml"
@@ -36,16 +37,7 @@ def load_acks(repo: Path, path: Path) -> list[Ack]:
     """The file's entries with their commits resolved; none when the file does not exist."""
     if not path.exists():
         return []
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read the acknowledgements: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: not valid TOML: {e}") from None
+    data = read_toml(path, "the acknowledgements")
     out = []
     for i, (spec, figure, arm, reason) in enumerate(parse(data, str(path))):
         try:

@@ -31,7 +31,9 @@ from xml.etree import ElementTree as ET
 from harness.analyze import acks as ackmod
 from harness.analyze.changes import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
+from harness.core.errors import UserError
 from harness.core.figures import is_exact
+from harness.core.tomlfile import read_toml
 
 NOTIFY_KEY = "harness_notify"
 STATE_VERSION = 1
@@ -276,15 +278,7 @@ def notify_one(argv: list[str] | None, alert: Path, title: str) -> None:
 
 def suite_table(path: Path) -> dict[str, Any]:
     """The suite file's top-level settings as written (threshold, thresholds, temp)."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    from harness.core.errors import UserError
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise UserError(f"{path}: cannot read the suite: {e}") from None
+    return read_toml(path, "the suite")
 
 
 def notify_command(conf: AsvConfig) -> list[str] | None:
@@ -292,6 +286,5 @@ def notify_command(conf: AsvConfig) -> list[str] | None:
     if argv is None:
         return None
     if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
-        from harness.core.errors import UserError
         raise UserError(f"{conf.path}: {NOTIFY_KEY} must be a list of strings (argv; no shell)")
     return argv

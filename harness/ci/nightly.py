@@ -251,8 +251,9 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     conf = load_config(config)
     # What the change-point stage needs is checked before anything is measured: a malformed
     # acknowledgements file or notification command is one line now, not after the night's runs.
-    acks, suite_settings, notify = load_acks(conf.root, acks_path(conf)), suite_table(configured_suite(conf)), \
-        notify_command(conf)
+    acks = load_acks(conf.root, acks_path(conf))
+    suite_settings = suite_table(configured_suite(conf))
+    notify = notify_command(conf)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     co = Path(checkout).expanduser() if checkout else default_checkout(results_repo)
     t0 = time.monotonic()
