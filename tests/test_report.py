@@ -215,14 +215,103 @@ def test_paired_matches_rounds_by_offset() -> None:
     assert paired("a", a, "b", b).same_proposal is None
 
 
-def test_noise_rule() -> None:
+def _change(before: list[float], after: list[float], floor: float = 0.0, component: str = "c"):
     from harness.analyze.compare import Cell, ComponentChange
-    inside = ComponentChange("x", "p", "c", "round", Cell(10, 9, 12), Cell(11.5, 11, 13))
-    assert inside.verdict == "noise"                      # 11.5 lies inside the before range
-    apart = ComponentChange("x", "p", "c", "round", Cell(10, 9.5, 10.5), Cell(8, 7.5, 8.5))
+    from harness.analyze.rounds import median_range
+    return ComponentChange("x", "p", component, "round", Cell(*median_range(before)), Cell(*median_range(after)),
+                           tuple(before), tuple(after), floor)
+
+
+def test_noise_rule() -> None:
+    # "noise" only for a resolved reading: the check could see the threshold and its interval holds 0.
+    steady = [10.0, 10.1, 9.9, 10.05, 9.95, 10.02, 9.98, 10.03]
+    flat = _change(steady, [x * (1.0 + 0.001 * (-1) ** i) for i, x in enumerate(steady)])
+    assert flat.judged.detectable <= 0.10 and flat.judged.lo <= 1.0 <= flat.judged.hi
+    assert flat.verdict == "noise"
+    apart = _change([10.0, 10.2, 9.9], [8.0, 8.1, 7.95])      # every pair ~20% faster
     assert apart.verdict == "faster" and apart.change == pytest.approx(-0.2)
-    one_sided = ComponentChange("x", "p", "c", "round", Cell(10, 9.9, 10.1), Cell(12, 9.5, 14))
-    assert one_sided.verdict == "noise"                   # before's median is inside after's spread
+    slower = _change([10.0, 10.2, 9.9], [12.0, 12.3, 11.8])
+    assert slower.verdict == "slower"
+
+
+def test_an_unresolved_change_is_inconclusive_with_its_smallest_detectable_change() -> None:
+    from harness.analyze import paired
+    from harness.render.comparesec import change_text
+    # The old min-max rule called this "noise" (11.5 lies inside the before range); two or three
+    # noisy runs cannot tell, so it is inconclusive, with the number from harness.analyze.paired.
+    c = _change([10.0, 12.0, 9.0], [11.5, 11.0, 13.0])
+    assert c.verdict == "inconclusive"
+    det = c.judged.detectable
+    assert det == pytest.approx(paired.detectable_change(c.judged.sd_log, 3, c.design)) and det > 0.10
+    text = change_text(c)
+    assert f"inconclusive (smallest detectable {det:.1%})" in text and "noise" not in text
+    one = _change([10.0], [11.0])                               # one run a side: no spread, no number
+    assert one.verdict == "inconclusive" and "smallest detectable unknown" in change_text(one)
+    md = render(RECORD, AFTER)                                  # 2 runs per side: nothing resolves
+    ba = section(md, "Before and after")
+    t = next(t for t in table_rows(ba) if t[0][:2] == ["component", "before ms/round"])
+    assert any("inconclusive (smallest detectable " in r[3] for r in t[1:])
+    assert not re.search(r"\bnoise\b", "\n".join(r[3] for tb in table_rows(ba) for r in tb[1:] if len(r) > 3))
+    assert "no component change is resolved as faster or slower" in md.split("\n## Setup")[0]
+
+
+def test_a_tiny_absolute_change_is_below_the_floor() -> None:
+    from harness.analyze import compare as cmp
+    from harness.render.comparesec import change_text
+    # A 3 us residual moving +23.5%, every pair alike (resolved "slower" by the check alone).
+    tiny = _change([0.0030, 0.0031, 0.0029], [0.0037, 0.00383, 0.00358], cmp.floor_ms(0.5, 0.4), "residual")
+    assert tiny.judged.verdict == "worse" and tiny.change == pytest.approx(0.235, abs=0.01)
+    # 0.01 ms, or 1% of the larger side's round, whichever is larger.
+    assert cmp.floor_ms(0.5, 0.4) == cmp.ABS_FLOOR_MS == 0.01 and cmp.floor_ms(7.0, 8.0) == pytest.approx(0.08)
+    assert tiny.verdict == cmp.BELOW_FLOOR and not tiny.real
+    assert "below the floor" in change_text(tiny) and "slower" not in change_text(tiny)
+    # In a report: block3-inexact's accept hook, 0.014 -> 0.016 ms/round (+15.0%), was "slower".
+    ba = section(render(RECORD, AFTER), "Before and after")
+    sub = ba.split("### block3-inexact\n", 1)[1].split("### ", 1)[0]
+    rows = {r[0]: r[3] for r in table_rows(sub)[0][1:]}
+    assert rows["accept hook"].startswith("+15.0%, below the floor") and "slower" not in rows["accept hook"]
+    assert "Floor: 0.070 ms/round (the larger of 0.01 ms and 1% of the round" in sub
+
+
+def test_a_uniform_change_on_the_same_host_is_resolved(tmp_path: Path) -> None:
+    after = load(AFTER)
+    after["runs"] = copy.deepcopy(load(RECORD)["runs"])
+    for r in after["runs"]:                 # every run of the before record, twice as fast
+        d = r.get("diagnostics") or {}
+        if d.get("decode_ms"):
+            d["decode_ms"] /= 2
+            d["phase_ms"] = {k: v / 2 for k, v in d["phase_ms"].items()}
+    ba = section(render(RECORD, write(tmp_path, "fast.json", after)), "Before and after")
+    sub = ba.split("### block3-refblas\n", 1)[1].split("### ", 1)[0]
+    rows = {r[0]: r[3] for r in table_rows(sub)[0][1:]}
+    assert rows["round total"].endswith("faster") and rows["round total"].startswith("-50.0%")
+    assert "below the floor" in rows["residual"]
+
+
+@pytest.mark.parametrize("var, value", [("SPECDEC_INJECT_WORK", "0.5"), ("SPECDEC_ALLOW_INEXACT", "1")])
+def test_an_override_only_in_the_compared_record_is_named(tmp_path: Path, var: str, value: str) -> None:
+    def classic_only(rec: dict[str, Any]) -> dict[str, Any]:
+        rec["suite"]["arms"] = [a for a in rec["suite"]["arms"] if a["name"] == "classic"]
+        rec["runs"] = [r for r in rec["runs"] if r["arm"] == "classic"]
+        return rec
+    a, b = classic_only(load(RECORD)), classic_only(load(AFTER))
+    for r in b["runs"]:                     # exported in B's shell: in every run's overrides, not the suite
+        r["overrides"] = {**(r.get("overrides") or {}), var: value}
+        annotate_label(r)
+    md = render(write(tmp_path, "a.json", a), write(tmp_path, "b.json", b))
+    assert "Every arm is a shipping configuration" not in md        # A alone is; B is not
+    both = ("In the before record, every arm is a shipping configuration; in the after record, "
+            f"1 of 1 arm is {NOT_SHIPPING} (classic).")
+    assert both in md.split("\n## Setup")[0]
+    setup = {r[0]: r[1] for r in table_rows(section(md, "Setup"))[0][1:]}
+    assert setup["exactness gate"].endswith("Compared: in" + both[2:])
+    ba = section(md, "Before and after")
+    t = next(t for t in table_rows(ba) if t[0][0] == "arm")
+    assert t[0] == ["arm", "before: overrides in force", "before: configuration", "after: overrides in force",
+                    "after: configuration"]
+    assert t[1] == ["classic", "none", "shipping configuration", f"{var}={value} (exported)", NOT_SHIPPING]
+    assert f"classic ran under different overrides: {var}={value} in the after record only (" in ba
+    assert "exported, not set by the suite" in ba
 
 
 # --- shipping labels ---------------------------------------------------------------------
@@ -272,9 +361,10 @@ def test_before_after_table() -> None:
     md = render(RECORD, AFTER)
     ba = section(md, "Before and after")
     t = next(t for t in table_rows(ba) if t[0][:2] == ["component", "before ms/round"])
-    assert t[0] == ["component", "before ms/round", "after ms/round", "change"]
-    assert all(re.search(r"\((noise|faster|slower)\)$", r[3]) for r in t[1:])
-    assert "clear both spreads" in ba and "Acceptance A/B" in ba
+    assert t[0] == ["component", "before ms/round", "after ms/round", "change (paired, 95% interval)"]
+    assert all(re.search(r", (noise|faster|slower|inconclusive \(smallest detectable [0-9.]+%\)|"
+                         r"below the floor \(.*\))$", r[3]) for r in t[1:])
+    assert "Of 30 component changes: " in ba and "Acceptance A/B" in ba
     assert_well_formed(md)
 
 
@@ -299,7 +389,8 @@ def test_cross_host_table(tmp_path: Path) -> None:
     x = section(md, "Cross-host comparison")
     t = next(t for t in table_rows(x) if t[0][0] == "component" and t[0][-1] == "speedup")
     assert t[0][1].startswith("A: linux-cpu vm") and t[0][2].startswith("B: linux-cpu other-host")
-    assert all(r[3] == "2.00x" for r in t[1:])
+    assert all(r[3] == ("2.00x, below the floor" if float(r[1]) - float(r[2]) < 0.05 else "2.00x") for r in t[1:])
+    assert any(r[3] == "2.00x" for r in t[1:]) and any(r[3].endswith("below the floor") for r in t[1:])
     assert "Before and after" not in md
     assert_well_formed(md)
 

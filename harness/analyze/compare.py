@@ -1,18 +1,25 @@
 """Two records side by side: before/after on one host, or the same components across hosts.
 
 Each component is compared per arm and prompt from per-run values (ms per round, or per token
-for classic decode), median with min-max. A before/after change is called "noise" unless it
-clears both runs' spreads: the after median must lie outside the before run's min-max range
-and the before median outside the after run's. With 2-5 runs on a noisy host most changes
-are noise, and the report says so rather than calling a win.
+for classic decode), median with min-max. A before/after change is judged by the harness's one
+paired check (harness.analyze.paired, docs/statistics.md) on the two records' runs matched in
+run order: "faster"/"slower" when its interval excludes no change and the change reaches the
+check's floor; "noise" only when the check could have seen a change of the threshold (smallest
+detectable change at most the threshold) and its interval, inside +-threshold, holds no change;
+"inconclusive" otherwise, with the smallest detectable change. The two records did not run side
+by side, so a pair carries both runs' spread and no shared drift: the check stays honest, only
+less tight than within one session. A component whose median moves by less than an absolute
+floor (`floor_ms`) is never called faster or slower, whatever its percentage.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.analyze import paired
 from harness.analyze.rounds import RoundSplit, all_splits, median_range
 from harness.core.errors import UserError
 
@@ -61,6 +68,34 @@ def same_host(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return host_key(a) == host_key(b)
 
 
+# The absolute floor of a component change, per unit (round, or token for classic decode): a
+# component whose median moves by less than the larger of these is "below the floor", never
+# faster or slower. 0.01 ms: the small phases (accept hook, rollback, residual) are a few
+# microseconds of Python bookkeeping per round or token, and their run-to-run jitter alone moves
+# them by tens of percent (a 3 us residual going "+23.5%" is under a microsecond). 1% of the round
+# (or decode step) total: a component change below that moves tok/s by under 1%, beneath the 4%
+# spread threshold and the paired check's 5% floor, so it cannot be a finding about the round.
+ABS_FLOOR_MS = 0.01
+REL_FLOOR = 0.01
+
+# Verdicts of one component change (the render layer words them).
+FASTER, SLOWER, NOISE, UNCHANGED, INCONCLUSIVE, BELOW_FLOOR = (
+    "faster", "slower", "noise", "unchanged", "inconclusive", "below the floor")
+
+
+def floor_ms(total_before: float, total_after: float) -> float:
+    """The absolute floor for the components of one split: ABS_FLOOR_MS, or REL_FLOOR of the
+    larger of the two sides' round (or decode step) totals, whichever is larger."""
+    return max(ABS_FLOOR_MS, REL_FLOOR * max(total_before, total_after))
+
+
+def design_for(settings: dict[str, Any]) -> paired.Design:
+    """The check a component change gets: the suite's threshold and alpha, one look, one figure
+    (as the summary judges an arm against classic decode)."""
+    return paired.Design(threshold=float(settings.get("threshold") or 0.10),
+                         alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
+
+
 @dataclass
 class Cell:
     median: float
@@ -76,41 +111,71 @@ class ComponentChange:
     unit: str
     before: Cell
     after: Cell
+    # Per-run values (ms per unit), in run order; the check matches them index by index.
+    before_runs: tuple[float, ...] = ()
+    after_runs: tuple[float, ...] = ()
+    floor_ms: float = ABS_FLOOR_MS
+    design: paired.Design = paired.Design(looks=1, figures=1)
 
     @property
     def change(self) -> float:
+        """The change of the medians (after / before - 1)."""
         return self.after.median / self.before.median - 1.0 if self.before.median else 0.0
 
+    @functools.cached_property
+    def judged(self) -> paired.Paired:
+        """The paired check on the runs matched in run order (the shorter side's count)."""
+        n = min(len(self.before_runs), len(self.after_runs))
+        return paired.analyze(self.before_runs[:n], self.after_runs[:n], self.design)
+
     @property
-    def noise(self) -> bool:
-        a, b = self.after, self.before
-        return b.lo <= a.median <= b.hi or a.lo <= b.median <= a.hi
+    def below_floor(self) -> bool:
+        return abs(self.after.median - self.before.median) < self.floor_ms
 
     @property
     def verdict(self) -> str:
         # Every component here is a time: lower is better.
-        if self.noise:
-            return "noise"
-        return "faster" if self.change < 0 else "slower"
+        if self.below_floor:
+            return BELOW_FLOOR
+        j = self.judged
+        if j.verdict == "worse":
+            return SLOWER
+        if j.verdict == "improved":
+            return FASTER
+        if j.verdict == "unchanged":
+            # Resolved; "noise" only where the interval holds no change (else a significant
+            # change below the check's floor).
+            return NOISE if j.lo is not None and j.hi is not None and j.lo <= 1.0 <= j.hi else UNCHANGED
+        return INCONCLUSIVE
+
+    @property
+    def real(self) -> bool:
+        """Called faster or slower."""
+        return self.verdict in (FASTER, SLOWER)
 
 
-def _cells(s: RoundSplit) -> list[tuple[str, Cell]]:
-    out = [("round total" if s.unit == "round" else "decode step", Cell(*median_range(s.per_run_unit_ms)))]
+def _cells(s: RoundSplit) -> list[tuple[str, Cell, list[float]]]:
+    out = [("round total" if s.unit == "round" else "decode step", Cell(*median_range(s.per_run_unit_ms)),
+            list(s.per_run_unit_ms))]
     for c in s.components:
-        out.append((c.label, Cell(*median_range(c.per_run))))
+        out.append((c.label, Cell(*median_range(c.per_run)), list(c.per_run)))
     return out
 
 
 def component_changes(a: dict[str, Any], b: dict[str, Any]) -> list[ComponentChange]:
     """Every component of every (arm, prompt) split present in both records, in a's order."""
     sb = {(s.arm, s.prompt): s for s in all_splits(b)}
+    design = design_for(a["suite"]["settings"])
     out = []
     for s in all_splits(a):
         t = sb.get((s.arm, s.prompt))
         if t is None or t.unit != s.unit:
             continue
-        after = dict(_cells(t))
-        for name, cell in _cells(s):
+        cells, tcells = _cells(s), _cells(t)
+        after = {name: (cell, runs) for name, cell, runs in tcells}
+        floor = floor_ms(cells[0][1].median, tcells[0][1].median)   # the round (or step) totals
+        for name, cell, runs in cells:
             if name in after and cell.median > 0:
-                out.append(ComponentChange(s.arm, s.prompt, name, s.unit, cell, after[name]))
+                out.append(ComponentChange(s.arm, s.prompt, name, s.unit, cell, after[name][0],
+                                           tuple(runs), tuple(after[name][1]), floor, design))
     return out

@@ -12,12 +12,12 @@ from typing import Any
 
 from harness.core.errors import UserError
 from harness.render import mdtable
+from harness.render.comparesec import compare_section
 from harness.render.facts import Facts, Inputs
 from harness.render.mdtable import Table
 from harness.render.sections import (
     acceptance_section,
     arms_table,
-    compare_section,
     cost_section,
     identity_table,
     memory_note,
@@ -46,7 +46,7 @@ def build_context(path: str, data: dict[str, Any], inputs: Inputs,
         "title": f"{fx.suite['name']} on {fx.host_name()}, {fx.date()}",
         "record_path": path, "created": fx.rec.get("created"), "host": fx.host_short(),
         "headline": head, "short_headline": short, "shipping_status": shipping_status(fx),
-        "setup": setup_table(fx), "probe_readings": probe_readings(fx),
+        "setup": setup_table(fx, cmp_sec["shipping"] if cmp_sec else None), "probe_readings": probe_readings(fx),
         "arms": arms, "arm_notes": arm_notes, "memory_note": memory_note(fx), "overrides": override_table(fx),
         "splits": split_sections(fx), "profiles": profile_sections(fx),
         "scaling": scaling_section(fx), "cost": cost,

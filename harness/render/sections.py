@@ -1,5 +1,6 @@
 """The report's sections about what ran and what it measured: setup, arms, round splits,
-profile mode, scaling, cost model, identity, acceptance and the comparison with a second record.
+profile mode, scaling, cost model, identity and acceptance (the comparison with a second record
+is harness.render.comparesec).
 Each returns sentences and `mdtable.Table`s for the templates; none reads a file."""
 
 from __future__ import annotations
@@ -8,8 +9,6 @@ import shlex
 from typing import Any
 
 from harness.analyze import acceptance as acc
-from harness.analyze import compare as cmp
-from harness.analyze import envdiff
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.core import declare
 from harness.render import reportcost
@@ -18,12 +17,15 @@ from harness.render.format import f, mib, names, pct, section, signed_pct
 from harness.render.mdtable import Table
 
 
-def gate_sentence(fx: Facts) -> str:
+def gate_sentence(fx: Facts, both: str | None = None) -> str:
+    """The record's shipping sentence; `both`: the comparison's sentence covering both records
+    (then this record's own sentence says it is this record's)."""
     ship = [a for a in fx.arm_order if fx.shipping(a)]
     not_ship = [a for a in fx.arm_order if not fx.shipping(a)]
     parts = []
     if not not_ship:
-        parts.append(f"Every arm is a {SHIPPING}: no override was in force and the gate decided by itself.")
+        parts.append(f"Every arm {'of this record ' if both else ''}is a {SHIPPING}: no override was in force "
+                     "and the gate decided by itself.")
     else:
         parts.append(f"Only {names(ship)} {'is a' if len(ship) == 1 else 'are'} {SHIPPING}"
                      f"{'s' if len(ship) > 1 else ''}." if ship else f"No arm is a {SHIPPING}.")
@@ -48,10 +50,12 @@ def gate_sentence(fx: Facts) -> str:
             readings.setdefault(key, []).append(a)
     for key, arms in readings.items():
         parts.append(f"Probe {key} ({names(arms)}).")
+    if both:
+        parts.append(f"Compared: {both[0].lower()}{both[1:]}")
     return " ".join(parts)
 
 
-def setup_table(fx: Facts) -> Table:
+def setup_table(fx: Facts, both: str | None = None) -> Table:
     t = Table(["Field", "Value"])
     h = fx.host
     cpu, mem, osys = section(h, "cpu"), section(h, "memory"), section(h, "os")
@@ -109,7 +113,7 @@ def setup_table(fx: Facts) -> Table:
         blases.setdefault(fx.blas(a), []).append(a)
     t.add("BLAS", "; ".join(f"{k} for {names(v)}" for k, v in blases.items())
           + " (as each engine reported it; unknown: the engine reports none)")
-    t.add("exactness gate", gate_sentence(fx))
+    t.add("exactness gate", gate_sentence(fx, both))
     return t
 
 
@@ -380,65 +384,4 @@ def paired_block(r: acc.PairedAB, label_a: str | None = None, label_b: str | Non
         more = la if r.a_more > r.b_more else lb
         line = f"{more} accepts more in the rounds where they differ: sign test p = {r.sign_p:.3f}."
     return {"title": f"{la} vs {lb} (identical text, {', '.join(r.prompts)})", "table": t, "line": line}
-
-
-def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
-    cmp.check_comparable(fa.rec, fb.rec, fa.path, fb.path)
-    changes = cmp.component_changes(fa.rec, fb.rec)
-    cross = not cmp.same_host(fa.rec, fb.rec)
-    groups: dict[tuple[str, str], list[cmp.ComponentChange]] = {}
-    for c in changes:
-        groups.setdefault((c.arm, c.prompt), []).append(c)
-    tables = []
-    for (arm, prompt), cs in groups.items():
-        unit = cs[0].unit
-        if cross:
-            t = Table(["component", f"A: {fa.host_tag()} ms/{unit}", f"B: {fb.host_tag()} ms/{unit}", "speedup"],
-                      align=["l", "r", "r", "r"])
-            for c in cs:
-                t.add(c.component, f"{c.before.median:.3f}", f"{c.after.median:.3f}",
-                      f"{c.before.median / c.after.median:.2f}x" if c.after.median else "-")
-        else:
-            t = Table(["component", f"before ms/{unit}", f"after ms/{unit}", "change"], align=["l", "r", "r", "r"])
-            for c in cs:
-                t.add(c.component, f"{c.before.median:.3f} ({c.before.lo:.3f}-{c.before.hi:.3f})",
-                      f"{c.after.median:.3f} ({c.after.lo:.3f}-{c.after.hi:.3f})",
-                      f"{signed_pct(c.change)} ({c.verdict})")
-        tables.append({"title": fa.row_label(arm, prompt), "table": t})
-    lines = []
-    if cross:
-        lines.append(f"Host A: {fa.host_short()}, {fa.path}. Host B: {fb.host_short()}, {fb.path}. "
-                     "Speedup is A's time over B's: above 1x, B is faster.")
-    else:
-        lines.append(f"Before: {fa.path} ({fa.date()}); after: {fb.path} ({fb.date()}); same host. Medians with "
-                     "min-max of per-run values. A change is noise unless it clears both runs' spreads (the after "
-                     "median outside the before range and the before median outside the after range).")
-        real = [c for c in changes if not c.noise]
-        lines.append(f"{len(real)} of {len(changes)} component changes clear both spreads." if changes else
-                     "No component appears in both records.")
-        n = min(fa.settings["repetitions"], fb.settings["repetitions"])
-        if n < 5:
-            lines.append(f"With {n} runs per side a min-max range underestimates the spread: read 'faster' and "
-                         "'slower' as changes to re-measure with more runs, not as findings.")
-    ab = []
-    for arm in fa.arm_order:
-        if arm not in fb.arms or fa.arms[arm]["block"] == 1 or not (fa.engaged(arm) and fb.engaged(arm)):
-            continue
-        ra = acc.first_runs({p: fa.groups.get((arm, p), []) for p in fa.prompts})
-        rb = acc.first_runs({p: fb.groups.get((arm, p), []) for p in fb.prompts})
-        if acc.identical_text(ra, rb):
-            ab.append(paired_block(acc.paired(arm, ra, arm, rb),
-                                   f"{arm} (A)" if cross else f"{arm} before", f"{arm} (B)" if cross else f"{arm} after"))
-    for spec, figure, arm, reason in fb.acks:
-        lines.append(f"Acknowledged (benchmarks/acknowledgements.toml, commits {spec}, arm {arm}, figure "
-                     f"{figure}): {reason}")
-    diffs = envdiff.env_diff(fa.rec, fb.rec)
-    env = None
-    if diffs:
-        env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
-        for d in diffs:
-            env.add(d.what, d.a, d.b)
-    return {"cross_host": cross, "other": fb.path, "tables": tables, "lines": lines, "acceptance": ab,
-            "changes": changes, "env_line": envdiff.diff_sentence(diffs), "env": env}
-
 

@@ -187,7 +187,7 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     parts += speed + _one_override_sentence(fx)
     gate, gate_short = _probe_sentences(fx)
     short += gate_short
-    parts += gate + _compare_sentence(fx, cmp_sec) + _label_sentences(fx)
+    parts += gate + _compare_sentence(fx, cmp_sec) + _label_sentences(fx, cmp_sec)
     return " ".join(parts), short
 
 
@@ -284,21 +284,37 @@ def _probe_sentences(fx: Facts) -> tuple[list[str], str]:
 def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
     parts: list[str] = []
     if cmp_sec is not None and not cmp_sec["cross_host"]:
-        real = [c for c in cmp_sec["changes"] if not c.noise]
+        changes = cmp_sec["changes"]
+        real = [c for c in changes if c.real]
         if real:
-            big = max(real, key=lambda c: abs(c.change))
-            parts.append(f"Against {cmp_sec['other']}, the largest change that clears both runs' spreads is "
-                         f"{fx.row_label(big.arm, big.prompt)} {big.component} {signed_pct(big.change)}.")
-        else:
-            parts.append(f"Against {cmp_sec['other']}, no component change clears both runs' spreads: noise.")
+            big = max(real, key=lambda c: abs(math.log(c.judged.ratio)))
+            parts.append(f"Against {cmp_sec['other']}, the largest resolved change (paired check, above the floor) "
+                         f"is {fx.row_label(big.arm, big.prompt)} {big.component} "
+                         f"{signed_pct(big.judged.ratio - 1.0)} ({big.verdict}).")
+        elif changes:
+            noise = sum(c.verdict == "noise" for c in changes)
+            dets = [c.judged.detectable for c in changes if c.verdict == "inconclusive"
+                    and c.judged.detectable is not None and math.isfinite(c.judged.detectable)]
+            rest = [f"{noise} noise"] if noise else []
+            n_inc = sum(c.verdict == "inconclusive" for c in changes)
+            if n_inc:
+                rest.append(f"{n_inc} inconclusive" + (f" (smallest detectable {pct(min(dets))} or more)" if dets else ""))
+            below = sum(c.verdict == "below the floor" for c in changes)
+            if below:
+                rest.append(f"{below} below the floor")
+            parts.append(f"Against {cmp_sec['other']}, no component change is resolved as faster or slower: "
+                         + ", ".join(rest) + ".")
     return parts
 
 
-def _label_sentences(fx: Facts) -> list[str]:
+def _label_sentences(fx: Facts, cmp_sec: dict[str, Any] | None = None) -> list[str]:
     parts: list[str] = []
     not_ship = [a for a in fx.arm_order if not fx.shipping(a)]
-    parts.append(f"{len(not_ship)} of {len(fx.arm_order)} arms are {NOT_SHIPPING} ({names(not_ship)})."
-                 if not_ship else f"Every arm is a {SHIPPING}.")
+    if cmp_sec is not None:
+        parts.append(cmp_sec["shipping"])       # both records' arms, not this one's alone
+    else:
+        parts.append(f"{len(not_ship)} of {len(fx.arm_order)} arms are {NOT_SHIPPING} ({names(not_ship)})."
+                     if not_ship else f"Every arm is a {SHIPPING}.")
     flagged = [r for r in fx.rows if r.do_not_publish]
     if flagged:
         parts.append("Every row is flagged do not publish." if len(flagged) == len(fx.rows)

@@ -1,0 +1,218 @@
+"""The report's comparison with a second record (`harness report A --compare B`): both sides'
+overrides and labels, the environment differences, each component before and after (or on
+host A and host B), and the acceptance A/B of arms whose text is identical. Sentences and
+`mdtable.Table`s for the template; reads no file."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from harness.analyze import acceptance as acc
+from harness.analyze import compare as cmp
+from harness.analyze import envdiff
+from harness.analyze import paired as pd
+from harness.analyze.labels import NOT_SHIPPING, SHIPPING
+from harness.render.facts import Facts
+from harness.render.format import names, pct
+from harness.render.mdtable import Table
+from harness.render.sections import paired_block
+
+
+def floor_rule(unit: str) -> str:
+    """How the floor of a split is set (harness.analyze.compare.floor_ms), in words."""
+    total = "the round" if unit == "round" else "the decode step"
+    return f"the larger of {cmp.ABS_FLOOR_MS:g} ms and {cmp.REL_FLOOR:.0%} of {total}, the larger side's"
+
+
+def _sides(cross: bool) -> tuple[str, str]:
+    """What the two records are called in sentences and column heads."""
+    return ("A", "B") if cross else ("before", "after")
+
+
+def _record_names(cross: bool) -> tuple[str, str]:
+    return ("A", "B") if cross else ("the before record", "the after record")
+
+
+def _overrides_text(fx: Facts, arm: str) -> str:
+    if arm not in fx.arms:
+        return "arm not in this record"
+    ov = fx.overrides(arm)
+    if not ov:
+        return "none"
+    env = fx.arms[arm].get("env") or {}
+    # An override the suite did not set came from the environment the session ran in.
+    return ", ".join(f"{k}={v}" + ("" if env.get(k) == v else " (exported)") for k, v in ov.items())
+
+
+def _configuration(fx: Facts, arm: str) -> str:
+    if arm not in fx.arms:
+        return "-"
+    if fx.shipping(arm):
+        return SHIPPING
+    return NOT_SHIPPING + (" (the gate declined)" if "declined" in fx.outcome(arm) else "")
+
+
+def override_table(fa: Facts, fb: Facts, cross: bool) -> Table:
+    """Every arm of either record: each side's overrides in force and its label."""
+    sa, sb = _sides(cross)
+    t = Table(["arm", f"{sa}: overrides in force", f"{sa}: configuration",
+               f"{sb}: overrides in force", f"{sb}: configuration"])
+    for arm in fa.arm_order + [a for a in fb.arm_order if a not in fa.arms]:
+        t.add(arm, _overrides_text(fa, arm), _configuration(fa, arm), _overrides_text(fb, arm),
+              _configuration(fb, arm))
+    return t
+
+
+def shipping_sentence(fa: Facts, fb: Facts, cross: bool) -> str:
+    """Which arms are a shipping configuration, on both sides."""
+    na = [a for a in fa.arm_order if not fa.shipping(a)]
+    nb = [a for a in fb.arm_order if not fb.shipping(a)]
+    ra, rb = _record_names(cross)
+    if not na and not nb:
+        return f"Every arm is a {SHIPPING} in both records: no override was in force on either side."
+
+    def part(fx: Facts, ns: list[str], rn: str) -> str:
+        if not ns:
+            return f"in {rn}, every arm is a {SHIPPING}"
+        return (f"in {rn}, {len(ns)} of {len(fx.arm_order)} arm{'s' if len(fx.arm_order) > 1 else ''} "
+                f"{'is' if len(ns) == 1 else 'are'} {NOT_SHIPPING} ({names(ns)})")
+    s = f"{part(fa, na, ra)}; {part(fb, nb, rb)}."
+    return s[0].upper() + s[1:]
+
+
+def override_differences(fa: Facts, fb: Facts, cross: bool) -> list[str]:
+    """One sentence per arm of both records whose overrides differ: a change in that arm is the
+    override's as much as the code's."""
+    ra, rb = _record_names(cross)
+    out = []
+    for arm in fa.arm_order:
+        if arm not in fb.arms:
+            continue
+        oa, ob = fa.overrides(arm), fb.overrides(arm)
+        if oa == ob:
+            continue
+        parts = []
+        for k in sorted(set(oa) | set(ob)):
+            if oa.get(k) == ob.get(k):
+                continue
+            fx, v = (fb, ob[k]) if k in ob else (fa, oa[k])
+            where = (f"{k}={oa[k]} in {ra}, {k}={ob[k]} in {rb}" if k in oa and k in ob
+                     else f"{k}={v} in {rb if k in ob else ra} only")
+            exported = "" if (fx.arms[arm].get("env") or {}).get(k) == v else ", exported, not set by the suite"
+            parts.append(f"{where} ({fx.override_why(arm, k)}{exported})")
+        out.append(f"{arm} ran under different overrides: {'; '.join(parts)}. Its figures do not compare "
+                   "like for like: a change in this arm is the override's as much as the code's.")
+    return out
+
+
+def change_text(c: cmp.ComponentChange) -> str:
+    """'+3.1% (-2.0% to +8.5%), inconclusive (smallest detectable 14.2%)', and the like."""
+    j = c.judged
+    head = pd.ratio_text(j) if j.ratio is not None else f"{100 * c.change:+.1f}%"
+    v = c.verdict
+    if v == cmp.BELOW_FLOOR:
+        moved = abs(c.after.median - c.before.median)
+        return f"{100 * c.change:+.1f}%, below the floor (moved {moved:.4f} ms, floor {c.floor_ms:.3f} ms)"
+    if v == cmp.INCONCLUSIVE:
+        det = pd.detectable_text(j)
+        det = f"smallest detectable {det}" if det != "-" else f"smallest detectable unknown: {j.note}"
+        return f"{head}, inconclusive ({det})"
+    if v == cmp.UNCHANGED:
+        return f"{head}, unchanged (under the {c.design.min_effect:.0%} the check calls a change)"
+    return f"{head}, {v}"
+
+
+def _count_line(changes: list[cmp.ComponentChange]) -> str:
+    if not changes:
+        return "No component appears in both records."
+    by: dict[str, list[cmp.ComponentChange]] = {}
+    for c in changes:
+        by.setdefault(c.verdict, []).append(c)
+    parts = [f"{len(by.get(cmp.FASTER, []))} faster", f"{len(by.get(cmp.SLOWER, []))} slower"]
+    if by.get(cmp.NOISE):
+        parts.append(f"{len(by[cmp.NOISE])} noise (resolved, no change)")
+    if by.get(cmp.UNCHANGED):
+        parts.append(f"{len(by[cmp.UNCHANGED])} unchanged (resolved, under the check's floor)")
+    if by.get(cmp.INCONCLUSIVE):
+        dets = [c.judged.detectable for c in by[cmp.INCONCLUSIVE]
+                if c.judged.detectable is not None and math.isfinite(c.judged.detectable)]
+        rng = (f" (smallest detectable {pct(min(dets))} to {pct(max(dets))})" if len(dets) > 1
+               else f" (smallest detectable {pct(dets[0])})" if dets else "")
+        parts.append(f"{len(by[cmp.INCONCLUSIVE])} inconclusive{rng}")
+    if by.get(cmp.BELOW_FLOOR):
+        parts.append(f"{len(by[cmp.BELOW_FLOOR])} below the floor")
+    return f"Of {len(changes)} component changes: {', '.join(parts)}."
+
+
+def _table(fa: Facts, fb: Facts, cs: list[cmp.ComponentChange], cross: bool) -> dict[str, Any]:
+    unit = cs[0].unit
+    floor = cs[0].floor_ms
+    if cross:
+        t = Table(["component", f"A: {fa.host_tag()} ms/{unit}", f"B: {fb.host_tag()} ms/{unit}", "speedup"],
+                  align=["l", "r", "r", "r"])
+        for c in cs:
+            sp = f"{c.before.median / c.after.median:.2f}x" if c.after.median else "-"
+            t.add(c.component, f"{c.before.median:.3f}", f"{c.after.median:.3f}",
+                  f"{sp}, below the floor" if c.below_floor else sp)
+        line = (f"Floor: {floor:.3f} ms/{unit} ({floor_rule(unit)}). A component whose time differs by less between "
+                "the hosts is marked below the floor: its speedup is not a finding.")
+    else:
+        t = Table(["component", f"before ms/{unit}", f"after ms/{unit}", "change (paired, 95% interval)"],
+                  align=["l", "r", "r", "r"])
+        for c in cs:
+            t.add(c.component, f"{c.before.median:.3f} ({c.before.lo:.3f}-{c.before.hi:.3f})",
+                  f"{c.after.median:.3f} ({c.after.lo:.3f}-{c.after.hi:.3f})", change_text(c))
+        line = (f"Floor: {floor:.3f} ms/{unit} ({floor_rule(unit)}). A component whose median moves by less is below "
+                "the floor: never called faster or slower, whatever its percentage.")
+    return {"title": fa.row_label(cs[0].arm, cs[0].prompt), "table": t, "line": line}
+
+
+def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
+    cmp.check_comparable(fa.rec, fb.rec, fa.path, fb.path)
+    changes = cmp.component_changes(fa.rec, fb.rec)
+    cross = not cmp.same_host(fa.rec, fb.rec)
+    groups: dict[tuple[str, str], list[cmp.ComponentChange]] = {}
+    for c in changes:
+        groups.setdefault((c.arm, c.prompt), []).append(c)
+    tables = [_table(fa, fb, cs, cross) for cs in groups.values()]
+    shipping = shipping_sentence(fa, fb, cross)
+    lines = [shipping] + override_differences(fa, fb, cross)
+    if cross:
+        lines.append(f"Host A: {fa.host_short()}, {fa.path}. Host B: {fb.host_short()}, {fb.path}. "
+                     "Speedup is A's time over B's: above 1x, B is faster.")
+    else:
+        d = cmp.design_for(fa.settings)
+        lines.append(f"Before: {fa.path} ({fa.date()}); after: {fb.path} ({fb.date()}); same host. Medians with "
+                     "min-max of per-run values. The change is the paired check of docs/statistics.md on the two "
+                     "records' runs matched in run order (geometric mean of the per-run ratios, with its interval): "
+                     f"faster or slower when the interval excludes no change and the change is at least "
+                     f"{d.min_effect:.0%}; noise only when the check could have seen a {d.threshold:.0%} change "
+                     f"(smallest detectable change at most {d.threshold:.0%}) and its interval, inside "
+                     f"±{d.threshold:.0%}, holds no change; inconclusive otherwise, with the smallest detectable "
+                     "change. The records did not run side by side, so each pair carries both runs' spread.")
+        lines.append(_count_line(changes))
+        n = min(fa.settings["repetitions"], fb.settings["repetitions"])
+        if n < 5:
+            lines.append(f"With {n} runs per side the smallest detectable change is large: more runs narrow it.")
+    ab = []
+    for arm in fa.arm_order:
+        if arm not in fb.arms or fa.arms[arm]["block"] == 1 or not (fa.engaged(arm) and fb.engaged(arm)):
+            continue
+        ra = acc.first_runs({p: fa.groups.get((arm, p), []) for p in fa.prompts})
+        rb = acc.first_runs({p: fb.groups.get((arm, p), []) for p in fb.prompts})
+        if acc.identical_text(ra, rb):
+            ab.append(paired_block(acc.paired(arm, ra, arm, rb),
+                                   f"{arm} (A)" if cross else f"{arm} before", f"{arm} (B)" if cross else f"{arm} after"))
+    for spec, figure, arm, reason in fb.acks:
+        lines.append(f"Acknowledged (benchmarks/acknowledgements.toml, commits {spec}, arm {arm}, figure "
+                     f"{figure}): {reason}")
+    diffs = envdiff.env_diff(fa.rec, fb.rec)
+    env = None
+    if diffs:
+        env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
+        for d in diffs:
+            env.add(d.what, d.a, d.b)
+    return {"cross_host": cross, "other": fb.path, "tables": tables, "lines": lines, "acceptance": ab,
+            "changes": changes, "env_line": envdiff.diff_sentence(diffs), "env": env,
+            "overrides": override_table(fa, fb, cross), "shipping": shipping}
