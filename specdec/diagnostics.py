@@ -16,7 +16,9 @@ PHASE_NOTES = {
                    "asynchronous and finishes inside verify_forward; profile mode: synced here)",
     "verify_forward": "target forward over K positions and the one host readout of drafted and verified ids "
                       "(default mode: includes drafter device work still running)",
-    "accept_hook": "drafter catch-up on the accepted tokens (cache trim, or the pending last draft)",
+    "accept_hook": "drafter catch-up on the accepted tokens (draft model: cache trim, or the pending last "
+                   "draft; MTP head: a forward over the committed tokens against the target's verify hidden "
+                   "states, which also drafts the next round's first token)",
     "verify_finalize": "target KV rollback of the rejected tail",
     "residual": "the walk over drafted vs verified ids, sampling bookkeeping, EOS checks, logging",
     "target_step": "classic decode: one target forward per token and its readout (pipelined one step ahead)",
@@ -34,6 +36,9 @@ class RoundLog:
     offset: int          # generated-text offset (in tokens) where this round starts
     drafted: list[int]
     accepted: int
+    verify_ms: float | None = None   # this round's verify_forward phase
+    kv_len: int | None = None        # target KV length before the verify forward (its shape: T=drafted+1)
+    first_use: bool | None = None    # this (T, KV length) had not run in this process before
 
 
 @dataclass
@@ -63,6 +68,9 @@ class Diagnostics:
     resident_memory_bytes: int | None = None  # in use when that counter was reset
     model_memory_bytes: int | None = None     # weights this generation used (drafter only if engaged)
     rounds_log: list[RoundLog] = field(default_factory=list)
+    # MTP drafter, profile mode: per phase ("draft_block", "accept_hook") the drafter forwards
+    # and ms per stage (specdec.mtp.STEP_STAGES); default mode: forwards only.
+    drafter_split: dict | None = None
 
     @property
     def acceptance_rate(self) -> float | None:

@@ -18,15 +18,19 @@ Sampler = Callable[[mx.array], mx.array]  # logits [1, V] -> (ids [1], probs [1,
 
 class Drafter(Protocol):
     wants_hidden: bool
+    profiles_itself: bool   # in profile mode it syncs (and times) its own stages
 
-    def prefill(self, prompt: mx.array) -> None:
-        """Consume all prompt tokens but the last (which the first round feeds)."""
+    def prefill(self, prompt: mx.array, hidden: mx.array | None = None, sample=None) -> None:
+        """Consume all prompt tokens but the last (which the first round feeds); `hidden` is the
+        target's hidden states over them, for a drafter that wants them."""
 
     def draft_block(self, y: mx.array, n: int, sample) -> tuple[mx.array, mx.array | None]:
         """Propose n tokens after y: (ids [n], draft probabilities [n, V] or None at temp 0). Lazy."""
 
-    def accept(self, n_accepted: int, n_drafted: int, drafted: list[int], hidden: mx.array | None) -> None:
-        """Catch up on the accepted tokens after a verify (the accept hook)."""
+    def accept(self, n_accepted: int, n_drafted: int, drafted: list[int], hidden: mx.array | None,
+               emitted: list[int] | None = None, sample=None) -> None:
+        """Catch up on the accepted tokens after a verify (the accept hook); `emitted` is the
+        round's committed tokens, `hidden` the target's verify hidden states."""
 
     def rollback(self, n: int) -> None:
         """Drop the last n cached positions."""
@@ -39,6 +43,7 @@ class DraftModelDrafter:
     """An independent small model with its own KV cache."""
 
     wants_hidden = False
+    profiles_itself = False
 
     def __init__(self, model: nn.Module):
         self.model = model
@@ -47,7 +52,7 @@ class DraftModelDrafter:
         # the next block feeds it together with y (one forward, as mlx-lm does).
         self._pending: int | None = None
 
-    def prefill(self, prompt: mx.array) -> None:
+    def prefill(self, prompt: mx.array, hidden: mx.array | None = None, sample=None) -> None:
         if prompt.size > 1:
             self.model(prompt[None, :-1], cache=self.cache)
             mx.eval([c.state for c in self.cache])
@@ -70,7 +75,8 @@ class DraftModelDrafter:
             return mx.array([], dtype=mx.uint32), None
         return mx.concatenate(ids).astype(mx.uint32), (mx.concatenate(probs) if probs else None)
 
-    def accept(self, n_accepted: int, n_drafted: int, drafted: list[int], hidden: mx.array | None) -> None:
+    def accept(self, n_accepted: int, n_drafted: int, drafted: list[int], hidden: mx.array | None,
+               emitted: list[int] | None = None, sample=None) -> None:
         # The cache now holds y plus drafts 1..n-1 (n_drafted positions); committed are y plus
         # the accepted drafts. A fully accepted block leaves the last draft to feed next round.
         if n_drafted == 0:

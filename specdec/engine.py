@@ -20,6 +20,7 @@ from specdec.diagnostics import Diagnostics, RoundLog
 from specdec.drafter import Drafter, DraftModelDrafter
 from specdec.errors import SpecdecError
 from specdec.loading import Pair, parameter_bytes
+from specdec.mtp import MTPDrafter, target_parts
 from specdec.probe import GateDecision, gate
 
 PREFILL_CHUNK = 512
@@ -42,10 +43,20 @@ class GenerationResult:
                 "engine": self.engine, "diagnostics": self.diagnostics.to_dict()}
 
 
-def engine_info() -> dict:
+def engine_info(attention: dict | None = None) -> dict:
     import mlx_lm
-    return {"name": "specdec", "version": specdec.__version__, "mlx": mx.__version__,
-            "mlx_lm": mlx_lm.__version__, "device": str(mx.default_device()), "blas": blas.blas_info()["blas"]}
+    out = {"name": "specdec", "version": specdec.__version__, "mlx": mx.__version__,
+           "mlx_lm": mlx_lm.__version__, "device": str(mx.default_device())}
+    if mx.default_device() == mx.cpu:  # a CPU BLAS only decides numerics on the CPU device
+        out["blas"] = blas.blas_info()["blas"]
+    if attention:
+        out["attention"] = attention
+    return out
+
+
+# Verify shapes (target id, positions T, KV length before the forward) this process has run:
+# a round whose shape is new here is a first use (a backend may build a kernel plan per shape).
+_SEEN_SHAPES: set[tuple[int, int, int]] = set()
 
 
 class _Sampler:
@@ -67,11 +78,19 @@ class _Sampler:
         return tok, mx.softmax(scaled, axis=-1)
 
 
-def _prefill(model, cache, ids: mx.array) -> None:
-    # All but the last prompt token: the first decode forward feeds the last one.
+def _prefill(model, cache, ids: mx.array, hidden: bool = False) -> mx.array | None:
+    """All but the last prompt token (the first decode forward feeds the last one); with
+    `hidden`, the target's final hidden states over them ([1, L-1, d]) for an MTP drafter."""
+    forward = target_parts(model)[2] if hidden else model
+    parts = []
     for start in range(0, ids.size - 1, PREFILL_CHUNK):
-        model(ids[None, start:min(start + PREFILL_CHUNK, ids.size - 1)], cache=cache)
-        mx.eval([c.state for c in cache])
+        out = forward(ids[None, start:min(start + PREFILL_CHUNK, ids.size - 1)], cache=cache)
+        mx.eval([c.state for c in cache] + ([out] if hidden else []))
+        if hidden:
+            parts.append(out)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
 
 
 def _encode(pair: Pair, prompt: str | list[int]) -> list[int]:
@@ -131,8 +150,12 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
            "block": block, "temp": temp, "seed": seed, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
            "target": str(pair.target_dir), "drafter": str(pair.drafter_dir) if pair.drafter_dir else None,
            "drafter_quantization": pair.drafter_quantization or None}
+    if speculative and pair.drafter_kind:
+        arm["drafter_kind"] = pair.drafter_kind
+        if pair.drafter_borrows:
+            arm["drafter_borrows"] = pair.drafter_borrows
     return GenerationResult(text=pair.tokenizer.decode(out), token_ids=out, arm=arm, gate=decision,
-                            overrides=env, engine=engine_info(), diagnostics=diag)
+                            overrides=env, engine=engine_info(pair.attention), diagnostics=diag)
 
 
 def _no_clock() -> float:
@@ -206,11 +229,14 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
                  eos: set[int], diag: Diagnostics, profile: bool, inject: _InjectedWork,
                  instrument: bool = True) -> list[int]:
     target, tcache = pair.target, make_prompt_cache(pair.target)
-    drafter: Drafter = DraftModelDrafter(pair.drafter)
+    drafter: Drafter = (MTPDrafter(pair.drafter, target, profile) if pair.drafter_kind == "mtp"
+                        else DraftModelDrafter(pair.drafter))
+    if drafter.wants_hidden:
+        _, lm_head, hidden_forward = target_parts(target)
     prompt = mx.array(ids, dtype=mx.uint32)
     t = time.perf_counter()
-    _prefill(target, tcache, prompt)
-    drafter.prefill(prompt)
+    hidden = _prefill(target, tcache, prompt, hidden=drafter.wants_hidden)
+    drafter.prefill(prompt, hidden, sampler)
     start = time.perf_counter()
     diag.prefill_ms = (start - t) * 1e3
     k1 = block - 1
@@ -232,17 +258,22 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
     out: list[int] = []
     y = prompt[-1:]
     t0 = start if instrument else 0.0
+    tid = id(target)
     while len(out) < max_tokens:
         nd = min(k1, max_tokens - len(out) - 1)
         drafts, q = drafter.draft_block(y, nd, sampler)
-        if profile and nd:
+        nd = drafts.size  # an MTP head with no seed yet (1-token prompt) drafts nothing
+        if profile and nd and not drafter.profiles_itself:
             sync([drafts] + ([q] if q is not None else []))
         t1 = clock()
         inp = mx.concatenate([y, drafts]) if nd else y
+        kv_len = tcache[0].offset
         hidden = None
         if drafter.wants_hidden:
-            raise SpecdecError("this engine's target forward does not expose hidden states yet")
-        logits = inject(target(inp[None], cache=tcache), inp[None])[0]
+            hidden = hidden_forward(inp[None], cache=tcache)
+            logits = inject(lm_head(hidden), inp[None])[0]
+        else:
+            logits = inject(target(inp[None], cache=tcache), inp[None])[0]
         if sampler.temp == 0:
             verified = mx.argmax(logits, axis=-1).astype(mx.uint32)
             mx.eval(verified, drafts)
@@ -262,14 +293,17 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
                 n += 1
         emitted = d_list[:n] + [v_list[n]]
         t3 = clock()
-        drafter.accept(n, nd, d_list, hidden)
-        if profile:
+        drafter.accept(n, nd, d_list, hidden, emitted=emitted, sample=sampler)
+        if profile and not drafter.profiles_itself:
             sync(drafter.state())
         t4 = clock()
         trim_prompt_cache(tcache, nd - n)  # keep y and the accepted drafts
         t5 = clock()
         if instrument:
-            _count_round(diag, len(out), d_list, n, nd, k1)
+            shape = (tid, nd + 1, kv_len)
+            _count_round(diag, len(out), d_list, n, nd, k1,
+                         verify_ms=(t2 - t1) * 1e3, kv_len=kv_len, first_use=shape not in _SEEN_SHAPES)
+            _SEEN_SHAPES.add(shape)
         done = False
         for tok in emitted:
             if tok in eos:
@@ -292,11 +326,15 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         diag.rounds = -1  # not counted
     diag.phase_ms = {k: v * 1e3 for k, v in ph.items()}
     diag.profile_sync_ms = sync_s * 1e3
+    if isinstance(drafter, MTPDrafter):
+        diag.drafter_split = drafter.split_dict()
     return out
 
 
-def _count_round(diag: Diagnostics, offset: int, drafted: list[int], n: int, nd: int, k1: int) -> None:
-    diag.rounds_log.append(RoundLog(offset=offset, drafted=drafted, accepted=n))
+def _count_round(diag: Diagnostics, offset: int, drafted: list[int], n: int, nd: int, k1: int,
+                 verify_ms: float | None = None, kv_len: int | None = None, first_use: bool | None = None) -> None:
+    diag.rounds_log.append(RoundLog(offset=offset, drafted=drafted, accepted=n, verify_ms=verify_ms,
+                                    kv_len=kv_len, first_use=first_use))
     diag.rounds += 1
     if not nd:
         return

@@ -10,7 +10,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten
 from mlx_lm.utils import load as mlx_lm_load
 
-from specdec import overrides
+from specdec import cuda, mtp, overrides
 from specdec.errors import SpecdecError
 
 EMBEDDED_DIR = Path(__file__).resolve().parent / "models"
@@ -27,9 +27,14 @@ class Pair:
     drafter: nn.Module | None = None
     drafter_dir: Path | None = None
     drafter_quantization: dict = field(default_factory=dict)
+    # "draft-model" (an independent small model) or "mtp" (a head on the target's hidden states,
+    # borrowing its embedding and LM head: `drafter_borrows` names those target tensors).
+    drafter_kind: str | None = None
+    drafter_borrows: dict = field(default_factory=dict)
     # Probe readings by (block, forced): the engine probes a pair once per block, as a shipping
     # engine does at start-up, and reuses the reading; the override decision is made per call.
     probe_readings: dict = field(default_factory=dict)
+    attention: dict = field(default_factory=dict)   # the attention path chosen (specdec.cuda)
 
     @property
     def eos_ids(self) -> set[int]:
@@ -144,17 +149,40 @@ def load_pair(model_dir: str | Path | None = None, draft_model_dir: str | Path |
     if draft_model_dir is None and model_dir is None and with_drafter:
         draft_model_dir = EMBEDDED_DRAFTER
     drafter_dir = check_model_dir(draft_model_dir, "drafter") if (draft_model_dir and with_drafter) else None
+    attention = cuda.apply_attention_default()
     target, tok = _load(target_dir, "target")
-    pair = Pair(target=target, tokenizer=tok, target_dir=target_dir)
-    if drafter_dir is not None:
+    pair = Pair(target=target, tokenizer=tok, target_dir=target_dir, attention=attention)
+    if drafter_dir is not None and mtp.is_mtp_dir(drafter_dir):
+        drafter = _load_mtp(drafter_dir, target, target_dir)
+        pair.drafter_kind, pair.drafter_borrows = "mtp", mtp.borrowed_tensors(target)
+    elif drafter_dir is not None:
         drafter, dtok = _load(drafter_dir, "drafter")
         check_same_tokenizer(target_dir, tok, drafter_dir, dtok)
+        pair.drafter_kind = "draft-model"
+    if drafter_dir is not None:
         if quantize_drafter_ is None:
             quantize_drafter_ = overrides.flag("SPECDEC_QUANTIZE_DRAFTER", default=True)
         pair.drafter, pair.drafter_dir = drafter, drafter_dir
         pair.drafter_quantization = (quantize_drafter(drafter, drafter_dir) if quantize_drafter_
                                      else {"quantized": False, "how": "SPECDEC_QUANTIZE_DRAFTER=0 or quantize_drafter=False"})
     return pair
+
+
+def _load_mtp(path: Path, target: nn.Module, target_dir: Path) -> nn.Module:
+    """An MTP head, checked against the target it reads from (hidden size, vocabulary)."""
+    try:
+        head = mtp.load_head(path)
+        mtp.target_parts(target)
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        said = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise SpecdecError(f"MTP drafter directory {path} could not be loaded: {said}") from None
+    targs = getattr(target, "args", None)
+    th, tv = getattr(targs, "hidden_size", None), getattr(targs, "vocab_size", None)
+    if (th, tv) != (head.args.hidden_size, head.args.vocab_size):
+        raise SpecdecError(f"MTP drafter {path} reads hidden size {head.args.hidden_size} and vocabulary "
+                           f"{head.args.vocab_size}, but target {target_dir} has {th} and {tv}: it was "
+                           "trained for another target")
+    return head
 
 
 def parameter_count(model: nn.Module) -> int:

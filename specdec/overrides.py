@@ -12,6 +12,7 @@ KNOWN = {
     "SPECDEC_INJECT_WORK": "test-only fault: adds this fraction of a forward's work to every target decode forward",
     "SPECDEC_FORCE_INEXACT": "test-only: perturbs the probe's block logits so the gate fails",
     "SPECDEC_BLAS": "reference skips the OpenBLAS preload",
+    "SPECDEC_CUDNN_SDPA": "1 keeps MLX's cuDNN attention on CUDA (the engine turns it off by default)",
 }
 
 

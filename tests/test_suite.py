@@ -189,3 +189,16 @@ def test_new_settings_default_and_old_records_lack_them(tmp_path: Path) -> None:
 def test_per_figure_thresholds_load(tmp_path: Path) -> None:
     s = load_suite(write_suite(tmp_path, [command_arm("a")], thresholds={"memory_mib": 0.02}))
     assert s.settings.thresholds == {"memory_mib": 0.02} and s.settings.threshold == 0.10
+
+
+def test_an_embedded_model_by_name(tmp_path: Path) -> None:
+    # "embedded:NAME" is the default engine's embedded model NAME (its MTP head), in any role.
+    p = tmp_path / "s.toml"
+    p.write_text('name = "m"\n[[pairings]]\nname = "mtp"\ntarget = "embedded"\ndrafter = "embedded:mtp"\n'
+                 '[[arms]]\nname = "b3"\npairing = "mtp"\nblock = 3\n[[prompts]]\ncategory = "code"\nlimit = 1\n')
+    s = load_suite(p)
+    assert s.pairings[0].drafter == "embedded:mtp"
+    assert s.pairings[0].drafter_dir().name == "mtp" and (s.pairings[0].drafter_dir() / "config.json").is_file()
+    p.write_text(p.read_text().replace("embedded:mtp", "embedded:nope"))
+    with pytest.raises(UserError, match="the embedded nope model is missing"):
+        load_suite(p)

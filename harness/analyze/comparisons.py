@@ -68,11 +68,21 @@ def between_sessions(base: list[Run], head: list[Run]) -> dict[tuple[str, str], 
     return out
 
 
-def classic_arm_for(arm: dict[str, Any], arms: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The classic (block 1) arm of the same pairing; the same engine preferred."""
+def classic_arm_for(arm: dict[str, Any], arms: list[dict[str, Any]],
+                    targets: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """The classic (block 1) arm of the same pairing, else of a pairing with the same target
+    (classic decode runs the target alone); the same engine preferred. `targets`: pairing ->
+    its target, from the suite."""
     cands = [a for a in arms if a["block"] == 1 and a["pairing"] == arm["pairing"] and a is not arm]
+    if not cands and targets and targets.get(arm["pairing"]) is not None:
+        cands = [a for a in arms if a["block"] == 1 and a is not arm
+                 and targets.get(a["pairing"]) == targets[arm["pairing"]]]
     same = [a for a in cands if a.get("engine") == arm.get("engine")]
     return (same or cands or [None])[0]
+
+
+def pairing_targets(record: dict[str, Any]) -> dict[str, str]:
+    return {p["name"]: p.get("target") for p in record["suite"].get("pairings") or []}
 
 
 def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float]]]:
@@ -84,7 +94,7 @@ def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list
     for a in arms:
         if a["block"] == 1:
             continue
-        c = classic_arm_for(a, arms)
+        c = classic_arm_for(a, arms, pairing_targets(record))
         if c is None:
             continue
         xs, ys = [], []

@@ -209,12 +209,25 @@ def profile_comparisons(record: dict[str, Any]) -> list[ProfileComparison]:
             continue
         diags = [r["diagnostics"] for r in runs]
         proposed = sum(int(d.get("proposed") or 0) for d in diags)
+        reported = forwards_per_round(diags, "draft_block")
         out.append(ProfileComparison(
             profiled=p, unprofiled=u,
-            drafter_steps_per_round=proposed / p.units if p.units else 0.0,
+            drafter_steps_per_round=(reported if reported is not None
+                                     else proposed / p.units if p.units else 0.0),
             syncs_per_round=sum(int(d.get("profile_syncs") or 0) for d in diags) / p.units,
             sync_ms_per_round=sum(float(d.get("profile_sync_ms") or 0.0) for d in diags) / p.units))
     return out
+
+
+def forwards_per_round(diags: list[dict[str, Any]], phase: str) -> float | None:
+    """Drafter forwards per round an engine reported for a phase (diagnostics.drafter_split;
+    an MTP head's first draft comes from the accept hook, so draft_block runs K-2 of them).
+    None when it reports none: then a drafter forward per drafted token is assumed."""
+    got = [((d.get("drafter_split") or {}).get(phase) or {}).get("forwards") for d in diags]
+    if not got or any(g is None for g in got):
+        return None
+    rounds = sum(int(d.get("rounds") or 0) for d in diags)
+    return sum(int(g) for g in got) / rounds if rounds else None
 
 
 def median_range(xs: list[float]) -> tuple[float, float, float]:

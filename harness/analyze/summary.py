@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.analyze import paired, stats
+from harness.analyze.comparisons import pairing_targets
 from harness.analyze.identity import classic_comparisons, describe
 from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
@@ -125,21 +126,25 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
             (r.get("gate") or {}).get("outcome") == "declined" or (r.get("gate") or {}).get("engaged") is False
             for r in ok)
         out.append(s)
-    _speedups(out, groups, settings)
+    _speedups(out, groups, settings, pairing_targets(record))
     for s in out:
         _flag(s, settings, record)
     return out
 
 
-def _classic_for(s: ArmSummary, rows: list[ArmSummary]) -> ArmSummary | None:
-    """The classic arm of the same pairing and prompt; same engine preferred."""
+def _classic_for(s: ArmSummary, rows: list[ArmSummary], targets: dict[str, str]) -> ArmSummary | None:
+    """The classic arm of the same pairing and prompt, else of a pairing with the same target
+    (classic decode runs the target alone); same engine preferred."""
     cands = [c for c in rows if c.block == 1 and c.pairing == s.pairing and c.prompt == s.prompt and c is not s]
+    if not cands and targets.get(s.pairing) is not None:
+        cands = [c for c in rows if c.block == 1 and c.prompt == s.prompt and c is not s
+                 and targets.get(c.pairing) == targets[s.pairing]]
     same = [c for c in cands if c.engine == s.engine]
     return (same or cands or [None])[0]
 
 
 def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]],
-              settings: dict[str, Any]) -> None:
+              settings: dict[str, Any], targets: dict[str, str]) -> None:
     def tps(row: ArmSummary) -> list[float]:
         return _vals([r for r in groups[(row.arm, row.prompt)] if r["status"] == "ok"], "decode_tokens_per_s")
 
@@ -155,7 +160,7 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[st
     for s in rows:
         if s.block == 1:
             continue
-        c = _classic_for(s, rows)
+        c = _classic_for(s, rows, targets)
         if c is None:
             continue
         a, b = tps(s), tps(c)

@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from harness.collect.suite import EMBEDDED, embedded_dir
+from harness.collect.suite import model_dir
 
 Tensors = dict[str, tuple[int, list[int]]]   # {tensor name: (bytes, shape)}
 
@@ -139,7 +139,7 @@ def model_files(suite: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
             v = pairing.get(role)
             if v is None:
                 continue
-            d = embedded_dir(role) if v == EMBEDDED else Path(v)
+            d = model_dir(v, role)
             if not d.is_dir():
                 roles[role] = {"directory": str(d), "error": f"{role} directory {d} is not on this machine"}
                 continue

@@ -20,7 +20,11 @@ Format history:
   weights' and a record renders the same on any machine. Older records have none: the report
   reads the model directories at render time, where they still exist.
   Later, without a new version (optional fields; older records read as unknown):
-  `diagnostics.peak_memory_bytes`, `resident_memory_bytes` and `model_memory_bytes`.
+  `diagnostics.peak_memory_bytes`, `resident_memory_bytes` and `model_memory_bytes`; then
+  `diagnostics.drafter_split` (drafter forwards and their stage ms by phase), `rounds_log[]`'s
+  `verify_ms`, `kv_len` and `first_use` (shape costs), `arm.drafter_kind` and
+  `arm.drafter_borrows` (an MTP head's borrowed target tensors), `engine.attention`, and the
+  scaling probe's cold figures and dispatch floor.
 Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
@@ -67,6 +71,11 @@ class RoundEntry(_S, kw_only=True):
     accepted: int                     # drafted tokens the target accepted
     proposed: int | None = None       # drafted tokens proposed (filled from `drafted` if absent)
     drafted: list[int] | None = None  # the proposed ids, when the engine logs them
+    # Shape costs: this round's verify forward (ms), the target's KV length before it (its shape is
+    # T = proposed + 1 positions after it), and whether that shape was new in the engine's process.
+    verify_ms: float | None = None
+    kv_len: int | None = None
+    first_use: bool | None = None
 
     def __post_init__(self) -> None:
         if self.proposed is None:
@@ -93,6 +102,7 @@ class EngineInfo(_S, kw_only=True):
     device: str | None = None         # e.g. "Device(gpu, 0)", "cpu"
     numerics: str | None = None       # the library deciding device numerics: "Metal", "CUDA", "OpenBLAS 0.3.26"
     blas: str | None = None           # CPU BLAS, for an engine that runs on the CPU
+    attention: dict[str, Any] | None = None   # an attention path the engine chose (e.g. cuDNN on/off)
     mlx: str | None = None
     mlx_lm: str | None = None
 
@@ -109,6 +119,15 @@ class ArmInfo(_S, kw_only=True):
     target: str | None = None
     drafter: str | None = None
     drafter_quantization: dict[str, Any] | None = None
+    # "draft-model" (an independent model) or "mtp" (a head on the target's hidden states), and
+    # what an MTP head reads from the target: role ("lm_head", "embedding") -> tensor prefix.
+    drafter_kind: str | None = None
+    drafter_borrows: dict[str, str] | None = None
+
+
+class DrafterPhase(_S, kw_only=True):
+    forwards: int = 0
+    ms: dict[str, float] = {}
 
 
 class Diagnostics(_S, kw_only=True):
@@ -153,6 +172,10 @@ class Diagnostics(_S, kw_only=True):
     resident_memory_bytes: int | None = None
     model_memory_bytes: int | None = None
     rounds_log: list[RoundEntry] | None = None
+    # Drafter forwards by phase ("draft_block", "accept_hook", ...): {"forwards": n, "ms": {stage:
+    # ms}}; stages only in profile mode, where each is synced and so its own (an MTP head: ids
+    # upload, layers, LM head, sample, readback).
+    drafter_split: dict[str, DrafterPhase] | None = None
 
 
 class EngineResult(_S, kw_only=True):

@@ -147,7 +147,11 @@ class Facts:
         root = str(section(self.host, "repo").get("path") or "")
         rel = [x[len(root) + 1:] if root and x.startswith(root + "/") else x for x in seen]
         where = f" ({', '.join(rel)})" if rel else ""
-        return (f"the engine's embedded {role}{where}" if v == "embedded" else f"{v}")
+        if v == "embedded":
+            return f"the engine's embedded {role}{where}"
+        if v.startswith("embedded:"):
+            return f"the engine's embedded {v.split(':', 1)[1]}{where}"
+        return f"{v}"
 
     def row_label(self, arm: str, prompt: str) -> str:
         return f"{arm} ({prompt})" if self.multi_prompt else arm

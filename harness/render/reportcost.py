@@ -155,6 +155,9 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
         sec.drafter_dir = str(ddir)
         quant = _drafter_quantization(record, prof.profiled.arm) if prof is not None else None
         sec.drafter = drafter_bytes(dtab, quant)
+        borrows = _result_arm(record, prof.profiled.arm).get("drafter_borrows") if prof is not None else None
+        if borrows:
+            sec.drafter = with_borrowed(sec.drafter, ttab, borrows)
     if prof is None:
         pvars = sorted({v for a in record["suite"]["arms"] if (v := rounds.profile_var(record, a["name"]))})
         how = ", ".join(f"{v}=1" for v in pvars) or "no engine here declares a profile mode"
@@ -177,11 +180,34 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
     return sec
 
 
-def _drafter_quantization(record: dict[str, Any], arm: str) -> dict[str, Any] | None:
+def _result_arm(record: dict[str, Any], arm: str) -> dict[str, Any]:
     for r in record["runs"]:
         if r["arm"] == arm and r.get("status") == "ok":
-            return (r.get("result_arm") or {}).get("drafter_quantization")
-    return None
+            return r.get("result_arm") or {}
+    return {}
+
+
+def _drafter_quantization(record: dict[str, Any], arm: str) -> dict[str, Any] | None:
+    return _result_arm(record, arm).get("drafter_quantization")
+
+
+def with_borrowed(own: Bytes, target: cm.Tensors, borrows: dict[str, str]) -> Bytes:
+    """A drafter that reads target tensors every step (an MTP head: the target's LM head in
+    full, one embedding row): their bytes from the target's table, beside its own."""
+    rows, total = list(own.rows), own.total
+    head = borrows.get("lm_head")
+    if head:
+        names = sorted(n.rsplit(".", 1)[-1] for n in target if n.startswith(head))
+        n = cm.lm_head_bytes(target, head)
+        rows.append((f"borrowed target LM head (`{head}*`: {', '.join(names)})", n))
+        total += n
+    emb = borrows.get("embedding")
+    if emb:
+        n = cm.embedding_row_bytes(target, emb)
+        rows.append((f"embedding row (`{emb}*`, one row per step)", n))
+        total += n
+    share = f"; borrowed tensors are {(total - own.total) / total:.0%} of a step's bytes" if total else ""
+    return Bytes(rows, total, "; ".join(x for x in (own.note, f"reads the target's tensors it borrows{share}") if x))
 
 
 def _round_model(p: ProfileComparison, classic_ms: float) -> tuple[cm.RoundModel, str]:

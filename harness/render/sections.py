@@ -230,9 +230,11 @@ def profile_sections(fx: Facts) -> list[dict[str, Any]]:
                      f"{p.sync_ms_per_round:.3f} ms per round spent waiting in them)"
                      + ("." if p.resolved else "; the two arms' per-round ranges overlap, so this record does "
                         "not resolve that cost from noise."))
-        lines.append("Quote the unprofiled round as the cost; the profiled column is for attribution only. "
-                     "This engine's profile mode syncs per stage and does not split the drafter step further "
-                     "(no layers / LM head / readback split).")
+        split = any((r.get("diagnostics") or {}).get("drafter_split", {}) for r in fx.groups.get((q.arm, q.prompt), []))
+        lines.append("Quote the unprofiled round as the cost; the profiled column is for attribution only."
+                     + (" The drafter step's own split is in the next section." if split else
+                        " This engine's profile mode syncs per stage and does not split the drafter step further "
+                        "(no layers / LM head / readback split)."))
         out.append({"title": fx.row_label(q.arm, q.prompt), "table": t, "lines": lines})
     return out
 
@@ -241,13 +243,24 @@ def scaling_section(fx: Facts) -> dict[str, Any] | None:
     sc = fx.rec.get("scaling")
     if not isinstance(sc, dict) or not sc.get("widths"):
         return None
-    t = Table(["T (positions)", "median ms", "min-max ms", "vs T=1"], align=["r", "r", "r", "r"])
+    cold = any("cold_median_ms" in w for w in sc["widths"])
+    head = (["T (positions)", "warm median ms", "warm min-max ms", "vs T=1"] if cold
+            else ["T (positions)", "median ms", "min-max ms", "vs T=1"])
+    t = Table(head + (["cold median ms", "cold min-max ms", "cold vs warm"] if cold else []),
+              align=["r"] * (len(head) + (3 if cold else 0)))
     for w in sc["widths"]:
-        t.add(w.get("T"), f(w.get("median_ms"), ".3f"), f"{f(w.get('min_ms'), '.3f')}-{f(w.get('max_ms'), '.3f')}",
-              f(w.get("vs_T1"), ".2f") + "x")
-    return {"table": t, "line": f"One evaluated target forward of T positions after {sc.get('context_tokens', '?')} "
-                                f"context tokens on {sc.get('device', '?')}, median of "
-                                f"{sc['widths'][0].get('repeats', '?')}."}
+        row = [w.get("T"), f(w.get("median_ms"), ".3f"), f"{f(w.get('min_ms'), '.3f')}-{f(w.get('max_ms'), '.3f')}",
+               f(w.get("vs_T1"), ".2f") + "x"]
+        if cold:
+            row += [f(w.get("cold_median_ms"), ".3f"),
+                    f"{f(w.get('cold_min_ms'), '.3f')}-{f(w.get('cold_max_ms'), '.3f')}",
+                    f(w.get("cold_vs_warm"), ".2f") + "x"]
+        t.add(*row)
+    line = (f"One evaluated target forward of T positions after {sc.get('context_tokens', '?')} "
+            f"context tokens on {sc.get('device', '?')}, median of {sc['widths'][0].get('repeats', '?')}"
+            + (": warm at a KV length run before; cold at a KV length new to that width each time (what a "
+               "decode meets every round)." if cold else "."))
+    return {"table": t, "line": line}
 
 
 def cost_section(fx: Facts) -> dict[str, Any]:

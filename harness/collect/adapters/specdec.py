@@ -28,12 +28,16 @@ DECLARATION = EngineDecl(
     phases=("draft_block", "verify_forward", "accept_hook", "verify_finalize", "target_step", "residual"),
     phase_labels={"draft_block": "`draft_block`", "verify_forward": "verify forward (T={block})",
                   "accept_hook": "accept hook", "verify_finalize": "verify finalize (rollback)",
-                  "target_step": "target step (T=1)", "residual": "residual"},
+                  "target_step": "target step (T=1)", "residual": "residual",
+                  # The MTP drafter's stages (diagnostics.drafter_split, profile mode).
+                  "trim": "cache trim", "ids_upload": "ids upload", "layers": "layers (fc + decoder layer)",
+                  "lm_head": "LM head (borrowed)", "sample": "sample", "readback": "readback"},
     overrides={
         "SPECDEC_ALLOW_INEXACT": "engages speculative decoding although the exactness probe failed",
         "SPECDEC_PROFILE": "syncs after every round stage to attribute time (changes the timing it measures)",
         "SPECDEC_QUANTIZE_DRAFTER": "0 keeps the drafter dense instead of quantizing it to 4-bit at load",
         "SPECDEC_BLAS": "reference runs MLX's bundled reference BLAS instead of the preloaded OpenBLAS",
+        "SPECDEC_CUDNN_SDPA": "1 keeps MLX's cuDNN attention on CUDA, which the engine turns off by default",
         "SPECDEC_INJECT_WORK": "test-only fault: adds a fraction of a forward's device work to every target decode forward",
         "SPECDEC_FORCE_INEXACT": "test-only: perturbs the probe so the gate fails",
     },

@@ -29,13 +29,15 @@ from harness.collect.suite.model import (
     Suite,
     WatchSettings,
     embedded_dir,
+    embedded_which,
+    model_dir,
 )
 from harness.collect.suite.validate import build
 from harness.core import declare
 from harness.core.errors import UserError
 
 __all__ = ["COMMAND_PLACEHOLDERS", "DEFAULT_SUITE", "EMBEDDED", "Arm", "Pairing", "Prompt", "QuietSettings", "Settings",
-           "Suite", "WatchSettings", "embedded_dir", "load_suite", "quick", "suite_from_record", "with_settings"]
+           "Suite", "WatchSettings", "embedded_dir", "embedded_which", "load_suite", "model_dir", "quick", "suite_from_record", "with_settings"]
 
 
 # --- loading ---------------------------------------------------------------------------

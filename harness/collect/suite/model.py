@@ -77,16 +77,14 @@ class Settings:
 @dataclass(frozen=True)
 class Pairing:
     name: str
-    target: str          # "embedded" or an absolute model directory
-    drafter: str | None  # "embedded", an absolute directory, or None (classic only)
+    target: str          # "embedded", "embedded:NAME" or an absolute model directory
+    drafter: str | None  # "embedded", "embedded:NAME", an absolute directory, or None (classic only)
 
     def target_dir(self) -> Path:
-        return embedded_dir("target") if self.target == EMBEDDED else Path(self.target)
+        return model_dir(self.target, "target")
 
     def drafter_dir(self) -> Path | None:
-        if self.drafter is None:
-            return None
-        return embedded_dir("drafter") if self.drafter == EMBEDDED else Path(self.drafter)
+        return None if self.drafter is None else model_dir(self.drafter, "drafter")
 
 
 @dataclass(frozen=True)
@@ -162,6 +160,22 @@ class Suite:
             "prompts": [asdict(p) for p in self.prompts],
             "engines": {n: d.to_dict() for n, d in self.engines.items()},
         }
+
+
+def embedded_which(value: str | None, role: str) -> str | None:
+    """The embedded model a suite value names: "embedded" is the role's own ("target",
+    "drafter"), "embedded:NAME" the default engine's embedded model NAME (say an MTP head);
+    None for a directory."""
+    if value == EMBEDDED:
+        return role
+    if value and value.startswith(EMBEDDED + ":"):
+        return value.split(":", 1)[1]
+    return None
+
+
+def model_dir(value: str, role: str) -> Path:
+    which = embedded_which(value, role)
+    return embedded_dir(which) if which else Path(value)
 
 
 def embedded_dir(which: str) -> Path:

@@ -10,7 +10,6 @@ from typing import Any
 
 from harness.collect.suite.model import (
     COMMAND_PLACEHOLDERS,
-    EMBEDDED,
     Arm,
     Pairing,
     Prompt,
@@ -19,6 +18,7 @@ from harness.collect.suite.model import (
     Suite,
     WatchSettings,
     embedded_dir,
+    embedded_which,
 )
 from harness.core import declare
 from harness.core.declare import EngineDecl, default_engine
@@ -267,12 +267,12 @@ def _cooldown_rule(v: _V, d: dict, base: Settings) -> tuple[float, str, float, f
 
 def _model_dir(v: _V, raw: Any, key: str, base_dir: Path) -> str:
     s = v.str_(raw, key)
-    if s == EMBEDDED:
-        which = key.rsplit(".", 1)[-1]
+    which = embedded_which(s, key.rsplit(".", 1)[-1])
+    if which:
         d = embedded_dir(which)
         if not d.is_dir():
             raise v.fail(key, f"the embedded {which} model is missing ({d} is not a directory)")
-        return EMBEDDED
+        return s
     d = Path(s).expanduser()
     d = d if d.is_absolute() else base_dir / d
     if not d.is_dir():

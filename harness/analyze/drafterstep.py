@@ -1,0 +1,178 @@
+"""The drafter-step split an engine reports in profile mode, and verify cost by shape.
+
+Drafter split (engine contract: diagnostics.drafter_split): per phase that runs drafter
+forwards ("draft_block", "accept_hook", any the engine names) the forwards it ran and the ms of
+each stage of them ({"forwards": n, "ms": {stage: ms}}). In profile mode the stages are synced
+and so their own; they should close against the phase's own time in the round split.
+
+Shape costs (engine contract: diagnostics.rounds_log[i] with verify_ms, kv_len, first_use): a
+backend may build a kernel plan the first time it meets a shape (T positions after a KV length),
+so a round's verify cost depends on whether its shape ran before in the process. First uses
+happen mostly in warm-up runs, so this reads every completed run, warm-ups included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.analyze import stats
+from harness.analyze.rounds import by_arm_prompt
+
+# A first-use cost above this share of the decode time of the runs it fell in is flagged.
+FIRST_USE_SHARE = 0.05
+# A verify forward slower than the warm scaling probe at its width by more than this is flagged.
+PROBE_RATIO = 1.5
+KV_BIN = 64     # KV lengths are grouped in bins of this many tokens
+
+
+@dataclass
+class DrafterSplit:
+    arm: str
+    prompt: str
+    phase: str
+    forwards: int
+    rounds: int
+    stages: list[tuple[str, float]]      # (stage, total ms) in the engine's order
+    phase_ms: float                      # the phase's own total in the round split
+
+    @property
+    def total_ms(self) -> float:
+        return sum(ms for _, ms in self.stages)
+
+    @property
+    def closure_ms(self) -> float:
+        return self.phase_ms - self.total_ms
+
+    @property
+    def closure_pct(self) -> float:
+        return abs(self.closure_ms) / self.phase_ms if self.phase_ms else 0.0
+
+    @property
+    def dominant(self) -> str:
+        return max(self.stages, key=lambda s: s[1])[0] if self.stages else "none"
+
+
+def drafter_splits(record: dict[str, Any]) -> list[DrafterSplit]:
+    """Profiled arms whose engine split its drafter forwards, summed over measured runs."""
+    out = []
+    for (arm, prompt), runs in by_arm_prompt(record).items():
+        diags = [r.get("diagnostics") or {} for r in runs]
+        if not diags or not all(d.get("profile") and isinstance(d.get("drafter_split"), dict) for d in diags):
+            continue
+        phases = list(dict.fromkeys(p for d in diags for p in d["drafter_split"]))
+        rounds = sum(int(d.get("rounds") or 0) for d in diags)
+        for phase in phases:
+            parts = [d["drafter_split"].get(phase) or {} for d in diags]
+            stages: dict[str, float] = {}
+            for p in parts:
+                for k, v in (p.get("ms") or {}).items():
+                    stages[k] = stages.get(k, 0.0) + float(v)
+            if not stages:
+                continue
+            phase_ms = sum(float((d.get("phase_ms") or {}).get(phase) or 0.0) for d in diags)
+            out.append(DrafterSplit(arm, prompt, phase, sum(int(p.get("forwards") or 0) for p in parts),
+                                    rounds, list(stages.items()), phase_ms))
+    return out
+
+
+# --- verify cost by shape ---------------------------------------------------------------
+
+@dataclass
+class KvBin:
+    lo: int
+    hi: int
+    first: list[float] = field(default_factory=list)
+    repeat: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ShapeCost:
+    arm: str
+    prompt: str
+    width: int                       # T: the arm's full verify width (shorter last rounds left out)
+    rounds: int                      # rounds of that width, every completed run
+    first: list[float]               # verify ms of first-use rounds
+    repeat: list[float]              # verify ms of rounds whose shape ran before
+    first_runs_decode_ms: float      # decode time of the runs that had first-use rounds
+    measured_verify: list[float]     # verify ms of the measured runs' rounds (the arm's figure)
+    bins: list[KvBin]
+    probe_warm_ms: float | None      # the scaling probe at this width, warm and cold
+    probe_cold_ms: float | None
+
+    @property
+    def first_median(self) -> float | None:
+        return stats.median(self.first) if self.first else None
+
+    @property
+    def repeat_median(self) -> float | None:
+        return stats.median(self.repeat) if self.repeat else None
+
+    @property
+    def excess_ms(self) -> float | None:
+        """What first uses cost over a repeat of the same width: sum(first) - n x repeat median."""
+        if not self.first or self.repeat_median is None:
+            return None
+        return sum(self.first) - len(self.first) * self.repeat_median
+
+    @property
+    def excess_share(self) -> float | None:
+        e = self.excess_ms
+        return e / self.first_runs_decode_ms if e is not None and self.first_runs_decode_ms else None
+
+    @property
+    def first_use_flagged(self) -> bool:
+        return (self.excess_share or 0.0) > FIRST_USE_SHARE
+
+    @property
+    def verify_median(self) -> float | None:
+        return stats.median(self.measured_verify) if self.measured_verify else None
+
+    @property
+    def vs_probe(self) -> float | None:
+        v = self.verify_median
+        return v / self.probe_warm_ms if v is not None and self.probe_warm_ms else None
+
+    @property
+    def probe_flagged(self) -> bool:
+        return (self.vs_probe or 0.0) > PROBE_RATIO
+
+
+def _probe(record: dict[str, Any], width: int) -> tuple[float | None, float | None]:
+    sc = record.get("scaling")
+    for w in (sc.get("widths") or []) if isinstance(sc, dict) else []:
+        if w.get("T") == width:
+            return w.get("median_ms"), w.get("cold_median_ms")
+    return None, None
+
+
+def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
+    """Per speculative arm and prompt whose engine logs verify ms and KV length per round."""
+    every = [r for r in record["runs"] if r.get("status") == "ok"]
+    out = []
+    for (arm, prompt), runs in by_arm_prompt(record, every).items():
+        logs = [((r.get("diagnostics") or {}).get("rounds_log") or [], r) for r in runs
+                if (r.get("diagnostics") or {}).get("mode") == "speculative"]
+        rounds = [(x, r) for log, r in logs for x in log
+                  if isinstance(x, dict) and x.get("verify_ms") is not None and x.get("kv_len") is not None]
+        if not rounds:
+            continue
+        width = max(len(x.get("drafted") or []) + 1 for x, _ in rounds)
+        rounds = [(x, r) for x, r in rounds if len(x.get("drafted") or []) + 1 == width]
+        bins: dict[int, KvBin] = {}
+        first, repeat, first_runs = [], [], {}
+        for x, r in rounds:
+            ms, kv = float(x["verify_ms"]), int(x["kv_len"])
+            b = bins.setdefault(kv // KV_BIN, KvBin(kv // KV_BIN * KV_BIN, kv // KV_BIN * KV_BIN + KV_BIN - 1))
+            if x.get("first_use"):
+                first.append(ms)
+                b.first.append(ms)
+                first_runs[id(r)] = float((r.get("diagnostics") or {}).get("decode_ms") or 0.0)
+            else:
+                repeat.append(ms)
+                b.repeat.append(ms)
+        measured = [float(x["verify_ms"]) for x, r in rounds if not r.get("warmup")]
+        warm, cold = _probe(record, width)
+        out.append(ShapeCost(arm, prompt, width, len(rounds), first, repeat, sum(first_runs.values()), measured,
+                             [bins[k] for k in sorted(bins)], warm, cold))
+    return out
