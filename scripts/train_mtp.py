@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--self-seqs", type=int, default=2048, help="target-generated sequences in the mix")
     ap.add_argument("--self-share", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init", type=Path, default=None, help="continue from this MTP head directory's weights")
     args = ap.parse_args()
 
     ids = np.load(args.corpus)["ids"]
@@ -104,6 +105,11 @@ def main() -> None:
     mx.random.seed(args.seed)
     hargs = head_args(target, args.ffn)
     head = MTPHead(hargs)
+    earlier = None
+    if args.init is not None:
+        head.load_weights(str(args.init / "model.safetensors"), strict=True)
+        prev = args.init / "training.json"
+        earlier = json.loads(prev.read_text()) if prev.exists() else None
     qat = fake_quantize(head)
     opt = optim.AdamW(learning_rate=args.lr, weight_decay=0.01)
 
@@ -163,7 +169,10 @@ def main() -> None:
         "val_top1_agreement": {"step1": val[0], "step2_chained": val[1]},
         "self_generated_top1_agreement": (None if self_agree is None else
                                           {"step1": self_agree[0], "step2_chained": self_agree[1]}),
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "earlier_stages": ([earlier] if earlier and "earlier_stages" not in earlier
+                           else ([{k: v for k, v in earlier.items() if k != "earlier_stages"}]
+                                 + earlier["earlier_stages"]) if earlier else [])}
     (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report))
 

@@ -177,3 +177,17 @@ def test_under_asv_the_record_names_asvs_commit(tmp_path, monkeypatch):
     assert info["commit"] == old and info["dirty"] is False and info["source"] == "asv"
     assert info["path"] == str(tmp_path) and info["branch"] == "main~1"
     assert old.startswith(info["short_commit"])
+
+
+def test_cuda_stack_reads_the_banner_and_loaded_libraries() -> None:
+    from harness.collect.host.info import cuda_stack
+    banner = "| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0     |"
+    maps = ("7f00-7f01 r-xp 00000000 00:00 0 /site/nvidia/cublas/lib/libcublas.so.13.1.0.3\n"
+            "7f02-7f03 r-xp 00000000 00:00 0 /site/nvidia/cudnn/lib/libcudnn.so.9.13.0\n")
+    got = cuda_stack(banner, maps)
+    assert got["cuda_driver_api"] == "13.0"
+    # Without pip distributions of these names here, the loaded libraries' file names say it.
+    assert got["cublas"] == "13.1.0.3" and got["cudnn"] == "9.13.0"
+    assert got["cuda_runtime"] == "unknown"        # not loaded, not installed: never a guess
+    assert cuda_stack(None, None) == {"cuda_driver_api": "unknown", "cuda_runtime": "unknown",
+                                      "cublas": "unknown", "cudnn": "unknown"}

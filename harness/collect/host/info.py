@@ -119,6 +119,30 @@ def nvidia_gpus() -> list[dict[str, str]] | str:
     return rows
 
 
+# The CUDA libraries MLX's CUDA build runs on, as pip distributions (their names vary by CUDA
+# major version: the first one installed is reported), and the loaded shared objects' names.
+_CUDA_DISTS = {"cuda_runtime": ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12"),
+               "cublas": ("nvidia-cublas", "nvidia-cublas-cu13", "nvidia-cublas-cu12"),
+               "cudnn": ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn")}
+_CUDA_LIBS = {"cuda_runtime": "libcudart.so.", "cublas": "libcublas.so.", "cudnn": "libcudnn.so."}
+
+
+def cuda_stack(nvidia_smi_text: str | None, maps_text: str | None) -> dict[str, str]:
+    """CUDA (the driver's, from nvidia-smi's banner), and the runtime, cuBLAS and cuDNN versions
+    from their pip distributions, else from the version in a loaded library's file name;
+    "unknown" for what cannot be read (never a guess)."""
+    m = re.search(r"CUDA Version:\s*([\d.]+)", nvidia_smi_text or "")
+    out = {"cuda_driver_api": m.group(1) if m else UNKNOWN}
+    for key, dists in _CUDA_DISTS.items():
+        version = next((v for v in (_dist_version(d) for d in dists) if v != UNKNOWN), UNKNOWN)
+        if version == UNKNOWN and maps_text:
+            lib = _CUDA_LIBS[key]
+            m = re.search(re.escape(lib) + r"([\d.]+\d)", maps_text)
+            version = m.group(1) if m else UNKNOWN
+        out[key] = version
+    return out
+
+
 def sm_generation(compute_cap: str) -> str:
     """'9.0' -> 'sm_90', '12.1' -> 'sm_121'; anything else is unknown."""
     m = re.fullmatch(r"(\d+)\.(\d+)", compute_cap.strip())
@@ -174,6 +198,8 @@ def gpu_info() -> dict:
         "family": apple_family(arch) if arch.startswith("applegpu") else generation,
         "mlx_device_info": info or UNKNOWN,
         "nvidia": nvidia,
+        **({"cuda": cuda_stack(run_quiet(["nvidia-smi"]), read_text("/proc/self/maps"))}
+           if backend == "cuda" or isinstance(nvidia, list) else {}),
     }
 
 
