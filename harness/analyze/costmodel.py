@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
+from harness.analyze.roofline import DispatchFloor, Roofline, dispatch_floor, roofline
 from harness.collect.models import Tensors, model_tensor_bytes, safetensors_tensor_bytes
 
 __all__ = [
@@ -39,6 +40,10 @@ __all__ = [
     "effective_bandwidth",
     "ms_at_bandwidth",
     "bandwidth_efficiency",
+    "DispatchFloor",      # what bounds a step, bandwidth or dispatch: harness.analyze.roofline
+    "Roofline",
+    "dispatch_floor",
+    "roofline",
     "calibrate_other_ms",
     "round_ms",
     "tokens_per_s",

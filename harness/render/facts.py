@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import rounds
+from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
 from harness.render.format import section
 from harness.render.reportcost import ModelTables
@@ -89,7 +90,8 @@ class Facts:
                 extra = [f"{k.replace('_', '-')} {e[k]}" for k in ("mlx", "mlx_lm") if e.get(k)]
                 extra += [str(e[k]) for k in ("device",) if e.get(k)]
                 extra += [f"{k} {e[k]}" for k in ("numerics",) if e.get(k)]
-                extra += [f"BLAS {e['blas']}" for _ in [0] if e.get("blas")]
+                # A CPU BLAS is named only for an engine on the CPU: on a GPU it did not do the arithmetic.
+                extra += [f"BLAS {e['blas']}" for _ in [0] if e.get("blas") and not self.on_gpu(arm)]
                 return f"{e.get('name', '?')} {e.get('version', '?')}" + (f" ({', '.join(extra)})" if extra else "")
         return "unknown"
 
@@ -99,6 +101,43 @@ class Facts:
             if b:
                 return str(b)
         return "unknown"
+
+    def device(self, arm: str) -> str | None:
+        """The device the arm's engine reported (engine.device), or None."""
+        for r in self.runs_of.get(arm, []):
+            d = (r.get("engine_info") or {}).get("device")
+            if d:
+                return str(d)
+        return None
+
+    def on_gpu(self, arm: str) -> bool:
+        return is_gpu_device(self.device(arm))
+
+    def numerics(self, arm: str) -> str:
+        """What did an arm's arithmetic: its CPU BLAS ("BLAS openblas"), or for an engine on a GPU
+        its device ("on Device(gpu, 0)"), never the CPU BLAS its process also loaded."""
+        if self.on_gpu(arm):
+            return f"on {self.device(arm)}"
+        return f"BLAS {self.blas(arm)}"
+
+    def numerics_of(self, arms: list[str], with_word: bool = True) -> str:
+        """numerics() of several arms in one phrase: "with BLAS a, b" / "on Device(gpu, 0)"
+        (with_word False: "BLAS a, b")."""
+        cpu = sorted({self.blas(a) for a in arms if not self.on_gpu(a)})
+        gpu = sorted({str(self.device(a)) for a in arms if self.on_gpu(a)})
+        parts = ([f"{'with ' if with_word else ''}BLAS {', '.join(cpu)}"] if cpu else []) \
+            + ([f"on {', '.join(gpu)}"] if gpu else [])
+        return " and ".join(parts)
+
+    def blas_groups(self) -> dict[str, list[str]]:
+        """Arms grouped by what did their arithmetic: a CPU BLAS name, or "GPU <device>"."""
+        out: dict[str, list[str]] = {}
+        for a in self.arm_order:
+            out.setdefault(f"GPU {self.device(a)}" if self.on_gpu(a) else self.blas(a), []).append(a)
+        return out
+
+    def gpu_stack(self) -> GpuStack:
+        return gpu_stack(self.host)
 
     def reading(self, arm: str) -> str | None:
         for r in self.runs_of.get(arm, []):

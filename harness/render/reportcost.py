@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analyze import costmodel as cm
+from harness.analyze import roofline as rl
 from harness.analyze import rounds
 from harness.analyze.rounds import ProfileComparison, RoundSplit
 
@@ -96,6 +97,7 @@ class CostSection:
     model: cm.RoundModel | None = None
     model_arm: str = ""
     model_note: str = ""
+    roofline: cm.Roofline | None = None    # what bounds the target step: bandwidth or dispatch
     what_if: list[cm.WhatIfRow] = field(default_factory=list)
     break_even: list[tuple[str, str, str, float, float, float, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -150,6 +152,10 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
         return CostSection(False, f"bytes per step unknown: {e}", break_even=sec.break_even)
     sec.target_step_ms = classic_ms
     sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), peak)
+    # The engine's dispatch floor, if it measured one for this pairing's target (scaling.dispatch).
+    sc = record.get("scaling")
+    same = isinstance(sc, dict) and sc.get("pairing") in (None, arms[key[0]]["pairing"])
+    sec.roofline = cm.roofline(sec.target.total, classic_ms, peak, cm.dispatch_floor(sc) if same else None)
     ddir, dtab = tables.get("drafter", (None, None))
     if isinstance(dtab, dict):
         sec.drafter_dir = str(ddir)
@@ -235,3 +241,42 @@ def _round_model(p: ProfileComparison, classic_ms: float) -> tuple[cm.RoundModel
             f"{step:.3f} ms, verify {verify:.3f} ms, other {max(0.0, other):.3f} ms; {u.emitted_per_verify:.3f} "
             f"tokens per round held fixed")
     return model, note
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3f} ms" if x >= 0.01 else f"{x:.2g} ms"
+
+
+def roofline_sentence(r: cm.Roofline | None) -> str:
+    """The roofline line under the bandwidth table: the bandwidth-bound time and the dispatch
+    floor against the measured step, and what bounds it (harness.analyze.roofline's rule); ""
+    when neither number is known (no peak, no floor)."""
+    if r is None or (r.bandwidth_ms is None and r.floor is None):
+        return ""
+    step = _ms(r.step_ms)
+    if r.bandwidth_ms is None:
+        bw = "no bandwidth-bound time (this host's peak bandwidth is unknown)"
+    else:
+        bw = (f"bandwidth-bound time {_ms(r.bandwidth_ms)} (the target's {r.bytes_per_step:,} bytes at "
+              f"{r.peak_gb_s:g} GB/s), {r.bandwidth_share:.1%} of the measured {step} step")
+    fl = r.floor
+    if fl is None:
+        floor = "the dispatch floor was not measured in this record (it has no scaling.dispatch)"
+    else:
+        parts = [f"{_ms(fl.empty_ms)} for one trivial evaluated op"]
+        if fl.layers_ms is not None:
+            parts.append(f"{fl.layers} layers x {_ms(fl.layer_ms or 0.0)} per evaluated decoder layer")
+        probe = f"; the probe's own evaluated T=1 step {_ms(fl.step_ms)}" if fl.step_ms is not None else ""
+        reps = f", medians of {fl.repeats}" if fl.repeats else ""
+        floor = (f"dispatch floor {_ms(fl.floor_ms)} ({' + '.join(parts)}{reps}{probe}), "
+                 f"{r.floor_share:.1%} of the measured step")
+    verdict = {
+        rl.BOUND_BANDWIDTH: "the step is bound by bandwidth (the bandwidth-bound time is at least half of it)",
+        rl.BOUND_DISPATCH: "the step is bound by dispatch (launch and sync overhead), not bandwidth",
+        rl.BOUND_NEITHER: f"the step is bound by neither: {r.unexplained or 0.0:.0%} unexplained "
+                          "(by the larger of the two)",
+        rl.BOUND_NOT_BANDWIDTH: "the step is not bound by bandwidth (the bandwidth-bound time is under half of it); "
+                                "without a dispatch floor, what bounds it is not known",
+        rl.BOUND_UNKNOWN: "what bounds the step is not known without a peak",
+    }[r.bound]
+    return f"Roofline of the target step: {bw}; {floor}: {verdict}."

@@ -9,6 +9,7 @@ import shlex
 from typing import Any
 
 from harness.analyze import acceptance as acc
+from harness.analyze.gpustack import UNKNOWN
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.core import declare
 from harness.render import reportcost
@@ -46,7 +47,7 @@ def gate_sentence(fx: Facts, both: str | None = None) -> str:
     for a in fx.arm_order:
         r = fx.reading(a)
         if r:
-            key = f"{'passed' if 'passed' in fx.outcome(a) else 'failed'} with BLAS {fx.blas(a)}: \"{r}\""
+            key = f"{'passed' if 'passed' in fx.outcome(a) else 'failed'} {fx.numerics_of([a])}: \"{r}\""
             readings.setdefault(key, []).append(a)
     for key, arms in readings.items():
         parts.append(f"Probe {key} ({names(arms)}).")
@@ -62,6 +63,9 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     repo, harness = section(h, "repo"), section(h, "harness")
     t.add("host", f"{fx.host_short()}; {mem.get('total_gib', '?')} GiB; {osys.get('distribution', osys.get('platform', '?'))}; "
                   f"host profile {fx.host_name()}")
+    gpu = gpu_stack_row(fx)
+    if gpu:
+        t.add("GPU stack", gpu)
     la = fx.loadavg()
     quiet = sum("quiet_gate_timeout" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
     contended = sum("contended" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
@@ -108,13 +112,44 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
                       f"{s['max_tokens']} tokens per run{' (EOS ignored)' if s.get('ignore_eos', True) else ''}; "
                       f"{s['repetitions']} measured runs after {s['warmups']} warm-up(s) per arm and prompt, "
                       f"cooldown {s['cooldown_s']:g} s ({s.get('cooldown_source', 'suite')}), arms interleaved")
+    cpu = [a for a in fx.arm_order if not fx.on_gpu(a)]
     blases: dict[str, list[str]] = {}
-    for a in fx.arm_order:
+    for a in cpu:
         blases.setdefault(fx.blas(a), []).append(a)
-    t.add("BLAS", "; ".join(f"{k} for {names(v)}" for k, v in blases.items())
-          + " (as each engine reported it; unknown: the engine reports none)")
+    on_gpu: dict[str, list[str]] = {}
+    for a in fx.arm_order:
+        if fx.on_gpu(a):
+            on_gpu.setdefault(str(fx.device(a)), []).append(a)
+    row = "; ".join(f"{k} for {names(v)}" for k, v in blases.items())
+    row += " (as each engine reported it; unknown: the engine reports none)" if blases else ""
+    # An engine on a GPU: the CPU BLAS its process loaded did not do the arithmetic.
+    gpu_cells = [f"no CPU BLAS for {names(v)}: the engine ran on {d} (the GPU stack row names its libraries)"
+                 for d, v in on_gpu.items()]
+    t.add("BLAS", "; ".join(x for x in [row, *gpu_cells] if x))
     t.add("exactness gate", gate_sentence(fx, both))
     return t
+
+
+def gpu_stack_row(fx: Facts) -> str | None:
+    """The GPU beneath the arms whose engine ran on one (None when none did): name, memory, driver,
+    CUDA, cuBLAS, cuDNN (Metal and macOS on Apple silicon), "unknown" where the record holds none."""
+    arms = [a for a in fx.arm_order if fx.on_gpu(a)]
+    if not arms:
+        return None
+    g = fx.gpu_stack()
+    mem = (f", {g.memory_gib:g} GiB" + (" unified memory" if g.metal else "")) if g.memory_gib else ", memory unknown"
+    parts = [f"{g.name} ({g.generation}){mem}"]
+    if g.metal:
+        parts.append(f"Metal on macOS {g.macos}")
+    else:
+        cuda = f"CUDA {g.cuda}" + (" (as the driver reports it)" if g.cuda != UNKNOWN else "")
+        parts += [f"driver {g.driver}", cuda, f"CUDA runtime {g.cuda_runtime}", f"cuBLAS {g.cublas}", f"cuDNN {g.cudnn}"]
+    devices = sorted({str(fx.device(a)) for a in arms})
+    notes = [f"{k}: {v}" for k, v in g.sources.items()]
+    if any(UNKNOWN in p for p in parts):
+        notes.append("unknown: the record's host metadata has no value for it")
+    return "; ".join(parts) + f" (for {names(arms)}, whose engine ran on {', '.join(devices)}" \
+        + "".join(f"; {n}" for n in notes) + ")"
 
 
 def harness_desc(h: dict[str, Any]) -> str:
@@ -288,6 +323,7 @@ def cost_section(fx: Facts) -> dict[str, Any]:
             bw.add("drafter (profiled step)", f"{c.drafter.total:,}", f"{c.drafter_step_ms:.3f} ms",
                    f"{d.achieved_gb_s:.2f}", "unknown peak" if d.fraction is None else pct(d.fraction))
         out["bandwidth"] = bw
+        out["roofline"] = reportcost.roofline_sentence(c.roofline)
     if c.what_if:
         w = Table(["scenario", "drafter step ms", "round ms", "tok/s", "vs classic", "round in classic steps"],
                   align=["l", "r", "r", "r", "r", "r"])

@@ -119,12 +119,13 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     if fx.is_cpu():
         out.append("MLX CPU backend: absolute tok/s and ms do not carry over to the lab's GPUs or to another CPU; "
                    "only ratios between arms of this record mean anything, and only for this host.")
-    blases: dict[str, list[str]] = {}
-    for a in fx.arm_order:
-        blases.setdefault(fx.blas(a), []).append(a)
+    blases = fx.blas_groups()       # an engine on a GPU is grouped by its device, not its process's BLAS
     if len(blases) > 1:
-        out.append("Arms ran on different BLAS (" + "; ".join(f"{k}: {names(v)}" for k, v in blases.items())
-                   + "): between those groups a speed difference is the BLAS's, and so is the gate's verdict.")
+        gpu = any(k.startswith("GPU ") for k in blases)
+        whose = "the BLAS's or the device's" if gpu else "the BLAS's"
+        out.append(f"Arms ran on different BLAS{' or devices' if gpu else ''} ("
+                   + "; ".join(f"{k}: {names(v)}" for k, v in blases.items())
+                   + f"): between those groups a speed difference is {whose}, and so is the gate's verdict.")
     ov = [a for a in fx.arm_order if fx.overrides(a)]
     if ov:
         out.append(f"Overrides in force for {names(ov)}: their figures are {NOT_SHIPPING} and say nothing "
@@ -267,17 +268,17 @@ def _probe_sentences(fx: Facts) -> tuple[list[str], str]:
     passed = [a for a in fx.arm_order if "passed" in fx.outcome(a)]
     gate_short = []
     if declined:
-        gate_short.append(f"the probe fails with BLAS {fx.blas(declined[0])} ({names(declined)} declined to classic)")
+        gate_short.append(f"the probe fails {fx.numerics_of(declined[:1])} ({names(declined)} declined to classic)")
     if passed:
-        gate_short.append(f"passes with BLAS {', '.join(sorted({fx.blas(a) for a in passed}))} ({names(passed)})")
+        gate_short.append(f"passes {fx.numerics_of(passed)} ({names(passed)})")
     if gate_short:
         g = " and ".join(gate_short)
         short += " " + g[0].upper() + g[1:] + "."
     if declined:
-        parts.append(f"The exactness probe fails here (\"{fx.reading(declined[0])}\", BLAS {fx.blas(declined[0])}), "
+        parts.append(f"The exactness probe fails here (\"{fx.reading(declined[0])}\", {fx.numerics(declined[0])}), "
                      f"so without an override {names(declined)} declined to classic decode.")
     if passed:
-        parts.append(f"The probe passes for {names(passed)} (BLAS {', '.join(sorted({fx.blas(a) for a in passed}))}).")
+        parts.append(f"The probe passes for {names(passed)} ({fx.numerics_of(passed, with_word=False)}).")
     return parts, short
 
 
