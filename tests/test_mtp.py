@@ -144,3 +144,25 @@ def test_asking_for_the_other_path_in_the_same_process_fails(fresh_latch, monkey
     monkeypatch.setenv(cuda.ENGINE_VAR, "1")
     with pytest.raises(SpecdecError, match="once per process"):
         cuda.apply_attention_default()
+
+
+def test_a_session_keeps_its_loaded_pairs_across_rounds(tmp_path):
+    # The warm-up loads the pair and meets each verify shape first; every measured round after it
+    # reuses the same loaded pair, so its shapes are repeats (a session that reloaded the models
+    # per round made every round of every repetition a first use).
+    from harness_helpers import REPO, run_cli
+    suite = tmp_path / "s.toml"
+    suite.write_text('name = "s"\nmax_tokens = 12\nrepetitions = 2\nwarmups = 1\ncooldown_s = 0\n'
+                     '[quiet]\nenabled = false\n[watch]\nenabled = false\n'
+                     '[[pairings]]\nname = "p"\ntarget = "embedded"\ndrafter = "embedded:mtp"\n'
+                     '[[arms]]\nname = "b3"\npairing = "p"\nblock = 3\nenv = { SPECDEC_ALLOW_INEXACT = "1" }\n'
+                     '[[prompts]]\ncategory = "code"\nlimit = 1\n')
+    rec = tmp_path / "r.json"
+    proc = run_cli("run", str(suite), "--record", str(rec), cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(rec.read_text())["runs"]
+    warm, measured = runs[0], runs[1:]
+    assert warm["warmup"] and all(e["first_use"] for e in warm["diagnostics"]["rounds_log"])
+    assert len(measured) == 2
+    for r in measured:
+        assert not any(e["first_use"] for e in r["diagnostics"]["rounds_log"])

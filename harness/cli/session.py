@@ -109,6 +109,9 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     budget = None if resumed else s.budget_s
     max_reps = max(min_reps, s.max_repetitions or (10_000 if budget else min_reps))
     pacer = runner.Pacer.from_runs(record.runs)
+    # One set of adapters for the whole session: the models the warm-ups loaded (and what their
+    # first runs compiled and cached) serve every round after them.
+    engines = runner.Engines()
     design = Design.for_settings(s, len(vs_classic({"suite": record.data["suite"], "runs": []})))
 
     def planned() -> list[Any]:
@@ -118,11 +121,11 @@ def execute(record: Any, suite: Any, store: Any) -> None:
         record.data["planned_repetitions"] = max(i + 1, int(record.data["planned_repetitions"]))
         record.data["planned_runs"] = len(planned())
         runner.execute(build_plan(suite, max(min_reps, i + 1) if resumed else i + 1), suite, record,
-                       annotate, ui=progress, pacer=pacer)
+                       annotate, engines=engines, ui=progress, pacer=pacer)
 
     try:
         # The warm-ups first: the budget is for measuring, not for loading and compiling.
-        runner.execute(build_plan(suite, 0), suite, record, annotate, ui=progress, pacer=pacer)
+        runner.execute(build_plan(suite, 0), suite, record, annotate, engines=engines, ui=progress, pacer=pacer)
         # Resumed: one "round" that finishes every planned repetition.
         outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
                                  design.looks, do_round, lambda: judge_vs_classic(record.data, design))
