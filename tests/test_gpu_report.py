@@ -206,3 +206,15 @@ def test_an_apple_gpu_names_metal_and_macos(tmp_path: Path) -> None:
     gpu = setup_rows(render(write(tmp_path, rec)))["GPU stack"]
     assert gpu.startswith("Apple M3 Ultra (applegpu_g15d), 512 GiB unified memory; Metal on macOS 15.1 (for classic")
     assert "CUDA" not in gpu and "driver" not in gpu
+
+
+def test_the_hosts_issue_time_is_the_floor_when_measured() -> None:
+    # Layers evaluated one by one each pay a sync (their sum can exceed the pipelined step); the
+    # host's time to build and issue one step, not waiting for it, is what a step cannot beat.
+    fl = cm.dispatch_floor({"dispatch": {"empty_ms": 0.03, "layer_ms": 0.53, "layers": 32, "step_ms": 10.2,
+                                         "issue_ms": 5.1, "repeats": 7}})
+    assert fl is not None and fl.floor_ms == 5.1
+    r = cm.roofline(4_221_905_152, 5.8, 4800, fl)
+    assert r.bound == "dispatch"
+    no_issue = cm.dispatch_floor({"dispatch": {"empty_ms": 0.03, "layer_ms": 0.01, "layers": 4}})
+    assert no_issue is not None and no_issue.floor_ms == pytest.approx(0.07)

@@ -2,8 +2,9 @@
 
 The bandwidth-bound time is bytes per step / peak bandwidth. Under half the measured step, the
 step is not bound by bandwidth. It is bound by dispatch (launch and sync overhead) when the
-dispatch floor (one trivial evaluated op, plus layers x one evaluated decoder layer when the
-engine measured that) is at least half the measured step; otherwise by neither, and the
+dispatch floor (the host's time to build and issue one step without waiting for it, when the
+engine measured that; else one trivial evaluated op plus layers x one evaluated decoder layer)
+is at least half the measured step; otherwise by neither, and the
 share of the step that neither explains is reported (the larger of the two times counts as
 explained: a layer's evaluated forward reads that layer's weights, so the two overlap).
 Units: bytes, ms, GB/s (1e9 B/s), as in harness.analyze.costmodel, which re-exports these names
@@ -34,6 +35,7 @@ class DispatchFloor:
     layers: int | None = None       # decoder layers of the target
     step_ms: float | None = None    # one evaluated T=1 forward of the whole target, same context
     repeats: int | None = None
+    issue_ms: float | None = None   # the host building and issuing one T=1 step, not waiting for it
 
     @property
     def layers_ms(self) -> float | None:
@@ -41,6 +43,10 @@ class DispatchFloor:
 
     @property
     def floor_ms(self) -> float:
+        # The host's issue time per step when measured: a pipelined step cannot beat it. Else one
+        # sync plus the layers evaluated one by one (each of those also syncs: an upper bound).
+        if self.issue_ms is not None:
+            return self.issue_ms
         return self.empty_ms + (self.layers_ms or 0.0)
 
 
@@ -61,7 +67,7 @@ def dispatch_floor(scaling: object) -> DispatchFloor | None:
     layers = d.get("layers")
     reps = d.get("repeats")
     return DispatchFloor(empty, num("layer_ms"), layers if isinstance(layers, int) and layers > 0 else None,
-                         num("step_ms"), reps if isinstance(reps, int) else None)
+                         num("step_ms"), reps if isinstance(reps, int) else None, num("issue_ms"))
 
 
 @dataclass(frozen=True)

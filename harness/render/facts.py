@@ -92,6 +92,10 @@ class Facts:
                 extra += [f"{k} {e[k]}" for k in ("numerics",) if e.get(k)]
                 # A CPU BLAS is named only for an engine on the CPU: on a GPU it did not do the arithmetic.
                 extra += [f"BLAS {e['blas']}" for _ in [0] if e.get("blas") and not self.on_gpu(arm)]
+                # An attention path the engine chose (e.g. cuDNN on CUDA), and who chose it.
+                att = e.get("attention") if isinstance(e.get("attention"), dict) else {}
+                if att.get("cudnn_sdpa") is not None:
+                    extra.append(f"cuDNN attention {'on' if att['cudnn_sdpa'] else 'off'}: {att.get('decided_by', '?')}")
                 return f"{e.get('name', '?')} {e.get('version', '?')}" + (f" ({', '.join(extra)})" if extra else "")
         return "unknown"
 

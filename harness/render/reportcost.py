@@ -15,6 +15,7 @@ from typing import Any
 from harness.analyze import costmodel as cm
 from harness.analyze import roofline as rl
 from harness.analyze import rounds
+from harness.analyze.comparisons import pairing_targets
 from harness.analyze.rounds import ProfileComparison, RoundSplit
 
 EMBED = "model.embed_tokens."
@@ -154,7 +155,9 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
     sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), peak)
     # The engine's dispatch floor, if it measured one for this pairing's target (scaling.dispatch).
     sc = record.get("scaling")
-    same = isinstance(sc, dict) and sc.get("pairing") in (None, arms[key[0]]["pairing"])
+    targets = pairing_targets(record)   # pairings that share a target share its floor
+    same = isinstance(sc, dict) and (sc.get("pairing") is None
+                                     or targets.get(sc.get("pairing")) == targets.get(arms[key[0]]["pairing"]))
     sec.roofline = cm.roofline(sec.target.total, classic_ms, peak, cm.dispatch_floor(sc) if same else None)
     ddir, dtab = tables.get("drafter", (None, None))
     if isinstance(dtab, dict):
@@ -263,9 +266,13 @@ def roofline_sentence(r: cm.Roofline | None) -> str:
     if fl is None:
         floor = "the dispatch floor was not measured in this record (it has no scaling.dispatch)"
     else:
-        parts = [f"{_ms(fl.empty_ms)} for one trivial evaluated op"]
-        if fl.layers_ms is not None:
-            parts.append(f"{fl.layers} layers x {_ms(fl.layer_ms or 0.0)} per evaluated decoder layer")
+        if fl.issue_ms is not None:
+            parts = [f"the host building and issuing one T=1 step without waiting for it; one trivial evaluated "
+                     f"op takes {_ms(fl.empty_ms)}"]
+        else:
+            parts = [f"{_ms(fl.empty_ms)} for one trivial evaluated op"]
+            if fl.layers_ms is not None:
+                parts.append(f"{fl.layers} layers x {_ms(fl.layer_ms or 0.0)} per evaluated decoder layer")
         probe = f"; the probe's own evaluated T=1 step {_ms(fl.step_ms)}" if fl.step_ms is not None else ""
         reps = f", medians of {fl.repeats}" if fl.repeats else ""
         floor = (f"dispatch floor {_ms(fl.floor_ms)} ({' + '.join(parts)}{reps}{probe}), "
