@@ -21,7 +21,7 @@ from harness.render import mdtable
 from harness.render import report as rp
 from harness.render.reportcost import roofline_sentence
 
-H200 = "reports/20261202-182150-cross-host-h200.json"
+H200 = "tests/fixtures/report/h200-older.json"   # an H200 record made before host.gpu.cuda existed
 CPU = "reports/20261202-182230-cpu-blas-linux-cpu.json"
 NO_USER_TEMPLATES = REPO / "tests" / "fixtures" / "report" / "no-such-templates"
 
@@ -218,3 +218,9 @@ def test_the_hosts_issue_time_is_the_floor_when_measured() -> None:
     assert r.bound == "dispatch"
     no_issue = cm.dispatch_floor({"dispatch": {"empty_ms": 0.03, "layer_ms": 0.01, "layers": 4}})
     assert no_issue is not None and no_issue.floor_ms == pytest.approx(0.07)
+
+
+def test_a_layer_by_layer_sum_above_the_step_is_no_floor() -> None:
+    fl = cm.dispatch_floor({"dispatch": {"empty_ms": 0.03, "layer_ms": 0.53, "layers": 32}})
+    r = cm.roofline(4_221_905_152, 5.8, 4800, fl)
+    assert r.bound == rl.BOUND_NOT_BANDWIDTH

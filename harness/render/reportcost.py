@@ -277,13 +277,16 @@ def roofline_sentence(r: cm.Roofline | None) -> str:
         reps = f", medians of {fl.repeats}" if fl.repeats else ""
         floor = (f"dispatch floor {_ms(fl.floor_ms)} ({' + '.join(parts)}{reps}{probe}), "
                  f"{r.floor_share:.1%} of the measured step")
+        if fl.issue_ms is None and fl.floor_ms > r.step_ms:
+            floor += (" (more than the step itself, so no floor: each layer evaluated alone pays its own sync; "
+                      "this record predates the host issue time)")
     verdict = {
         rl.BOUND_BANDWIDTH: "the step is bound by bandwidth (the bandwidth-bound time is at least half of it)",
         rl.BOUND_DISPATCH: "the step is bound by dispatch (launch and sync overhead), not bandwidth",
         rl.BOUND_NEITHER: f"the step is bound by neither: {r.unexplained or 0.0:.0%} unexplained "
                           "(by the larger of the two)",
         rl.BOUND_NOT_BANDWIDTH: "the step is not bound by bandwidth (the bandwidth-bound time is under half of it); "
-                                "without a dispatch floor, what bounds it is not known",
+                                "without a usable dispatch floor, what bounds it is not known",
         rl.BOUND_UNKNOWN: "what bounds the step is not known without a peak",
     }[r.bound]
     return f"Roofline of the target step: {bw}; {floor}: {verdict}."
