@@ -261,7 +261,9 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
     tid = id(target)
     while len(out) < max_tokens:
         nd = min(k1, max_tokens - len(out) - 1)
-        drafts, q = drafter.draft_block(y, nd, sampler)
+        # A drafter that times its own stages starts from this phase's clock reading.
+        own = {"started": t0} if profile and instrument and drafter.profiles_itself else {}
+        drafts, q = drafter.draft_block(y, nd, sampler, **own)
         nd = drafts.size  # an MTP head with no seed yet (1-token prompt) drafts nothing
         if profile and nd and not drafter.profiles_itself:
             sync([drafts] + ([q] if q is not None else []))
@@ -293,7 +295,8 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
                 n += 1
         emitted = d_list[:n] + [v_list[n]]
         t3 = clock()
-        drafter.accept(n, nd, d_list, hidden, emitted=emitted, sample=sampler)
+        drafter.accept(n, nd, d_list, hidden, emitted=emitted, sample=sampler,
+                       **({"started": t3} if own else {}))
         if profile and not drafter.profiles_itself:
             sync(drafter.state())
         t4 = clock()

@@ -30,6 +30,7 @@ MODEL_TYPE = "specdec_mtp"
 # Stages of one drafter forward, in order (profile mode); the accept hook adds its cache trim.
 STEP_STAGES = ("ids_upload", "layers", "lm_head", "sample", "readback")
 STAGE_NOTES = {
+    "entry": "the round's host bookkeeping from the phase's start to the first stage (profile mode)",
     "trim": "drop the head's cache entries built from its own hidden states (accept hook only)",
     "ids_upload": "token ids to the device and the target's verify hidden states sliced (host to device)",
     "layers": "embedding lookup, two input norms, fc projection, the decoder layer, final norm",
@@ -150,12 +151,14 @@ class MTPDrafter:
         self._seed = self._forward(prompt[1:][None], hidden, None, sample)
         mx.eval([c.state for c in self.cache])
 
-    def draft_block(self, y: mx.array, n: int, sample) -> tuple[mx.array, mx.array | None]:
+    def draft_block(self, y: mx.array, n: int, sample, started: float | None = None) -> tuple[mx.array, mx.array | None]:
+        """started: the perf_counter reading where the caller's draft_block phase began (profile
+        mode): the time from there to the first stage is the stage "entry"."""
         self._fed = 0
         if n <= 0 or self._seed is None:
             return mx.array([], dtype=mx.uint32), None
         split = self.split["draft_block"]
-        clock = _Clock(self.profile, split)
+        clock = _Clock(self.profile, split, started)
         tok, p, h = self._seed
         ids, probs = [tok], ([p] if p is not None else [])
         for _ in range(n - 1):
@@ -171,11 +174,11 @@ class MTPDrafter:
         return out
 
     def accept(self, n_accepted: int, n_drafted: int, drafted: list[int], hidden: mx.array | None,
-               emitted: list[int] | None = None, sample=None) -> None:
+               emitted: list[int] | None = None, sample=None, started: float | None = None) -> None:
         """Append the committed tokens (accepted drafts, then the target's token) against the
         target's verify hidden states, and seed the next round from the last of them."""
         split = self.split["accept_hook"]
-        clock = _Clock(self.profile, split)
+        clock = _Clock(self.profile, split, started)
         if self._fed:
             trim_prompt_cache(self.cache, self._fed)
             self._fed = 0
@@ -252,10 +255,14 @@ class _Clock:
     """Contiguous stage intervals of one clock (profile mode only): every lap ends one stage
     and starts the next, so the stages sum to the time from the first read to `done`."""
 
-    def __init__(self, profile: bool, split: _Split | None):
+    def __init__(self, profile: bool, split: _Split | None, started: float | None = None):
         self.profile = profile and split is not None
         self.split = split
         self.t = time.perf_counter() if self.profile else 0.0
+        if self.profile and started is not None:
+            # The caller's phase began earlier: its bookkeeping up to here is the stage "entry".
+            self.t = started
+            self.lap("entry")
 
     def sync(self, arrays) -> None:
         if self.profile:

@@ -30,7 +30,7 @@ DECLARATION = EngineDecl(
                   "accept_hook": "accept hook", "verify_finalize": "verify finalize (rollback)",
                   "target_step": "target step (T=1)", "residual": "residual",
                   # The MTP drafter's stages (diagnostics.drafter_split, profile mode).
-                  "trim": "cache trim", "ids_upload": "ids upload", "layers": "layers (fc + decoder layer)",
+                  "entry": "entry (round bookkeeping)", "trim": "cache trim", "ids_upload": "ids upload", "layers": "layers (fc + decoder layer)",
                   "lm_head": "LM head (borrowed)", "sample": "sample", "readback": "readback"},
     overrides={
         "SPECDEC_ALLOW_INEXACT": "engages speculative decoding although the exactness probe failed",
