@@ -38,7 +38,7 @@ class RoundLog:
     accepted: int
     verify_ms: float | None = None   # this round's verify_forward phase
     kv_len: int | None = None        # target KV length before the verify forward (its shape: T=drafted+1)
-    first_use: bool | None = None    # this (T, KV length) had not run in this process before
+    first_use: bool | None = None    # this (T, KV length) had not run on this loaded target before
 
 
 @dataclass

@@ -72,7 +72,7 @@ class RoundEntry(_S, kw_only=True):
     proposed: int | None = None       # drafted tokens proposed (filled from `drafted` if absent)
     drafted: list[int] | None = None  # the proposed ids, when the engine logs them
     # Shape costs: this round's verify forward (ms), the target's KV length before it (its shape is
-    # T = proposed + 1 positions after it), and whether that shape was new in the engine's process.
+    # T = proposed + 1 positions after it), and whether that shape was new to the engine's loaded target.
     verify_ms: float | None = None
     kv_len: int | None = None
     first_use: bool | None = None

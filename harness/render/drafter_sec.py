@@ -50,8 +50,8 @@ def shape_sections(fx: Facts) -> list[dict[str, Any]]:
             t.add(f"{b.lo}-{b.hi}", len(b.first), f(stats.median(b.first) if b.first else None, ".3f"),
                   len(b.repeat), f(stats.median(b.repeat) if b.repeat else None, ".3f"))
         lines = [f"Verify forward (T={c.width}) per round, every completed run of the arm (warm-ups included, "
-                 f"since first uses fall mostly there): {len(c.first)} first-use rounds (a KV length this process "
-                 f"had not run at this width), median {f(c.first_median, '.3f')} ms; {len(c.repeat)} repeat "
+                 f"since first uses fall mostly there): {len(c.first)} first-use rounds (a KV length the engine's loaded "
+                 f"target had not run at this width; a backend's own caches may be shared across loaded copies), median {f(c.first_median, '.3f')} ms; {len(c.repeat)} repeat "
                  f"rounds, median {f(c.repeat_median, '.3f')} ms."]
         if c.excess_ms is not None:
             share = c.excess_share
