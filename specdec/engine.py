@@ -331,6 +331,9 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
     diag.profile_sync_ms = sync_s * 1e3
     if isinstance(drafter, MTPDrafter):
         diag.drafter_split = drafter.split_dict()
+        n, ms = drafter.profile_syncs()
+        diag.profile_syncs += n
+        diag.profile_sync_ms += ms
     return out
 
 

@@ -203,6 +203,10 @@ class MTPDrafter:
             out += [a for a in self._seed if a is not None]
         return out
 
+    def profile_syncs(self) -> tuple[int, float]:
+        """Syncs this drafter made in profile mode, and ms spent in them (the engine's counters)."""
+        return (sum(x.syncs for x in self.split.values()), sum(x.sync_ms for x in self.split.values()))
+
     def split_dict(self) -> dict:
         return {name: s.to_dict() for name, s in self.split.items() if s.forwards or s.ms}
 
@@ -241,6 +245,8 @@ class MTPDrafter:
 class _Split:
     forwards: int = 0
     ms: dict | None = None
+    syncs: int = 0            # profile-mode syncs and the time spent in them
+    sync_ms: float = 0.0
 
     def add(self, stage: str, ms: float) -> None:
         if self.ms is None:
@@ -266,7 +272,10 @@ class _Clock:
 
     def sync(self, arrays) -> None:
         if self.profile:
+            s = time.perf_counter()
             mx.eval(arrays)
+            self.split.syncs += 1
+            self.split.sync_ms += (time.perf_counter() - s) * 1e3
 
     def lap(self, stage: str) -> None:
         if not self.profile:

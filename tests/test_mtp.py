@@ -87,6 +87,7 @@ def test_profile_mode_splits_each_drafter_forward_and_closes(pair, monkeypatch):
         assert sum(stages.values()) >= 0.9 * d.phase_ms[phase], (phase, stages, d.phase_ms[phase])
     assert "trim" in d.drafter_split["accept_hook"]["ms"]
     assert all("entry" in d.drafter_split[p]["ms"] for p in ("draft_block", "accept_hook"))
+    assert d.profile_syncs > d.rounds and d.profile_sync_ms > 0   # the head counts its own syncs
 
 
 def test_default_mode_counts_forwards_and_times_no_stage(pair, monkeypatch):
