@@ -163,7 +163,7 @@ class MTPDrafter:
         ids, probs = [tok], ([p] if p is not None else [])
         for _ in range(n - 1):
             split.forwards += 1
-            tok, p, h = self._step(tok[None], h, sample, clock)
+            tok, p, h = self._forward(tok[None], h, clock, sample)
             self._fed += 1
             ids.append(tok)
             if p is not None:
@@ -211,9 +211,6 @@ class MTPDrafter:
         return {name: s.to_dict() for name, s in self.split.items() if s.forwards or s.ms}
 
     # --- one forward -------------------------------------------------------------------
-
-    def _step(self, ids: mx.array, hidden: mx.array, sample, clock: _Clock):
-        return self._forward(ids, hidden, clock, sample)
 
     def _forward(self, ids: mx.array, hidden: mx.array, clock: _Clock | None, sample):
         """Run the head over ids [1, S] against hidden [1, S, d]; with `sample`, project the last
