@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,17 @@ def load(path: Path) -> dict[str, Any]:
         from harness.collect.record import Record
         return Record.load(path).data
     return data
+
+
+def write_record(tmp: Path, name: str, rec: dict[str, Any]) -> str:
+    """A record dict written as JSON into tmp; its path, as `harness report` takes it."""
+    p = tmp / name
+    p.write_text(json.dumps(rec))
+    return str(p)
+
+
+def md_section(md: str, title: str) -> str:
+    """The body of a report's `## title` section."""
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", md, re.S | re.M)
+    assert m, f"no section {title!r}"
+    return m.group(1)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_helpers import REPO
+from harness_helpers import REPO, md_section, write_record
 
 from harness.analyze import costmodel as cm
 from harness.analyze import roofline as rl
@@ -40,15 +39,10 @@ def load(path: str) -> dict[str, Any]:
 
 
 def write(tmp: Path, rec: dict[str, Any]) -> str:
-    p = tmp / "record.json"
-    p.write_text(json.dumps(rec))
-    return str(p)
+    return write_record(tmp, "record.json", rec)
 
 
-def section(md: str, title: str) -> str:
-    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", md, re.S | re.M)
-    assert m, f"no section {title!r}"
-    return m.group(1)
+section = md_section
 
 
 def setup_rows(md: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_helpers import REPO, run_cli
+from harness_helpers import REPO, md_section, run_cli, write_record
 
 from harness.analyze import stats
 from harness.analyze.labels import annotate_label
@@ -45,16 +45,8 @@ def load(path: str | Path) -> dict[str, Any]:
     return json.loads((REPO / path).read_text())
 
 
-def write(tmp: Path, name: str, rec: dict[str, Any]) -> str:
-    p = tmp / name
-    p.write_text(json.dumps(rec))
-    return str(p)
-
-
-def section(md: str, title: str) -> str:
-    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", md, re.S | re.M)
-    assert m, f"no section {title!r}"
-    return m.group(1)
+write = write_record
+section = md_section
 
 
 def table_rows(md: str) -> list[list[list[str]]]:
