@@ -1,5 +1,5 @@
 """History, end to end, on a scratch repository of 32 real git commits of a command engine
-(tests/fixtures/sleepy: each token sleeps DELAY_MS, a constant in its code):
+(tests/fixtures/sleepy: a token every DELAY_MS, a constant in its code):
 
     commits 3-12   each makes the engine 0.4% slower (a slow drift, 4% in all)
     commit 17      makes it 30% slower (the step)
