@@ -9,7 +9,9 @@ SPECDEC_INJECT_WORK: a shipping configuration, no output byte changes). Then run
 prints, per head: how often the check failed (exit 1) and was inconclusive (exit 3), the
 classic ms/token verdicts, the smallest detectable change, the duration, and the effect the
 fault really had on this host (all checks' pairs pooled: F is a fraction of a forward's work,
-not of a decode step's wall time, so the true effect is measured, not assumed).
+not of a decode step's wall time, so the true effect is measured, not assumed). Over the A/A checks it also asks whether two worker processes of the same code
+differ by more than their pairs' noise says (a per-process effect, which the per-pair test
+does not model): the variance of each check's mean log-ratio over its standard error.
 
     PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --work 0.07 --checks 10 --aa 10
     PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --command compare-commits \
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +34,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from asv_scratch import commit_all, copy_tracked, git, harness_argv, run_env, slow_engine  # noqa: E402
 
@@ -82,7 +85,45 @@ def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, 
         if f["gated"] and f["arm"] == "classic":
             row.update(classic_verdict=f["verdict"], classic_ratio=f["ratio"], classic_n=f["n"],
                        classic_detectable=f["detectable_value"])
+    row["pairs"] = pair_stats(data.get("records") or {})
     return row
+
+
+def pair_stats(records: dict) -> dict:
+    """Per arm, the check's paired log-ratios of ms/token: their number, mean and sd."""
+    from harness.analyze import comparisons
+
+    runs = {}
+    for side, path in records.items():
+        try:
+            runs[side] = json.loads(Path(path).read_text())["runs"]
+        except (OSError, ValueError, KeyError):
+            return {}
+    if set(runs) != {"base", "head"}:
+        return {}
+    out = {}
+    for (arm, fig), (xs, ys) in comparisons.between_sessions(runs["base"], runs["head"]).items():
+        logs = [math.log(y / x) for x, y in zip(xs, ys) if x > 0 and y > 0]
+        if fig == comparisons.MS_PER_TOKEN and len(logs) >= 3:
+            out[arm] = {"n": len(logs), "mean_log": statistics.fmean(logs), "sd_log": statistics.stdev(logs)}
+    return out
+
+
+def process_effect(rows: list[dict]) -> dict | None:
+    """Do two worker processes of the same code differ by more than their pairs' noise says?
+    Over A/A checks (one pair of fresh workers each) and every arm: z = a check's mean
+    log-ratio over its standard error, whose variance is (n-1)/(n-3) when only the pairs' noise
+    is at work; and the sd of a per-check effect that would explain the excess (method of
+    moments: mean of m^2 - s^2/n)."""
+    stats = [a for r in rows for a in (r.get("pairs") or {}).values() if a["n"] > 3]
+    if len(stats) < 4:
+        return None
+    zs = [a["mean_log"] / (a["sd_log"] / math.sqrt(a["n"])) for a in stats]
+    expected = statistics.fmean((a["n"] - 1) / (a["n"] - 3) for a in stats)
+    excess = statistics.fmean(a["mean_log"] ** 2 - a["sd_log"] ** 2 / a["n"] for a in stats)
+    return {"checks_x_arms": len(stats), "var_z": statistics.pvariance(zs, 0.0), "var_z_expected": expected,
+            "var_z_se": expected * math.sqrt(2.0 / len(stats)),
+            "per_check_effect_sd": math.expm1(math.sqrt(max(0.0, excess)))}
 
 
 def pooled_effect(rows: list[dict]) -> float | None:
@@ -140,7 +181,8 @@ def main() -> int:
                          "classic_detectable_median": sorted(dets)[len(dets) // 2] if dets else None,
                          "true_effect_pooled": pooled_effect(rs),
                          "duration_s_max": max(r["duration_s"] for r in rs),
-                         "duration_s_median": sorted(r["duration_s"] for r in rs)[len(rs) // 2]}
+                         "duration_s_median": sorted(r["duration_s"] for r in rs)[len(rs) // 2],
+                         "process_effect": process_effect(rs) if head == "A/A" else None}
     result = {"command": args.command, "suite": args.suite, "budget_s": args.budget_s, "threshold": args.threshold,
               "argv": sys.argv, "rows": rows, "summary": summary}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +194,11 @@ def main() -> int:
         print(f"{head:<8} {s['checks']:>6} {s['exit_1']:>5} {s['exit_3']:>7} {s['exit_0']:>5} {s['classic_worse']:>13} "
               f"{('-' if dm is None else f'{dm:.1%}, {dx:.1%}'):>25} {('-' if te is None else f'{te:+.1%}'):>11} "
               f"{s['duration_s_median']:>7.0f}, {s['duration_s_max']:.0f}")
+    pe = (summary.get("A/A") or {}).get("process_effect")
+    if pe:
+        print(f"\nA/A, {pe['checks_x_arms']} checks x arms: var(z) {pe['var_z']:.2f} against {pe['var_z_expected']:.2f} "
+              f"(+- {pe['var_z_se']:.2f}) if only the pairs' noise were at work; a per-check (per worker "
+              f"process) effect that would explain the excess: sd {pe['per_check_effect_sd']:.1%}")
     return 0
 
 

@@ -1,0 +1,46 @@
+"""scripts/asv_sensitivity.py's process-effect estimate: two worker processes of the same code
+that differ by a per-check amount show as excess variance of the checks' z, and the sd it
+reports recovers that amount; without one it reports about none."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from harness_helpers import REPO
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("asv_sensitivity", REPO / "scripts" / "asv_sensitivity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _rows(effect_sd: float, checks: int = 60, arms: int = 3, n: int = 40, pair_sd: float = 0.12) -> list[dict]:
+    rng = np.random.default_rng(7)
+    rows = []
+    for _ in range(checks):
+        pairs = {}
+        for a in range(arms):
+            logs = rng.normal(rng.normal(0.0, effect_sd) if effect_sd else 0.0, pair_sd, n)
+            pairs[f"arm{a}"] = {"n": n, "mean_log": float(logs.mean()), "sd_log": float(logs.std(ddof=1))}
+        rows.append({"pairs": pairs})
+    return rows
+
+
+def test_no_process_effect_reads_as_the_pairs_noise_alone():
+    pe = _script().process_effect(_rows(0.0))
+    assert abs(pe["var_z"] - pe["var_z_expected"]) < 3 * pe["var_z_se"]
+    assert pe["per_check_effect_sd"] < 0.015
+
+
+def test_a_per_process_effect_is_excess_variance_and_its_size_is_recovered():
+    pe = _script().process_effect(_rows(0.05))
+    assert pe["var_z"] > pe["var_z_expected"] + 3 * pe["var_z_se"]
+    assert pe["per_check_effect_sd"] == pytest.approx(0.05, abs=0.015)
+
+
+def test_too_few_checks_give_no_estimate():
+    assert _script().process_effect(_rows(0.0, checks=1)) is None
