@@ -84,6 +84,16 @@ def test_the_report_shows_the_split_and_its_closure(tmp_path: Path) -> None:
     assert "does not split the drafter step further" not in md
 
 
+def test_a_phase_without_its_own_time_has_no_closure(tmp_path: Path) -> None:
+    rec = with_split(record())
+    r0 = next(r for r in runs(rec, "block3-profile") if not r["warmup"])
+    del r0["diagnostics"]["phase_ms"]["draft_block"]        # one run's round split lacks the phase
+    s = next(x for x in drafterstep.drafter_splits(rec) if x.phase == "draft_block")
+    assert s.phase_ms is None and s.closure_ms is None and s.closure_pct is None
+    sec = render(tmp_path, rec).split("## Drafter step split (profile mode)")[1].split("\n## ")[0]
+    assert "Closure unknown: the round split has no time of its own" in sec and "to within 0.00%" not in sec
+
+
 def test_a_record_without_a_split_has_no_section(tmp_path: Path) -> None:
     assert "## Drafter step split" not in render(tmp_path, record())
 
@@ -113,6 +123,29 @@ def test_first_use_cost_is_measured_against_repeats_and_flagged() -> None:
         {"T": 3, "median_ms": 17.0, "cold_median_ms": 79.0}]}
     c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
     assert c.vs_probe == pytest.approx(18.0 / 17.0) and not c.probe_flagged
+
+
+def test_a_first_use_share_without_decode_time_is_unknown_not_cleared(tmp_path: Path) -> None:
+    rec = shaped(record(), "block3-inexact", first_ms=80.0, repeat_ms=18.0)
+    for r in rec["runs"]:
+        if r["arm"] == "block3-inexact" and r["warmup"]:
+            r["diagnostics"].pop("decode_ms", None)
+    c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
+    assert c.excess_ms and c.excess_share is None and c.first_use_flagged is None
+    sec = render(tmp_path, rec).split("## Verify cost by KV length: first use against repeat")[1].split("\n## ")[0]
+    assert "its share of decode time is unknown" in sec and "under the 5% flag" not in sec
+
+
+def test_the_scaling_probe_of_another_target_is_not_compared() -> None:
+    rec = shaped(record(), "block3-inexact", first_ms=80.0, repeat_ms=80.0)
+    rec["suite"]["pairings"].append({"name": "big", "target": "elsewhere/big-8b"})
+    rec["scaling"] = {"pairing": "big", "widths": [{"T": 3, "median_ms": 18.0, "cold_median_ms": 83.0}]}
+    c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
+    assert c.probe_warm_ms is None and c.vs_probe is None and not c.probe_flagged
+    own = next(p["name"] for p in rec["suite"]["pairings"] if p["name"] != "big")
+    rec["scaling"]["pairing"] = own
+    c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
+    assert c.probe_flagged
 
 
 def test_a_verify_forward_far_above_the_warm_probe_is_flagged(tmp_path: Path) -> None:

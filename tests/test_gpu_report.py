@@ -164,6 +164,15 @@ def test_neither_not_measured_and_unknown_peak() -> None:
         cm.roofline(1, 0.0, 4800, None)
 
 
+def test_an_issue_time_above_the_step_is_no_floor() -> None:
+    # This CPU host's record: the host's issue time alone (5.991 ms) exceeds the pipelined step.
+    r = cm.roofline(10_233_600, 4.647, 4800, rl.DispatchFloor(0.013, issue_ms=5.991))
+    assert r.bound == rl.BOUND_NOT_BANDWIDTH
+    line = roofline_sentence(r)
+    assert "128.9% of the measured step (more than the step itself, so no floor" in line
+    assert "bound by dispatch" not in line and "what bounds it is not known" in line
+
+
 def test_dispatch_floor_from_the_scaling_block() -> None:
     sc = {"dispatch": {"empty_ms": 0.04, "layer_ms": 0.25, "layers": 4, "step_ms": 1.6, "repeats": 7}}
     f = cm.dispatch_floor(sc)

@@ -381,7 +381,15 @@ def test_cross_host_table(tmp_path: Path) -> None:
     x = section(md, "Cross-host comparison")
     t = next(t for t in table_rows(x) if t[0][0] == "component" and t[0][-1] == "speedup")
     assert t[0][1].startswith("A: linux-cpu vm") and t[0][2].startswith("B: linux-cpu other-host")
-    assert all(r[3] == ("2.00x, below the floor" if float(r[1]) - float(r[2]) < 0.05 else "2.00x") for r in t[1:])
+    # Each host's median with its min-max: "1.234 (1.100-1.400)".
+    cell = re.compile(r"^(\d+\.\d{3}) \((\d+\.\d{3})-(\d+\.\d{3})\)$")
+    for r in t[1:]:
+        for c in (r[1], r[2]):
+            m = cell.match(c)
+            assert m and float(m[2]) <= float(m[1]) <= float(m[3]), c
+    med = {r[0]: (float(cell.match(r[1])[1]), float(cell.match(r[2])[1])) for r in t[1:]}
+    assert all(r[3] == ("2.00x, below the floor" if med[r[0]][0] - med[r[0]][1] < 0.05 else "2.00x") for r in t[1:])
+    assert "Each host's median ms/round over its measured runs, their min-max in brackets" in x
     assert any(r[3] == "2.00x" for r in t[1:]) and any(r[3].endswith("below the floor") for r in t[1:])
     assert "Before and after" not in md
     assert_well_formed(md)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analyze import stats
+from harness.analyze.comparisons import pairing_targets
 from harness.analyze.rounds import by_arm_prompt
 
 # A first-use cost above this share of the decode time of the runs it fell in is flagged.
@@ -34,19 +35,20 @@ class DrafterSplit:
     forwards: int
     rounds: int
     stages: list[tuple[str, float]]      # (stage, total ms) in the engine's order
-    phase_ms: float                      # the phase's own total in the round split
+    phase_ms: float | None               # the phase's own total in the round split; None when a run lacks it
 
     @property
     def total_ms(self) -> float:
         return sum(ms for _, ms in self.stages)
 
     @property
-    def closure_ms(self) -> float:
-        return self.phase_ms - self.total_ms
+    def closure_ms(self) -> float | None:
+        return None if self.phase_ms is None else self.phase_ms - self.total_ms
 
     @property
-    def closure_pct(self) -> float:
-        return abs(self.closure_ms) / self.phase_ms if self.phase_ms else 0.0
+    def closure_pct(self) -> float | None:
+        c = self.closure_ms
+        return abs(c) / self.phase_ms if c is not None and self.phase_ms else None
 
     @property
     def dominant(self) -> str:
@@ -70,7 +72,8 @@ def drafter_splits(record: dict[str, Any]) -> list[DrafterSplit]:
                     stages[k] = stages.get(k, 0.0) + float(v)
             if not stages:
                 continue
-            phase_ms = sum(float((d.get("phase_ms") or {}).get(phase) or 0.0) for d in diags)
+            own = [(d.get("phase_ms") or {}).get(phase) for d in diags]
+            phase_ms = sum(float(x) for x in own) if all(isinstance(x, (int, float)) for x in own) else None
             out.append(DrafterSplit(arm, prompt, phase, sum(int(p.get("forwards") or 0) for p in parts),
                                     rounds, list(stages.items()), phase_ms))
     return out
@@ -94,7 +97,7 @@ class ShapeCost:
     rounds: int                      # rounds of that width, every completed run
     first: list[float]               # verify ms of first-use rounds
     repeat: list[float]              # verify ms of rounds whose shape ran before
-    first_runs_decode_ms: float      # decode time of the runs that had first-use rounds
+    first_runs_decode_ms: float | None   # decode time of the runs that had first-use rounds (None: a run lacks it)
     measured_verify: list[float]     # verify ms of the measured runs' rounds (the arm's figure)
     bins: list[KvBin]
     probe_warm_ms: float | None      # the scaling probe at this width, warm and cold
@@ -121,8 +124,10 @@ class ShapeCost:
         return e / self.first_runs_decode_ms if e is not None and self.first_runs_decode_ms else None
 
     @property
-    def first_use_flagged(self) -> bool:
-        return (self.excess_share or 0.0) > FIRST_USE_SHARE
+    def first_use_flagged(self) -> bool | None:
+        """None when the share is unknown: neither flagged nor cleared."""
+        share = self.excess_share
+        return None if share is None else share > FIRST_USE_SHARE
 
     @property
     def verify_median(self) -> float | None:
@@ -138,9 +143,16 @@ class ShapeCost:
         return (self.vs_probe or 0.0) > PROBE_RATIO
 
 
-def _probe(record: dict[str, Any], width: int) -> tuple[float | None, float | None]:
+def _probe(record: dict[str, Any], width: int, pairing: str | None) -> tuple[float | None, float | None]:
+    """The scaling probe's warm and cold medians at this width, when it ran on this arm's target
+    (pairings that share a target share its probe)."""
     sc = record.get("scaling")
-    for w in (sc.get("widths") or []) if isinstance(sc, dict) else []:
+    if not isinstance(sc, dict):
+        return None, None
+    targets = pairing_targets(record)
+    if sc.get("pairing") is not None and targets.get(sc.get("pairing")) != targets.get(pairing):
+        return None, None
+    for w in sc.get("widths") or []:
         if w.get("T") == width:
             return w.get("median_ms"), w.get("cold_median_ms")
     return None, None
@@ -167,12 +179,15 @@ def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
             if x.get("first_use"):
                 first.append(ms)
                 b.first.append(ms)
-                first_runs[id(r)] = float((r.get("diagnostics") or {}).get("decode_ms") or 0.0)
+                dec = (r.get("diagnostics") or {}).get("decode_ms")
+                first_runs[id(r)] = float(dec) if isinstance(dec, (int, float)) else None
             else:
                 repeat.append(ms)
                 b.repeat.append(ms)
         measured = [float(x["verify_ms"]) for x, r in rounds if not r.get("warmup")]
-        warm, cold = _probe(record, width)
-        out.append(ShapeCost(arm, prompt, width, len(rounds), first, repeat, sum(first_runs.values()), measured,
+        decode = list(first_runs.values())
+        decode_ms = None if any(d is None for d in decode) else sum(d for d in decode if d is not None)
+        warm, cold = _probe(record, width, runs[0].get("pairing"))
+        out.append(ShapeCost(arm, prompt, width, len(rounds), first, repeat, decode_ms, measured,
                              [bins[k] for k in sorted(bins)], warm, cold))
     return out

@@ -105,8 +105,9 @@ def roofline(bytes_per_step: int, step_ms: float, peak_gb_s: float | None,
         bound = BOUND_UNKNOWN
     elif bw >= BANDWIDTH_BOUND_SHARE * step:
         bound = BOUND_BANDWIDTH
-    elif floor is None or (floor.issue_ms is None and floor.floor_ms > step):
-        # Layers evaluated one by one each pay a sync: a sum above the step itself is no floor.
+    elif floor is None or floor.floor_ms > step:
+        # A floor above the step itself bounds nothing (layers evaluated one by one each pay a
+        # sync; a host issue time measured alone is not what the pipelined loop pays).
         bound = BOUND_NOT_BANDWIDTH
     elif floor.floor_ms >= DISPATCH_BOUND_SHARE * step:
         bound = BOUND_DISPATCH

@@ -96,11 +96,13 @@ def override_differences(fa: Facts, fb: Facts, cross: bool) -> list[str]:
         for k in sorted(set(oa) | set(ob)):
             if oa.get(k) == ob.get(k):
                 continue
-            fx, v = (fb, ob[k]) if k in ob else (fa, oa[k])
-            where = (f"{k}={oa[k]} in {ra}, {k}={ob[k]} in {rb}" if k in oa and k in ob
-                     else f"{k}={v} in {rb if k in ob else ra} only")
-            exported = "" if (fx.arms[arm].get("env") or {}).get(k) == v else ", exported, not set by the suite"
-            parts.append(f"{where} ({fx.override_why(arm, k)}{exported})")
+            sides = [(fx, o[k], r) for fx, o, r in ((fa, oa, ra), (fb, ob, rb)) if k in o]
+            where = ", ".join(f"{k}={v} in {r}" for _, v, r in sides) + ("" if len(sides) > 1 else " only")
+            # Each side's value: why it is an override there, and whether the suite set it or the shell did.
+            whys = [(f"in {r}: " if len(sides) > 1 else "") + fx.override_why(arm, k)
+                    + ("" if (fx.arms[arm].get("env") or {}).get(k) == v else ", exported, not set by the suite")
+                    for fx, v, r in sides]
+            parts.append(f"{where} ({'; '.join(whys)})")
         out.append(f"{arm} ran under different overrides: {'; '.join(parts)}. Its figures do not compare "
                    "like for like: a change in this arm is the override's as much as the code's.")
     return out
@@ -153,10 +155,12 @@ def _table(fa: Facts, fb: Facts, cs: list[cmp.ComponentChange], cross: bool) -> 
                   align=["l", "r", "r", "r"])
         for c in cs:
             sp = f"{c.before.median / c.after.median:.2f}x" if c.after.median else "-"
-            t.add(c.component, f"{c.before.median:.3f}", f"{c.after.median:.3f}",
+            t.add(c.component, f"{c.before.median:.3f} ({c.before.lo:.3f}-{c.before.hi:.3f})",
+                  f"{c.after.median:.3f} ({c.after.lo:.3f}-{c.after.hi:.3f})",
                   f"{sp}, below the floor" if c.below_floor else sp)
-        line = (f"Floor: {floor:.3f} ms/{unit} ({floor_rule(unit)}). A component whose time differs by less between "
-                "the hosts is marked below the floor: its speedup is not a finding.")
+        line = (f"Each host's median ms/{unit} over its measured runs, their min-max in brackets; the speedup is "
+                f"the ratio of the medians. Floor: {floor:.3f} ms/{unit} ({floor_rule(unit)}). A component whose time "
+                "differs by less between the hosts is marked below the floor: its speedup is not a finding.")
     else:
         t = Table(["component", f"before ms/{unit}", f"after ms/{unit}", "change (paired, 95% interval)"],
                   align=["l", "r", "r", "r"])
@@ -190,7 +194,9 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
                      f"{d.min_effect:.0%}; noise only when the check could have seen a {d.threshold:.0%} change "
                      f"(smallest detectable change at most {d.threshold:.0%}) and its interval, inside "
                      f"±{d.threshold:.0%}, holds no change; inconclusive otherwise, with the smallest detectable "
-                     "change. The records did not run side by side, so each pair carries both runs' spread.")
+                     f"change. Each component is tested alone at the {d.alpha:.0%} level, with no correction for "
+                     "the many components of one report: among many, a few faster or slower by chance are expected. "
+                     "The records did not run side by side, so each pair carries both runs' spread.")
         lines.append(_count_line(changes))
         n = min(fa.settings["repetitions"], fb.settings["repetitions"])
         if n < 5:

@@ -23,9 +23,14 @@ def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
         t.add("stages total", f"{s.total_ms:.2f}", f(s.total_ms / s.forwards if s.forwards else None, ".3f"),
               f(s.total_ms / s.rounds if s.rounds else None, ".3f"), "100.0%")
         phase = decl.phase_label(s.phase, block)
-        lines = [f"The stages close against {phase}'s own time ({s.phase_ms:.2f} ms) to within {s.closure_pct:.2%} "
-                 f"({s.closure_ms:+.3f} ms over {s.forwards} drafter forwards in {s.rounds} rounds); the largest "
-                 f"stage is {decl.phase_label(s.dominant, block)}."]
+        if s.closure_ms is None or s.closure_pct is None or s.phase_ms is None:
+            lines = [f"Closure unknown: the round split has no time of its own for {phase} in every run "
+                     f"({s.forwards} drafter forwards in {s.rounds} rounds); the largest stage is "
+                     f"{decl.phase_label(s.dominant, block)}."]
+        else:
+            lines = [f"The stages close against {phase}'s own time ({s.phase_ms:.2f} ms) to within "
+                     f"{s.closure_pct:.2%} ({s.closure_ms:+.3f} ms over {s.forwards} drafter forwards in {s.rounds} "
+                     f"rounds); the largest stage is {decl.phase_label(s.dominant, block)}."]
         if s.forwards and s.rounds:
             lines.append(f"{s.forwards / s.rounds:.2f} drafter forwards per round in {phase}.")
         cost = next((p for p in fx.profiles if p.profiled.arm == s.arm and p.profiled.prompt == s.prompt), None)
@@ -55,12 +60,16 @@ def shape_sections(fx: Facts) -> list[dict[str, Any]]:
                  f"rounds, median {f(c.repeat_median, '.3f')} ms."]
         if c.excess_ms is not None:
             share = c.excess_share
-            lines.append(f"First use cost {c.excess_ms:+.1f} ms over repeats in all, {pct(share)} of the decode time "
-                         f"of the runs it fell in"
-                         + (f": **flagged**, above {pct(drafterstep.FIRST_USE_SHARE, 0)}; a backend that builds a "
-                            "kernel plan per shape pays it every time a decode meets a new length."
-                            if c.first_use_flagged else
-                            f" (under the {pct(drafterstep.FIRST_USE_SHARE, 0)} flag)."))
+            if share is None:
+                lines.append(f"First use cost {c.excess_ms:+.1f} ms over repeats in all; its share of decode time is "
+                             "unknown (a run it fell in reports no decode time), so it is neither flagged nor cleared.")
+            else:
+                lines.append(f"First use cost {c.excess_ms:+.1f} ms over repeats in all, {pct(share)} of the decode "
+                             f"time of the runs it fell in"
+                             + (f": **flagged**, above {pct(drafterstep.FIRST_USE_SHARE, 0)}; a backend that builds a "
+                                "kernel plan per shape pays it every time a decode meets a new length."
+                                if c.first_use_flagged else
+                                f" (under the {pct(drafterstep.FIRST_USE_SHARE, 0)} flag)."))
         elif c.first and not c.repeat:
             lines.append("Every round was a first use: no repeat to measure the first-use cost against.")
         if c.vs_probe is not None:

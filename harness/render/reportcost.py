@@ -277,9 +277,11 @@ def roofline_sentence(r: cm.Roofline | None) -> str:
         reps = f", medians of {fl.repeats}" if fl.repeats else ""
         floor = (f"dispatch floor {_ms(fl.floor_ms)} ({' + '.join(parts)}{reps}{probe}), "
                  f"{r.floor_share:.1%} of the measured step")
-        if fl.issue_ms is None and fl.floor_ms > r.step_ms:
+        if fl.floor_ms > r.step_ms:
             floor += (" (more than the step itself, so no floor: each layer evaluated alone pays its own sync; "
-                      "this record predates the host issue time)")
+                      "this record predates the host issue time)" if fl.issue_ms is None else
+                      " (more than the step itself, so no floor: the decode loop builds each step while the one "
+                      "before runs, and the issue time measured alone is not what it pays)")
     verdict = {
         rl.BOUND_BANDWIDTH: "the step is bound by bandwidth (the bandwidth-bound time is at least half of it)",
         rl.BOUND_DISPATCH: "the step is bound by dispatch (launch and sync overhead), not bandwidth",
