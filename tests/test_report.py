@@ -306,6 +306,24 @@ def test_an_override_only_in_the_compared_record_is_named(tmp_path: Path, var: s
     assert "exported, not set by the suite" in ba
 
 
+def test_an_override_on_both_sides_says_which_side_exported_it(tmp_path: Path) -> None:
+    a, b = load(RECORD), load(AFTER)
+    for rec in (a, b):
+        rec["suite"]["arms"] = [x for x in rec["suite"]["arms"] if x["name"] == "classic"]
+        rec["runs"] = [r for r in rec["runs"] if r["arm"] == "classic"]
+    # Before: exported in the shell; after: set by the suite's arm.
+    next(x for x in b["suite"]["arms"])["env"] = {"SPECDEC_INJECT_WORK": "0.2"}
+    for rec, value in ((a, "0.5"), (b, "0.2")):
+        for r in rec["runs"]:
+            r["overrides"] = {**(r.get("overrides") or {}), "SPECDEC_INJECT_WORK": value}
+            annotate_label(r)
+    ba = section(render(write(tmp_path, "a.json", a), write(tmp_path, "b.json", b)), "Before and after")
+    line = next(x for x in ba.splitlines() if x.startswith("classic ran under different overrides"))
+    assert "SPECDEC_INJECT_WORK=0.5 in the before record, SPECDEC_INJECT_WORK=0.2 in the after record (" in line
+    before, after = line.split("in the before record: ", 1)[1].split("; in the after record: ", 1)
+    assert "exported, not set by the suite" in before and "exported" not in after.split(")")[0]
+
+
 # --- shipping labels ---------------------------------------------------------------------
 
 def test_override_says_not_shipping_everywhere() -> None:
