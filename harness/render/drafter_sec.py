@@ -40,9 +40,7 @@ def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
                          + ("." if cost.resolved else ", inside the two arms' run-to-run spread (not resolved)."))
         else:
             lines.append("Profile mode's own cost is not measured here: the record has no unprofiled twin of this arm.")
-        notes = [decl.split_notes[k] for k in (f"stage:{n}" for n, _ in s.stages) if k in decl.split_notes]
-        out.append({"title": f"{fx.row_label(s.arm, s.prompt)}: {phase}", "table": t, "lines": lines,
-                    "notes": notes})
+        out.append({"title": f"{fx.row_label(s.arm, s.prompt)}: {phase}", "table": t, "lines": lines})
     return out
 
 
