@@ -17,6 +17,7 @@ same process is an error, never a silent mix.
 from __future__ import annotations
 
 import os
+import re
 
 import mlx.core as mx
 
@@ -36,10 +37,17 @@ def on_cuda() -> bool:
         return False
 
 
+def _atoi(text: str) -> int:
+    """The value C's atoi gives, as MLX reads its variables: leading digits after optional
+    blanks and sign, else 0 ("true", "on" and "yes" read as 0: off)."""
+    m = re.match(r"\s*([+-]?\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
 def _wanted() -> tuple[bool, str]:
     """(cuDNN attention on?, who decided)."""
     if MLX_VAR in os.environ:
-        return os.environ[MLX_VAR].strip() not in ("0", ""), f"{MLX_VAR}={os.environ[MLX_VAR]} (inherited)"
+        return _atoi(os.environ[MLX_VAR]) != 0, f"{MLX_VAR}={os.environ[MLX_VAR]} (inherited)"
     if overrides.flag(ENGINE_VAR):
         return True, f"{ENGINE_VAR}=1 (MLX's default kept)"
     return False, "engine default (plan builds per KV length made every verify round a first use)"

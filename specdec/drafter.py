@@ -32,11 +32,12 @@ class Drafter(Protocol):
         """Catch up on the accepted tokens after a verify (the accept hook); `emitted` is the
         round's committed tokens, `hidden` the target's verify hidden states."""
 
-    def rollback(self, n: int) -> None:
-        """Drop the last n cached positions."""
-
     def state(self) -> list:
         """Arrays a profile-mode sync evaluates to settle this drafter's pending work."""
+
+    def phase_end(self, at: float) -> None:
+        """A drafter that profiles itself: the engine's draft_block or accept-hook phase ended at
+        perf_counter `at` (its stages then sum to the phase)."""
 
 
 class DraftModelDrafter:

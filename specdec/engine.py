@@ -229,7 +229,7 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
                  eos: set[int], diag: Diagnostics, profile: bool, inject: _InjectedWork,
                  instrument: bool = True) -> list[int]:
     target, tcache = pair.target, make_prompt_cache(pair.target)
-    drafter: Drafter = (MTPDrafter(pair.drafter, target, profile) if pair.drafter_kind == "mtp"
+    drafter: Drafter = (MTPDrafter(pair.drafter, target, profile and instrument) if pair.drafter_kind == "mtp"
                         else DraftModelDrafter(pair.drafter))
     if drafter.wants_hidden:
         _, lm_head, hidden_forward = target_parts(target)
@@ -268,6 +268,8 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         if profile and nd and not drafter.profiles_itself:
             sync([drafts] + ([q] if q is not None else []))
         t1 = clock()
+        if own:
+            drafter.phase_end(t1)
         inp = mx.concatenate([y, drafts]) if nd else y
         kv_len = tcache[0].offset
         hidden = None
@@ -300,6 +302,8 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         if profile and not drafter.profiles_itself:
             sync(drafter.state())
         t4 = clock()
+        if own:
+            drafter.phase_end(t4)
         trim_prompt_cache(tcache, nd - n)  # keep y and the accepted drafts
         t5 = clock()
         if instrument:

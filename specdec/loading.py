@@ -182,7 +182,24 @@ def _load_mtp(path: Path, target: nn.Module, target_dir: Path) -> nn.Module:
         raise SpecdecError(f"MTP drafter {path} reads hidden size {head.args.hidden_size} and vocabulary "
                            f"{head.args.vocab_size}, but target {target_dir} has {th} and {tv}: it was "
                            "trained for another target")
+    _check_logits_are_the_head(target, target_dir)
     return head
+
+
+def _check_logits_are_the_head(target: nn.Module, target_dir: Path) -> None:
+    """With an MTP drafter the verify forward projects the target's hidden states with its LM
+    head itself: refuse a target whose logits are more than that (softcapping, a logit scale),
+    or speculative output would differ from the target's own."""
+    from mlx_lm.models.cache import make_prompt_cache
+
+    _, lm_head, inner = mtp.target_parts(target)
+    ids = mx.array([[1, 2, 3, 4]], dtype=mx.uint32)
+    full = target(ids, cache=make_prompt_cache(target))
+    split = lm_head(inner(ids, cache=make_prompt_cache(target)))
+    if full.shape != split.shape or not bool(mx.array_equal(full, split)):
+        raise SpecdecError(f"target {target_dir}: its logits are not its LM head applied to its hidden states "
+                           "(it transforms them after the head, e.g. softcapping or a logit scale); an MTP "
+                           "drafter's verify path would not reproduce them: use a draft model with this target")
 
 
 def parameter_count(model: nn.Module) -> int:

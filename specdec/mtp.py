@@ -37,6 +37,7 @@ STAGE_NOTES = {
     "lm_head": "the borrowed target LM head: a full-vocabulary projection of one position",
     "sample": "argmax (temperature 0) or a categorical draw over the projected logits",
     "readback": "the drafted id read back to the host (profile mode only: by default ids stay on the device)",
+    "exit": "from the last stage back to the round loop, where the caller's phase ends (profile mode)",
 }
 
 
@@ -140,6 +141,7 @@ class MTPDrafter:
         self._seed: tuple[mx.array, mx.array | None, mx.array] | None = None  # (id [1], probs, hidden [1,1,d])
         self._fed = 0                     # head cache entries added by the last draft_block
         self.split = {"draft_block": _Split(), "accept_hook": _Split()}
+        self._clock: _Clock | None = None  # the open phase's clock, until phase_end
 
     # --- the protocol ------------------------------------------------------------------
 
@@ -155,10 +157,11 @@ class MTPDrafter:
         """started: the perf_counter reading where the caller's draft_block phase began (profile
         mode): the time from there to the first stage is the stage "entry"."""
         self._fed = 0
-        if n <= 0 or self._seed is None:
-            return mx.array([], dtype=mx.uint32), None
         split = self.split["draft_block"]
-        clock = _Clock(self.profile, split, started)
+        clock = self._clock = _Clock(self.profile, split, started)
+        if n <= 0 or self._seed is None:
+            clock.done()
+            return mx.array([], dtype=mx.uint32), None
         tok, p, h = self._seed
         ids, probs = [tok], ([p] if p is not None else [])
         for _ in range(n - 1):
@@ -178,7 +181,7 @@ class MTPDrafter:
         """Append the committed tokens (accepted drafts, then the target's token) against the
         target's verify hidden states, and seed the next round from the last of them."""
         split = self.split["accept_hook"]
-        clock = _Clock(self.profile, split, started)
+        clock = self._clock = _Clock(self.profile, split, started)
         if self._fed:
             trim_prompt_cache(self.cache, self._fed)
             self._fed = 0
@@ -193,9 +196,12 @@ class MTPDrafter:
         self._seed = self._forward(ids, hid, clock, sample)
         clock.done()
 
-    def rollback(self, n: int) -> None:
-        if n > 0:
-            trim_prompt_cache(self.cache, n)
+    def phase_end(self, at: float) -> None:
+        """The caller's phase (draft_block or the accept hook) ended at perf_counter `at`: the time
+        since the last stage is the stage "exit" (profile mode), so the stages sum to the phase."""
+        if self._clock is not None:
+            self._clock.lap("exit", at)
+            self._clock = None
 
     def state(self) -> list:
         out = [c.state for c in self.cache]
@@ -274,10 +280,10 @@ class _Clock:
             self.split.syncs += 1
             self.split.sync_ms += (time.perf_counter() - s) * 1e3
 
-    def lap(self, stage: str) -> None:
+    def lap(self, stage: str, now: float | None = None) -> None:
         if not self.profile:
             return
-        now = time.perf_counter()
+        now = time.perf_counter() if now is None else now
         self.split.add(stage, (now - self.t) * 1e3)
         self.t = now
 

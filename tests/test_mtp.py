@@ -74,19 +74,20 @@ def test_sampling_with_the_mtp_head_is_reproducible(pair, monkeypatch):
     assert a.token_ids == b.token_ids and len(a.token_ids) == 32
 
 
-def test_profile_mode_splits_each_drafter_forward_and_closes(pair, monkeypatch):
+@pytest.mark.parametrize("block", [2, 4])
+def test_profile_mode_splits_each_drafter_forward_and_closes(pair, monkeypatch, block):
     monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
     monkeypatch.setenv("SPECDEC_PROFILE", "1")
-    d = generate(pair, CODE, block=4, max_tokens=64, ignore_eos=True).diagnostics
+    d = generate(pair, CODE, block=block, max_tokens=64, ignore_eos=True).diagnostics
     for phase in ("draft_block", "accept_hook"):
         stages = d.drafter_split[phase]["ms"]
-        assert set(STEP_STAGES) <= set(stages), stages
-        # Contiguous intervals of one clock: they account for the phase's time up to the call
-        # overhead around them (the 1% figure is measured in reports/, not asserted here).
-        assert sum(stages.values()) <= d.phase_ms[phase] + 1e-6
-        assert sum(stages.values()) >= 0.9 * d.phase_ms[phase], (phase, stages, d.phase_ms[phase])
+        if block > 2 or phase == "accept_hook":      # at block 2 draft_block runs no head forward
+            assert set(STEP_STAGES) <= set(stages), stages
+        # Contiguous intervals of one clock from the phase's start reading ("entry") to its end
+        # reading ("exit"): they sum to the phase's own time, whatever ran in between.
+        assert sum(stages.values()) == pytest.approx(d.phase_ms[phase], rel=1e-9), (phase, stages)
+        assert {"entry", "exit"} <= set(stages)
     assert "trim" in d.drafter_split["accept_hook"]["ms"]
-    assert all("entry" in d.drafter_split[p]["ms"] for p in ("draft_block", "accept_hook"))
     assert d.profile_syncs > d.rounds and d.profile_sync_ms > 0   # the head counts its own syncs
 
 
@@ -139,6 +140,29 @@ def test_a_users_mlx_variable_wins_and_is_named(fresh_latch, monkeypatch):
     monkeypatch.setenv(cuda.MLX_VAR, "1")
     got = cuda.apply_attention_default()
     assert got["cudnn_sdpa"] is True and cuda.MLX_VAR in got["decided_by"]
+
+
+@pytest.mark.parametrize("value, on", [("1", True), (" 2", True), ("0", False), ("true", False), ("off", False),
+                                       ("on", False), ("", False)])
+def test_a_users_value_is_read_as_mlx_reads_it(fresh_latch, monkeypatch, value, on):
+    # MLX reads the variable with atoi: "true" and "on" are 0, cuDNN off.
+    monkeypatch.setenv(cuda.MLX_VAR, value)
+    assert cuda.apply_attention_default()["cudnn_sdpa"] is on
+
+
+def test_a_target_whose_logits_are_more_than_its_head_is_refused_an_mtp_drafter(pair):
+    from specdec import loading
+
+    target = pair.target
+    loading._check_logits_are_the_head(target, EMBEDDED_TARGET)      # plain llama: logits are the head's
+    base = type(target)
+    scaled = type("Scaled", (base,), {"__call__": lambda self, *a, **k: base.__call__(self, *a, **k) * 0.5})
+    target.__class__ = scaled                                         # e.g. a logit scale after the head
+    try:
+        with pytest.raises(SpecdecError, match="not its LM head applied to its hidden states"):
+            loading._check_logits_are_the_head(target, EMBEDDED_TARGET)
+    finally:
+        target.__class__ = base
 
 
 def test_asking_for_the_other_path_in_the_same_process_fails(fresh_latch, monkeypatch):

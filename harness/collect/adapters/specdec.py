@@ -31,7 +31,8 @@ DECLARATION = EngineDecl(
                   "target_step": "target step (T=1)", "residual": "residual",
                   # The MTP drafter's stages (diagnostics.drafter_split, profile mode).
                   "entry": "entry (round bookkeeping)", "trim": "cache trim", "ids_upload": "ids upload", "layers": "layers (fc + decoder layer)",
-                  "lm_head": "LM head (borrowed)", "sample": "sample", "readback": "readback"},
+                  "lm_head": "LM head (borrowed)", "sample": "sample", "readback": "readback",
+                  "exit": "exit (back to the round loop)"},
     overrides={
         "SPECDEC_ALLOW_INEXACT": "engages speculative decoding although the exactness probe failed",
         "SPECDEC_PROFILE": "syncs after every round stage to attribute time (changes the timing it measures)",
