@@ -191,3 +191,5 @@ def test_cuda_stack_reads_the_banner_and_loaded_libraries() -> None:
     assert got["cuda_runtime"] == "unknown"        # not loaded, not installed: never a guess
     assert cuda_stack(None, None) == {"cuda_driver_api": "unknown", "cuda_runtime": "unknown",
                                       "cublas": "unknown", "cudnn": "unknown"}
+    # A bare soname names only the major version: unknown here as in the report (gpustack).
+    assert cuda_stack(banner, "7f02-7f03 r-xp 0 00:00 0 /x/libcudnn.so.9\n")["cudnn"] == "unknown"

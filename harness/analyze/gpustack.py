@@ -15,13 +15,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.cudalibs import CUDA_LIBS, version_in
+
 UNKNOWN = "unknown"
 GiB = 2**30
 
 # Device strings an engine gives for a GPU: MLX's "Device(gpu, 0)", torch-style "cuda:0", "mps".
 _GPU_DEVICE = re.compile(r"\bgpu\b|\bcuda\b|\bmetal\b|\bmps\b", re.IGNORECASE)
-# Libraries whose file name carries the version (libcublas.so.13.1.0.3, libcudnn.so.9.13.0).
-_LIBS = {"cuda_runtime": "libcudart.so.", "cublas": "libcublas.so.", "cudnn": "libcudnn.so."}
 LABELS = {"cuda_runtime": "CUDA runtime", "cublas": "cuBLAS", "cudnn": "cuDNN"}
 
 
@@ -37,9 +37,9 @@ def library_version(paths: Any, stem: str) -> tuple[str, str] | None:
         return None
     for p in paths:
         name = os.path.basename(str(p))
-        m = re.fullmatch(re.escape(stem) + r"(\d+(?:\.\d+)+)", name)
-        if m:
-            return m.group(1), name
+        v = version_in(name, stem, whole=True)
+        if v:
+            return v, name
     return None
 
 
@@ -96,7 +96,7 @@ def gpu_stack(host: dict[str, Any]) -> GpuStack:
     drivers = sorted({str(r["driver_version"]) for r in nvidia if r.get("driver_version") not in (None, "", UNKNOWN)})
     sources: dict[str, str] = {}
     versions = {}
-    for key, stem in _LIBS.items():
+    for key, stem in CUDA_LIBS.items():
         v = _text(cuda.get(key))
         if v == UNKNOWN:
             # An older record: the loaded libraries its BLAS section listed.

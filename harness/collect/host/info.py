@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.collect.host.profiles import match_profile
+from harness.core.cudalibs import CUDA_LIBS, version_in
 from harness.core.errors import UserError
 
 UNKNOWN = "unknown"
@@ -124,7 +125,6 @@ def nvidia_gpus() -> list[dict[str, str]] | str:
 _CUDA_DISTS = {"cuda_runtime": ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12"),
                "cublas": ("nvidia-cublas", "nvidia-cublas-cu13", "nvidia-cublas-cu12"),
                "cudnn": ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn")}
-_CUDA_LIBS = {"cuda_runtime": "libcudart.so.", "cublas": "libcublas.so.", "cudnn": "libcudnn.so."}
 
 
 def cuda_stack(nvidia_smi_text: str | None, maps_text: str | None) -> dict[str, str]:
@@ -136,9 +136,7 @@ def cuda_stack(nvidia_smi_text: str | None, maps_text: str | None) -> dict[str, 
     for key, dists in _CUDA_DISTS.items():
         version = next((v for v in (_dist_version(d) for d in dists) if v != UNKNOWN), UNKNOWN)
         if version == UNKNOWN and maps_text:
-            lib = _CUDA_LIBS[key]
-            m = re.search(re.escape(lib) + r"([\d.]+\d)", maps_text)
-            version = m.group(1) if m else UNKNOWN
+            version = version_in(maps_text, CUDA_LIBS[key]) or UNKNOWN
         out[key] = version
     return out
 
