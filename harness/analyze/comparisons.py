@@ -85,6 +85,19 @@ def pairing_targets(record: dict[str, Any]) -> dict[str, str]:
     return {p["name"]: p.get("target") for p in record["suite"].get("pairings") or []}
 
 
+def scaling_for(record: dict[str, Any], pairing: str | None) -> dict[str, Any] | None:
+    """The record's scaling block when it was measured on this pairing's target (pairings that
+    share a target share its probe and dispatch floor; a block naming no pairing is the record's
+    one target's), else None."""
+    sc = record.get("scaling")
+    if not isinstance(sc, dict):
+        return None
+    targets = pairing_targets(record)
+    if sc.get("pairing") is not None and targets.get(sc.get("pairing")) != targets.get(pairing):
+        return None
+    return sc
+
+
 def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float]]]:
     """Speculative arm -> (its classic arm, classic ms/token, arm ms/token), paired by prompt and
     repetition (the same round of the plan)."""

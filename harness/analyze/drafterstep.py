@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analyze import stats
-from harness.analyze.comparisons import pairing_targets
+from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import by_arm_prompt
 
 # A first-use cost above this share of the decode time of the runs it fell in is flagged.
@@ -146,12 +146,7 @@ class ShapeCost:
 def _probe(record: dict[str, Any], width: int, pairing: str | None) -> tuple[float | None, float | None]:
     """The scaling probe's warm and cold medians at this width, when it ran on this arm's target
     (pairings that share a target share its probe)."""
-    sc = record.get("scaling")
-    if not isinstance(sc, dict):
-        return None, None
-    targets = pairing_targets(record)
-    if sc.get("pairing") is not None and targets.get(sc.get("pairing")) != targets.get(pairing):
-        return None, None
+    sc = scaling_for(record, pairing) or {}
     for w in sc.get("widths") or []:
         if w.get("T") == width:
             return w.get("median_ms"), w.get("cold_median_ms")

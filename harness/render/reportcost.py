@@ -15,7 +15,7 @@ from typing import Any
 from harness.analyze import costmodel as cm
 from harness.analyze import roofline as rl
 from harness.analyze import rounds
-from harness.analyze.comparisons import pairing_targets
+from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import ProfileComparison, RoundSplit
 
 EMBED = "model.embed_tokens."
@@ -154,11 +154,8 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
     sec.target_step_ms = classic_ms
     sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), peak)
     # The engine's dispatch floor, if it measured one for this pairing's target (scaling.dispatch).
-    sc = record.get("scaling")
-    targets = pairing_targets(record)   # pairings that share a target share its floor
-    same = isinstance(sc, dict) and (sc.get("pairing") is None
-                                     or targets.get(sc.get("pairing")) == targets.get(arms[key[0]]["pairing"]))
-    sec.roofline = cm.roofline(sec.target.total, classic_ms, peak, cm.dispatch_floor(sc) if same else None)
+    sc = scaling_for(record, arms[key[0]]["pairing"])
+    sec.roofline = cm.roofline(sec.target.total, classic_ms, peak, cm.dispatch_floor(sc) if sc else None)
     ddir, dtab = tables.get("drafter", (None, None))
     if isinstance(dtab, dict):
         sec.drafter_dir = str(ddir)
