@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.cudalibs import CUDA_LIBS, version_in
+from harness.core.schema import section
 
 UNKNOWN = "unknown"
 GiB = 2**30
@@ -65,11 +66,6 @@ class GpuStack:
         return self.backend == "metal" or self.generation.startswith("applegpu")
 
 
-def _section(host: dict[str, Any], name: str) -> dict[str, Any]:
-    v = host.get(name)
-    return v if isinstance(v, dict) else {}
-
-
 def _text(v: Any) -> str:
     return UNKNOWN if v is None or v == "" else str(v)
 
@@ -89,10 +85,10 @@ def _memory_gib(gpu: dict[str, Any], nvidia: list[dict[str, Any]]) -> float | No
 
 def gpu_stack(host: dict[str, Any]) -> GpuStack:
     """The record's host section read as a GPU stack; every field it does not hold is unknown."""
-    gpu, blas = _section(host, "gpu"), _section(host, "blas")
+    gpu, blas = section(host, "gpu"), section(host, "blas")
     raw = gpu.get("nvidia")
     nvidia = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
-    cuda = _section(gpu, "cuda")
+    cuda = section(gpu, "cuda")
     drivers = sorted({str(r["driver_version"]) for r in nvidia if r.get("driver_version") not in (None, "", UNKNOWN)})
     sources: dict[str, str] = {}
     versions = {}
@@ -115,6 +111,6 @@ def gpu_stack(host: dict[str, Any]) -> GpuStack:
         cuda_runtime=versions["cuda_runtime"],
         cublas=versions["cublas"],
         cudnn=versions["cudnn"],
-        macos=_text(_section(host, "os").get("macos_version")),
+        macos=_text(section(host, "os").get("macos_version")),
         sources=sources,
     )

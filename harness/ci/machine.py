@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UserError
+from harness.core.schema import section
 
 UNKNOWN_PEAK = "unknown peak"
 DEFAULT_MACHINE_FILE = Path("~/.asv-machine.json")
@@ -27,14 +28,14 @@ def _known(v: Any) -> str | None:
 
 
 def detected_chip(host: dict[str, Any]) -> str:
-    cpu = host.get("cpu") if isinstance(host.get("cpu"), dict) else {}
-    gpu = host.get("gpu") if isinstance(host.get("gpu"), dict) else {}
+    cpu = section(host, "cpu")
+    gpu = section(host, "gpu")
     return (_known(cpu.get("apple_chip")) or _known(gpu.get("name")) or _known(cpu.get("model"))
             or "unknown")
 
 
 def detected_gpu_generation(host: dict[str, Any]) -> str:
-    gpu = host.get("gpu") if isinstance(host.get("gpu"), dict) else {}
+    gpu = section(host, "gpu")
     if gpu.get("mlx_backend") == "none" and _known(gpu.get("name")) is None:
         return "none"
     return _known(gpu.get("family")) or _known(gpu.get("generation")) or "unknown"

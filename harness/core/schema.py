@@ -413,6 +413,13 @@ def migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
 MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3}
 
 
+def section(d: dict[str, Any], name: str) -> dict[str, Any]:
+    """A record's named sub-dict (a host's "gpu", a run's "engine"), {} where it is absent or not a dict:
+    older records and foreign engines leave sections out."""
+    v = d.get(name)
+    return v if isinstance(v, dict) else {}
+
+
 def load_record(data: Any, where: str) -> dict[str, Any]:
     """Any record version -> the current shape, checked; one-line UserError when it cannot be."""
     if not isinstance(data, dict) or data.get("kind") != RECORD_KIND:

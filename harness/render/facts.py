@@ -9,7 +9,7 @@ from typing import Any
 from harness.analyze import rounds
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
-from harness.render.format import section
+from harness.core.schema import section
 from harness.render.reportcost import ModelTables
 
 

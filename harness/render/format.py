@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 
 def f(x: float | None, spec: str, dash: str = "-") -> str:
@@ -31,10 +30,5 @@ def names(xs: list[str]) -> str:
 
 def geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def section(host: dict[str, Any], name: str) -> dict[str, Any]:
-    s = host.get(name)
-    return s if isinstance(s, dict) else {}
 
 

@@ -12,9 +12,10 @@ from harness.analyze import acceptance as acc
 from harness.analyze.gpustack import UNKNOWN
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.core import declare
+from harness.core.schema import section
 from harness.render import reportcost
 from harness.render.facts import Facts
-from harness.render.format import f, mib, names, pct, section, signed_pct
+from harness.render.format import f, mib, names, pct, signed_pct
 from harness.render.mdtable import Table
 
 

@@ -10,8 +10,9 @@ from typing import Any
 from harness.analyze import rounds
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.core import declare
+from harness.core.schema import section
 from harness.render.facts import Facts
-from harness.render.format import geomean, names, pct, section, signed_pct
+from harness.render.format import geomean, names, pct, signed_pct
 from harness.render.mdtable import Table
 
 
