@@ -12,7 +12,8 @@ PHASE_NOTES = {
     "prefill_ms": "target and drafter forwards over the prompt, all but its last token; excluded from decode",
     "probe_ms": "the exactness probe (K single-token steps and one K-wide block), run once per loaded pair and block (0 when reused); excluded from decode",
     "decode_ms": "wall time from the end of prefill to the last emitted token",
-    "draft_block": "host time issuing the round's K-1 drafter forwards (default mode: device work is "
+    "draft_block": "host time issuing the round's drafter forwards (a draft model: K-1; an MTP head: K-2, "
+                   "its first draft came from the accept hook) (default mode: device work is "
                    "asynchronous and finishes inside verify_forward; profile mode: synced here)",
     "verify_forward": "target forward over K positions and the one host readout of drafted and verified ids "
                       "(default mode: includes drafter device work still running)",
@@ -28,6 +29,18 @@ PHASE_NOTES = {
                              "(a process may hold several pairs) and caches",
     "model_memory_bytes": "the weights this generation used, as loaded: the target's, plus the drafter's when "
                           "speculation engaged",
+}
+
+# What each stage of an MTP head's drafter forward includes (profile mode: specdec.mtp times them).
+STAGE_NOTES = {
+    "entry": "the round's host bookkeeping from the phase's start to the first stage (profile mode)",
+    "trim": "drop the head's cache entries built from its own hidden states (accept hook only)",
+    "ids_upload": "token ids to the device and the target's verify hidden states sliced (host to device)",
+    "layers": "embedding lookup, two input norms, fc projection, the decoder layer, final norm",
+    "lm_head": "the borrowed target LM head: a full-vocabulary projection of one position",
+    "sample": "argmax (temperature 0) or a categorical draw over the projected logits",
+    "readback": "the drafted id read back to the host (profile mode only: by default ids stay on the device)",
+    "exit": "from the last stage back to the round loop, where the caller's phase ends (profile mode)",
 }
 
 
@@ -72,6 +85,9 @@ class Diagnostics:
     # and ms per stage (specdec.mtp.STEP_STAGES); default mode: forwards only.
     drafter_split: dict | None = None
 
+    def _stages(self) -> set[str]:
+        return {st for ph in (self.drafter_split or {}).values() for st in (ph.get("ms") or {})}
+
     @property
     def acceptance_rate(self) -> float | None:
         return self.accepted / self.proposed if self.proposed else None
@@ -101,7 +117,8 @@ class Diagnostics:
             ms_per_token=(self.decode_ms / self.generated_tokens) if self.generated_tokens else None,
             attribution=("per-stage (profile mode: one sync after each stage)" if self.profile
                          else "unattributed between draft_block and verify_forward (lazy; one sync per round)"),
-            phase_notes={k: v for k, v in PHASE_NOTES.items()
-                         if k in self.phase_ms or k.endswith(("_ms", "_bytes"))},
+            phase_notes={**{k: v for k, v in PHASE_NOTES.items()
+                            if k in self.phase_ms or k.endswith(("_ms", "_bytes"))},
+                         **{k: v for k, v in STAGE_NOTES.items() if k in self._stages()}},
         )
         return d

@@ -29,16 +29,6 @@ from mlx_lm.models.llama import ModelArgs, TransformerBlock
 MODEL_TYPE = "specdec_mtp"
 # Stages of one drafter forward, in order (profile mode); the accept hook adds its cache trim.
 STEP_STAGES = ("ids_upload", "layers", "lm_head", "sample", "readback")
-STAGE_NOTES = {
-    "entry": "the round's host bookkeeping from the phase's start to the first stage (profile mode)",
-    "trim": "drop the head's cache entries built from its own hidden states (accept hook only)",
-    "ids_upload": "token ids to the device and the target's verify hidden states sliced (host to device)",
-    "layers": "embedding lookup, two input norms, fc projection, the decoder layer, final norm",
-    "lm_head": "the borrowed target LM head: a full-vocabulary projection of one position",
-    "sample": "argmax (temperature 0) or a categorical draw over the projected logits",
-    "readback": "the drafted id read back to the host (profile mode only: by default ids stay on the device)",
-    "exit": "from the last stage back to the round loop, where the caller's phase ends (profile mode)",
-}
 
 
 @dataclass

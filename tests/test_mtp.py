@@ -87,6 +87,7 @@ def test_profile_mode_splits_each_drafter_forward_and_closes(pair, monkeypatch, 
         # reading ("exit"): they sum to the phase's own time, whatever ran in between.
         assert sum(stages.values()) == pytest.approx(d.phase_ms[phase], rel=1e-9), (phase, stages)
         assert {"entry", "exit"} <= set(stages)
+        assert set(stages) <= set(d.to_dict()["phase_notes"])   # the result says what each stage includes
     assert "trim" in d.drafter_split["accept_hook"]["ms"]
     assert d.profile_syncs > d.rounds and d.profile_sync_ms > 0   # the head counts its own syncs
 

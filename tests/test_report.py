@@ -144,6 +144,20 @@ def test_round_split_closes_and_sums() -> None:
     assert abs(sum(shares) - 100.0) < 0.3
 
 
+def test_each_component_is_described_in_the_engines_words_only_where_it_gave_them(tmp_path: Path) -> None:
+    rec = load(RECORD)
+    for r in rec["runs"]:
+        notes = r["diagnostics"].setdefault("phase_notes", {})
+        notes["verify_forward"] = "the target over K positions, as this engine says"
+        notes.pop("residual", None)
+    split = section(render(write(tmp_path, "notes.json", rec)), "Round split")
+    assert "- verify forward (T=K): the target over K positions, as this engine says" in split
+    assert "- residual:" not in split
+    for r in rec["runs"]:
+        r["diagnostics"].pop("phase_notes", None)
+    assert "in the engine's own words" not in section(render(write(tmp_path, "none.json", rec)), "Round split")
+
+
 def test_profile_split_and_cost_model() -> None:
     md = render(RECORD)
     prof = section(md, "Drafter step: profiled against unprofiled")

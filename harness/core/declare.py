@@ -51,7 +51,7 @@ class EngineDecl:
         raise KeyError(f"engine {self.name!r} has no built-in prompt category {category!r}"
                        + (f" (has: {', '.join(self.prompts)})" if self.prompts else ""))
 
-    def phase_label(self, phase: str, block: int) -> str:
+    def phase_label(self, phase: str, block: int | str) -> str:
         return self.phase_labels.get(phase, phase).replace("{block}", str(block))
 
     def to_dict(self) -> dict[str, Any]:

@@ -163,7 +163,7 @@ class Diagnostics(_S, kw_only=True):
     profile_syncs: int | None = None
     profile_sync_ms: float | None = None
     attribution: str | None = None
-    phase_notes: dict[str, str] | None = None
+    phase_notes: dict[str, str] | None = None   # phase or drafter stage -> what its time includes
     timing: str | None = None
     # Device memory over the generation (MLX: its peak counter, reset when the generation starts):
     # the peak, what was already in use at the reset (every model the process holds), and the

@@ -9,6 +9,7 @@ from harness.core import declare
 from harness.render.facts import Facts
 from harness.render.format import f, pct, signed_pct
 from harness.render.mdtable import Table
+from harness.render.sections import includes
 
 
 def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
@@ -42,6 +43,10 @@ def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
             lines.append("Profile mode's own cost is not measured here: the record has no unprofiled twin of this arm.")
         out.append({"title": f"{fx.row_label(s.arm, s.prompt)}: {phase}", "table": t, "lines": lines})
     return out
+
+
+def drafter_includes(fx: Facts) -> list[str]:
+    return includes(fx, [(s.arm, [name for name, _ in s.stages]) for s in drafterstep.drafter_splits(fx.rec)])
 
 
 def shape_sections(fx: Facts) -> list[dict[str, Any]]:

@@ -71,6 +71,14 @@ class Facts:
             out.update(r.get("overrides") or {})
         return dict(sorted(out.items()))
 
+    def notes(self, arm: str) -> dict[str, str]:
+        """What each figure of the arm's results includes, in the engine's own words (its results'
+        phase_notes; an engine that gives none has none)."""
+        out: dict[str, str] = {}
+        for r in self.runs_of.get(arm, []):
+            out.update((r.get("diagnostics") or {}).get("phase_notes") or {})
+        return out
+
     def profiled(self, arm: str) -> bool:
         return rounds.profiled_arm(self.rec, arm, self.overrides(arm))
 

@@ -13,7 +13,7 @@ from typing import Any
 from harness.core.errors import UserError
 from harness.render import mdtable
 from harness.render.comparesec import compare_section
-from harness.render.drafter_sec import drafter_split_sections, shape_sections
+from harness.render.drafter_sec import drafter_includes, drafter_split_sections, shape_sections
 from harness.render.facts import Facts, Inputs
 from harness.render.mdtable import Table
 from harness.render.sections import (
@@ -26,6 +26,7 @@ from harness.render.sections import (
     profile_sections,
     scaling_section,
     setup_table,
+    split_includes,
     split_sections,
 )
 from harness.render.verdicts import headline, limits, override_table, reproducing, shipping_status, thrown_table
@@ -49,8 +50,9 @@ def build_context(path: str, data: dict[str, Any], inputs: Inputs,
         "headline": head, "short_headline": short, "shipping_status": shipping_status(fx),
         "setup": setup_table(fx, cmp_sec["shipping"] if cmp_sec else None), "probe_readings": probe_readings(fx),
         "arms": arms, "arm_notes": arm_notes, "memory_note": memory_note(fx), "overrides": override_table(fx),
-        "splits": split_sections(fx), "profiles": profile_sections(fx),
-        "drafter_splits": drafter_split_sections(fx), "shapes": shape_sections(fx),
+        "splits": split_sections(fx), "split_includes": split_includes(fx), "profiles": profile_sections(fx),
+        "drafter_splits": drafter_split_sections(fx), "drafter_includes": drafter_includes(fx),
+        "shapes": shape_sections(fx),
         "scaling": scaling_section(fx), "cost": cost,
         "identity": ident, "identity_notes": ident_notes,
         "acceptance": acceptance_section(fx), "compare": cmp_sec,

@@ -244,6 +244,24 @@ def split_sections(fx: Facts) -> list[dict[str, Any]]:
     return out
 
 
+def includes(fx: Facts, arm_names: list[tuple[str, list[str]]]) -> list[str]:
+    """'label: what it includes' for each (arm, its shown component names), in the engine's own words,
+    once per distinct line; a block-dependent label reads K for the block."""
+    out: list[str] = []
+    for arm, shown in arm_names:
+        decl, notes = declare.of_record(fx.rec, arm), fx.notes(arm)
+        for name in shown:
+            if name in notes:
+                line = f"{decl.phase_label(name, 'K')}: {notes[name]}"
+                if line not in out:
+                    out.append(line)
+    return out
+
+
+def split_includes(fx: Facts) -> list[str]:
+    return includes(fx, [(s.arm, [c.name for c in s.components]) for s in fx.splits])
+
+
 def profile_sections(fx: Facts) -> list[dict[str, Any]]:
     out = []
     for p in fx.profiles:
