@@ -14,7 +14,7 @@ from harness.render.sections import includes
 
 def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
     out = []
-    for s in drafterstep.drafter_splits(fx.rec):
+    for s in fx.drafter_splits:
         decl = declare.of_record(fx.rec, s.arm)
         block = int(fx.arms.get(s.arm, {}).get("block") or 1)
         t = Table(["stage", "total ms", "ms/forward", "ms/round", "share"], align=["l", "r", "r", "r", "r"])
@@ -46,7 +46,7 @@ def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
 
 
 def drafter_includes(fx: Facts) -> list[str]:
-    return includes(fx, [(s.arm, [name for name, _ in s.stages]) for s in drafterstep.drafter_splits(fx.rec)])
+    return includes(fx, [(s.arm, [name for name, _ in s.stages]) for s in fx.drafter_splits])
 
 
 def shape_sections(fx: Facts) -> list[dict[str, Any]]:

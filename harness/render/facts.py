@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.analyze import rounds
+from harness.analyze import drafterstep, rounds
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
 from harness.core.schema import section
@@ -41,6 +41,7 @@ class Facts:
         self.rows = summarize(data)
         self.groups = rounds.by_arm_prompt(data)
         self.splits = rounds.all_splits(data)
+        self.drafter_splits = drafterstep.drafter_splits(data)
         self.profiles = rounds.profile_comparisons(data)
         self.profile = inputs.profile
         self.models = inputs.models
