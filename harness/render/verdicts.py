@@ -143,8 +143,14 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     elif not s.get("cooldown_s"):
         out.append("No cooldown between runs: back-to-back runs penalise the wide verify shapes.")
     if not fx.rec.get("complete"):
-        out.append(f"The record is incomplete ({len(fx.rec['runs'])} of {fx.rec.get('planned_runs', '?')} "
-                   "planned runs): finish it with harness run --resume.")
+        done, planned = len(fx.rec["runs"]), fx.rec.get("planned_runs")
+        if planned is not None and done >= planned:
+            # Every run is there; what follows them (a scaling probe) is what the session lacks.
+            out.append(f"The record is incomplete: its session stopped after all {done} planned runs, "
+                       "before it finished.")
+        else:
+            out.append(f"The record is incomplete ({done} of {planned if planned is not None else '?'} "
+                       "planned runs): finish it with harness run --resume.")
     if section(fx.host, "repo").get("dirty"):
         out.append("The working tree had uncommitted changes: the commit alone does not reproduce this build.")
     if fx.profiles:
