@@ -384,8 +384,9 @@ def test_an_incomplete_record_says_what_it_lacks(tmp_path: Path) -> None:
     rec["complete"] = False
     rec["planned_runs"] = len(rec["runs"])  # every run there: the session stopped after them
     md = render(write(tmp_path, "all-runs.json", rec))
-    assert f"its session stopped after all {len(rec['runs'])} planned runs, before it finished" in md
-    assert "--resume" not in md
+    n = len(rec["runs"])
+    assert f"its session stopped after all {n} planned runs, before the steps that follow them" in md
+    assert f"{n} of {n} planned runs" not in md
     rec["planned_runs"] = len(rec["runs"]) + 4
     md = render(write(tmp_path, "some-runs.json", rec))
     assert f"incomplete ({len(rec['runs'])} of {len(rec['runs']) + 4} planned runs): finish it with harness run --resume" in md

@@ -145,12 +145,12 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     if not fx.rec.get("complete"):
         done, planned = len(fx.rec["runs"]), fx.rec.get("planned_runs")
         if planned is not None and done >= planned:
-            # Every run is there; what follows them (a scaling probe) is what the session lacks.
-            out.append(f"The record is incomplete: its session stopped after all {done} planned runs, "
-                       "before it finished.")
+            # Every run is there: the session stopped in what follows them (harness run --resume
+            # measures a missing scaling probe too).
+            lacks = f"its session stopped after all {done} planned runs, before the steps that follow them"
         else:
-            out.append(f"The record is incomplete ({done} of {planned if planned is not None else '?'} "
-                       "planned runs): finish it with harness run --resume.")
+            lacks = f"{done} of {planned if planned is not None else '?'} planned runs"
+        out.append(f"The record is incomplete ({lacks}): finish it with harness run --resume.")
     if section(fx.host, "repo").get("dirty"):
         out.append("The working tree had uncommitted changes: the commit alone does not reproduce this build.")
     if fx.profiles:
