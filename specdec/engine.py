@@ -130,7 +130,7 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
         decision = gate(pair.target, ids, block, pair.probe_readings)
         speculative = decision.engaged
     sampler = _Sampler(temp, seed)
-    inject = _InjectedWork(pair.target, work)
+    inject = pair.injected.get(work) or pair.injected.setdefault(work, _InjectedWork(pair.target, work))
     eos = set() if ignore_eos else pair.eos_ids
     diag = Diagnostics(mode="speculative" if speculative else "classic", block_size=block if speculative else 1,
                        prompt_tokens=len(ids), profile=profile, probe_ms=decision.probe_ms)
@@ -163,10 +163,11 @@ def _no_clock() -> float:
 
 
 class _InjectedWork:
-    """Test-only fault SPECDEC_INJECT_WORK=F: adds F of a target decode forward's device work to
-    every one (classic step, verify forward), evaluated at the sync the step already has. Credit
-    n*F - extra after n forwards; each whole unit runs one extra target forward, output discarded.
-    The extra work is the same layers and LM head on the same tokens, not attention over the cached
+    """Test-only fault SPECDEC_INJECT_WORK=F: adds F of a target decode forward's work (its kernel
+    launches and its device work) to every one (classic step, verify forward), evaluated at the
+    sync the step already has. Credit n*F - extra after n forwards of this pair in this process,
+    across generations; each whole unit runs one extra target forward, output discarded. The
+    extra work is the same layers and LM head on the same tokens, not attention over the cached
     context (no KV cache): slightly less than F of a forward at long contexts."""
 
     def __init__(self, model, fraction: float):

@@ -35,6 +35,9 @@ class Pair:
     # engine does at start-up, and reuses the reading; the override decision is made per call.
     probe_readings: dict = field(default_factory=dict)
     attention: dict = field(default_factory=dict)   # the attention path chosen (specdec.cuda)
+    # The test-only fault's credit by fraction (engine._InjectedWork), kept with the loaded pair so
+    # that F holds over a process's generations: a 32-token run at F = 0.03 is owed 0.96 forwards.
+    injected: dict = field(default_factory=dict)
 
     @property
     def eos_ids(self) -> set[int]:

@@ -181,7 +181,9 @@ def _target_calls(pair, monkeypatch) -> list[tuple[str, tuple]]:
 def test_injected_work_runs_floor_n_times_f_extra_forwards_on_the_same_tokens(pair, monkeypatch, block, work):
     monkeypatch.setenv("SPECDEC_ALLOW_INEXACT", "1")
     monkeypatch.setenv("SPECDEC_INJECT_WORK", work)
-    generate(pair, CODE, block=block, max_tokens=8, ignore_eos=True)  # gate probe settled before counting
+    pair.injected.clear()  # the credit lives with the loaded pair; this test starts it at zero
+    d0 = generate(pair, CODE, block=block, max_tokens=8, ignore_eos=True).diagnostics  # gate probe settled
+    n0 = 8 if block == 1 else d0.rounds   # forwards already credited in this process
     calls = _target_calls(pair, monkeypatch)
     d = generate(pair, CODE, block=block, max_tokens=41, ignore_eos=True).diagnostics
     prefill, decode = calls[0], calls[1:]  # one prefill chunk: the prompt is under 512 tokens
@@ -190,9 +192,13 @@ def test_injected_work_runs_floor_n_times_f_extra_forwards_on_the_same_tokens(pa
     n = 41 if block == 1 else d.rounds
     assert len(forwards) == n
     f = float(work)
-    assert sum(c[0] == "extra" for c in decode) == int(n * f + 1e-9)
+
+    def owed(k: int) -> int:
+        return int(k * f + 1e-9)
+    assert sum(c[0] == "extra" for c in decode) == owed(n0 + n) - owed(n0)
     # each extra forward follows its own target forward, on the same tokens, and the schedule is
-    # the credit's: after the i-th forward, floor(i*F) - floor((i-1)*F) extra forwards
+    # the credit's, continued from the earlier generation: after the process's k-th forward,
+    # floor(k*F) - floor((k-1)*F) extra forwards
     i, due = 0, []
     for kind, shape in decode:
         if kind == "cached":
@@ -202,7 +208,23 @@ def test_injected_work_runs_floor_n_times_f_extra_forwards_on_the_same_tokens(pa
         else:
             assert i > 0 and shape == last
             due[-1] += 1
-    assert due == [int(k * f + 1e-9) - int((k - 1) * f + 1e-9) for k in range(1, n + 1)]
+    assert due == [owed(k) - owed(k - 1) for k in range(n0 + 1, n0 + n + 1)]
+
+
+def test_injected_work_holds_over_short_generations(pair, monkeypatch):
+    # 32-token runs at F = 0.03 are each owed 0.96 of a forward: a credit that restarted with
+    # every generation would add none at all, and the fault would be silently absent.
+    monkeypatch.setenv("SPECDEC_INJECT_WORK", "0.03")
+    pair.injected.clear()
+    calls = _target_calls(pair, monkeypatch)
+    for _ in range(5):
+        generate(pair, CODE, block=1, max_tokens=32, ignore_eos=True)
+    assert sum(kind == "extra" for kind, _ in calls) == 4   # floor(5 * 32 * 0.03) = floor(4.8)
+    # another fraction keeps its own credit
+    monkeypatch.setenv("SPECDEC_INJECT_WORK", "0.5")
+    calls.clear()
+    generate(pair, CODE, block=1, max_tokens=3, ignore_eos=True)
+    assert sum(kind == "extra" for kind, _ in calls) == 1
 
 
 @pytest.mark.host_alone
