@@ -130,7 +130,9 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
         decision = gate(pair.target, ids, block, pair.probe_readings)
         speculative = decision.engaged
     sampler = _Sampler(temp, seed)
-    inject = pair.injected.get(work) or pair.injected.setdefault(work, _InjectedWork(pair.target, work))
+    if work not in pair.injected:
+        pair.injected[work] = _InjectedWork(pair.target, work)
+    inject = pair.injected[work]
     eos = set() if ignore_eos else pair.eos_ids
     diag = Diagnostics(mode="speculative" if speculative else "classic", block_size=block if speculative else 1,
                        prompt_tokens=len(ids), profile=profile, probe_ms=decision.probe_ms)
