@@ -4,7 +4,10 @@ Two sides (a base and a head commit, or an arm and its classic reference) run ad
 time, so a slow drift of the machine lands on both runs of a pair, and the ratio head/base of
 one pair carries little of it. Each figure is judged on those ratios:
 
-- the geometric mean of the per-pair ratios, with a two-sided t interval on their logs;
+- the geometric mean of the per-pair ratios, with a two-sided t interval on their logs whose
+  standard error allows for serial correlation between successive pairs (serial_inflation;
+  never narrower than the independent-pairs one): a worker process that stays slow for a few pairs
+  makes neighbouring pairs alike, and an interval that ignores it is too narrow;
 - the smallest detectable change: the true change this check catches with `power` (80%)
   at its false-alarm level, i.e. max(q_alpha * se, log(1 + floor)) + q_power * se on the
   log scale. It is a statement about the data, not a half-width of a no-change interval;
@@ -89,6 +92,10 @@ class Paired:
     verdict: str                   # worse | improved | unchanged | inconclusive
     note: str = ""
     sd_log: float | None = None    # standard deviation of the per-pair log ratios
+    # The standard error of the mean log ratio is sd_log / sqrt(n) x inflation: the factor (>= 1)
+    # by which the pairs' serial correlation widens it (1.0 in records written before 2026-12-05).
+    inflation: float = 1.0
+    autocorr: float | None = None  # lag-1 autocorrelation of the per-pair log ratios
 
     @property
     def resolved(self) -> bool:
@@ -106,9 +113,37 @@ def _quantiles(n: int, design: Design) -> tuple[float, float]:
     return q_a, q_b
 
 
+def serial_inflation(logs: np.ndarray) -> tuple[float, float | None]:
+    """(inflation, lag-1 autocorrelation) of a series of per-pair log ratios.
+
+    Successive pairs are not independent when a state outlives a pair (one worker's thread on a
+    slower core for a few seconds): on a lent H100 the lag-1 autocorrelation of A/A pairs was
+    0.19-0.25 in every check, so the plain standard error was 15-25% too small and an A/A check
+    read "worse" (docs/statistics.md). The inflation is the larger of two estimates of
+    sqrt(long-run variance / plain variance), and never below 1 (an interval is never narrower
+    than the independent-pairs one):
+    - Newey-West (Bartlett kernel, automatic lag floor(4 (n / 100)^(2/9))), which sees any
+      short memory but alone still over-rejects at these n (9% for 5% at rho 0.25, n 60);
+    - AR(1), sqrt((1 + r) / (1 - r)), r the lag-1 autocorrelation with the Marriott-Pope bias
+      correction r + (1 + 3 r) / n, which holds the level at small n for a state that decays.
+    Simulated through analyze() (tests/test_paired.py), the pair holds 5% at rho 0 to 0.4."""
+    n = int(logs.size)
+    x = logs - logs.mean()
+    g0 = float(x @ x) / n if n else 0.0
+    if n < 3 or g0 == 0.0:
+        return 1.0, None
+    lag = int(4.0 * (n / 100.0) ** (2.0 / 9.0))   # 1 at n = 3, 5 at n = 400
+    gammas = [float(x[:-k] @ x[k:]) / n for k in range(1, lag + 1)]
+    long_run = g0 + 2.0 * sum((1.0 - k / (lag + 1.0)) * g for k, g in enumerate(gammas, start=1))
+    r1 = gammas[0] / g0
+    r = min(0.9, max(0.0, r1 + (1.0 + 3.0 * r1) / n))
+    return max(1.0, math.sqrt(max(long_run, 0.0) / g0), math.sqrt((1.0 + r) / (1.0 - r))), r1
+
+
 def detectable_change(sd_log: float, n: int, design: Design) -> float:
     """The true relative change a check of n pairs with this spread catches with the design's
-    power: exp(max(q_a * se, log(1 + floor)) + q_b * se) - 1, se = sd_log / sqrt(n)."""
+    power: exp(max(q_a * se, log(1 + floor)) + q_b * se) - 1, se = sd_log / sqrt(n) (pass
+    sd_log x inflation for serially correlated pairs)."""
     if n < 2:
         return math.inf
     q_a, q_b = _quantiles(n, design)
@@ -150,38 +185,41 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Pai
     if n < 2:
         return Paired(n, ratio, None, None, None, "inconclusive", "one pair: its spread is unknown")
     sd = float(logs.std(ddof=1))
+    infl, r1 = serial_inflation(logs)
     q_a, _ = _quantiles(n, design)
-    se = sd / math.sqrt(n)
+    se = sd * infl / math.sqrt(n)
     lo, hi = math.exp(mean - q_a * se), math.exp(mean + q_a * se)
-    det = detectable_change(sd, n, design)
+    det = detectable_change(sd * infl, n, design)
+    extra = {"inflation": infl, "autocorr": r1}
     t, floor = design.threshold, design.min_effect
     big = abs(mean) >= math.log1p(floor)
     if lo > 1.0 and big:
-        return Paired(n, ratio, lo, hi, det, "worse", "", sd)
+        return Paired(n, ratio, lo, hi, det, "worse", "", sd, **extra)
     if hi < 1.0 and big:
-        return Paired(n, ratio, lo, hi, det, "improved", "", sd)
+        return Paired(n, ratio, lo, hi, det, "improved", "", sd, **extra)
     inside = lo >= 1.0 - t and hi <= 1.0 + t
     if inside and det <= t:
         note = ""
         if lo > 1.0 or hi < 1.0:
             note = f"a significant {ratio - 1.0:+.1%}, below the {floor:.0%} floor"
-        return Paired(n, ratio, lo, hi, det, "unchanged", note, sd)
+        return Paired(n, ratio, lo, hi, det, "unchanged", note, sd, **extra)
     if det > t:
         note = f"smallest detectable change {det:.1%}, above the {t:.0%} threshold"
     else:
         note = f"the interval reaches beyond ±{t:.0%}"
-    return Paired(n, ratio, lo, hi, det, "inconclusive", note, sd)
+    return Paired(n, ratio, lo, hi, det, "inconclusive", note, sd, **extra)
 
 
 def p_value(base: Sequence[float], head: Sequence[float]) -> float:
-    """Two-sided one-sample t test of the per-pair log ratios against no change (1.0 without
-    two usable pairs or spread)."""
+    """Two-sided t test of the per-pair log ratios against no change, with the same standard error
+    as analyze() (serial correlation allowed for); 1.0 without two usable pairs or spread."""
     b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     keep = np.isfinite(b) & np.isfinite(h) & (b > 0) & (h > 0)
     logs = np.log(h[keep] / b[keep])
     if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
         return 1.0
-    return float(scipy_stats().ttest_1samp(logs, 0.0).pvalue)
+    se = float(logs.std(ddof=1)) * serial_inflation(logs)[0] / math.sqrt(logs.size)
+    return float(2.0 * scipy_stats().t.sf(abs(float(logs.mean())) / se, logs.size - 1))
 
 
 def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design) -> list[Paired]:
