@@ -124,6 +124,12 @@ def test_serial_correlation_widens_the_standard_error_and_nothing_narrows_it():
     infl, r1 = paired.serial_inflation(_ar1(rng, 4000, -0.4))
     assert r1 < -0.3 and infl == 1.0       # never narrower than the independent-pairs interval
     assert paired.serial_inflation(np.array([0.1, -0.1])) == (1.0, None)
+    # The check says why its interval is wider than the pairs' spread alone would make it.
+    x = _ar1(rng, 400, 0.5)
+    p = paired.analyze(np.ones(400), np.exp(x), D)
+    plain = paired.detectable_change(p.sd_log, 400, D)
+    assert p.inflation > 1.4 and p.detectable > plain and "successive pairs alike" in p.note
+    assert "successive" not in paired.analyze(*_pairs(rng, 400, 0.1), D).note
 
 
 def test_serially_correlated_pairs_keep_the_false_alarm_level():

@@ -360,7 +360,8 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
                      "n": r.n, "base_median": f.base_median, "head_median": f.head_median,
                      "change": paired.ratio_text(r), "detectable": paired.detectable_text(r),
                      "note": r.note, "ratio": r.ratio, "lo": r.lo, "hi": r.hi,
-                     "detectable_value": r.detectable, "acknowledged": f.ack})
+                     "detectable_value": r.detectable, "serial_inflation": r.inflation,
+                     "autocorr": r.autocorr, "acknowledged": f.ack})
     return rows
 
 
