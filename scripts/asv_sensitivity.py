@@ -90,8 +90,11 @@ def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, 
 
 
 def pair_stats(records: dict) -> dict:
-    """Per arm, the check's paired log-ratios of ms/token: their number, mean and sd."""
-    from harness.analyze import comparisons
+    """Per arm, the check's paired log-ratios of ms/token: their number, mean, sd and serial
+    correlation."""
+    import numpy as np
+
+    from harness.analyze import comparisons, paired
 
     runs = {}
     for side, path in records.items():
@@ -109,8 +112,10 @@ def pair_stats(records: dict) -> dict:
             # stalled runs), where a rank-based estimator would resolve more; the raw logs keep
             # that question answerable from a check's output alone
             med = statistics.median(logs)
+            infl, r1 = paired.serial_inflation(np.asarray(logs))
             out[arm] = {"n": len(logs), "mean_log": statistics.fmean(logs), "sd_log": statistics.stdev(logs),
                         "sd_log_mad": 1.4826 * statistics.median(abs(x - med) for x in logs),
+                        "serial_inflation": infl, "autocorr": r1,
                         "logs": [round(x, 5) for x in logs]}
     return out
 
@@ -118,15 +123,16 @@ def pair_stats(records: dict) -> dict:
 def process_effect(rows: list[dict]) -> dict | None:
     """Do two worker processes of the same code differ by more than their pairs' noise says?
     Over A/A checks (one pair of fresh workers each) and every arm: z = a check's mean
-    log-ratio over its standard error, whose variance is (n-1)/(n-3) when only the pairs' noise
-    is at work; and the sd of a per-check effect that would explain the excess (method of
-    moments: mean of m^2 - s^2/n)."""
+    log-ratio over its standard error (the verdict's own, serial correlation allowed for), whose
+    variance is (n-1)/(n-3) when only the pairs' noise is at work; and the sd of a per-check
+    effect that would explain the excess (method of moments: mean of m^2 - se^2)."""
     stats = [a for r in rows for a in (r.get("pairs") or {}).values() if a["n"] > 3]
     if len(stats) < 4:
         return None
-    zs = [a["mean_log"] / (a["sd_log"] / math.sqrt(a["n"])) for a in stats]
+    ses = [a["sd_log"] * a.get("serial_inflation", 1.0) / math.sqrt(a["n"]) for a in stats]
+    zs = [a["mean_log"] / se for a, se in zip(stats, ses)]
     expected = statistics.fmean((a["n"] - 1) / (a["n"] - 3) for a in stats)
-    excess = statistics.fmean(a["mean_log"] ** 2 - a["sd_log"] ** 2 / a["n"] for a in stats)
+    excess = statistics.fmean(a["mean_log"] ** 2 - se ** 2 for a, se in zip(stats, ses))
     return {"checks_x_arms": len(stats), "var_z": statistics.pvariance(zs, 0.0), "var_z_expected": expected,
             "var_z_se": expected * math.sqrt(2.0 / len(stats)),
             "per_check_effect_sd": math.expm1(math.sqrt(max(0.0, excess)))}

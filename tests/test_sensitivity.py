@@ -44,3 +44,24 @@ def test_a_per_process_effect_is_excess_variance_and_its_size_is_recovered():
 
 def test_too_few_checks_give_no_estimate():
     assert _script().process_effect(_rows(0.0, checks=1)) is None
+
+
+def test_serially_correlated_pairs_are_not_read_as_a_process_effect():
+    # Neighbouring pairs alike (AR(1), rho 0.4) and no per-process effect: with each check's
+    # serial allowance the excess is gone; without it the same checks would read one.
+    from harness.analyze import paired
+
+    rng = np.random.default_rng(3)
+    rows, bare = [], []
+    for _ in range(60):
+        e = rng.normal(0.0, 0.1, 200)
+        x = np.empty(200)
+        x[0] = e[0] / np.sqrt(1 - 0.16)
+        for i in range(1, 200):
+            x[i] = 0.4 * x[i - 1] + e[i]
+        a = {"n": 200, "mean_log": float(x.mean()), "sd_log": float(x.std(ddof=1))}
+        bare.append({"pairs": {"classic": dict(a)}})
+        rows.append({"pairs": {"classic": {**a, "serial_inflation": paired.serial_inflation(x)[0]}}})
+    pe, pe_bare = _script().process_effect(rows), _script().process_effect(bare)
+    assert pe_bare["var_z"] > pe_bare["var_z_expected"] + 3 * pe_bare["var_z_se"]
+    assert abs(pe["var_z"] - pe["var_z_expected"]) < 3 * pe["var_z_se"]
