@@ -11,7 +11,8 @@
 # T is max_tokens; COOL is "host" (the host profile's rule: 0.25 x the previous run, 0.05 s to
 # 30 s) or "floor" (0.05 s after every run; the thermal reading still makes the runner wait
 # while the GPU reports a slowdown). Each step writes its suites under build/suites/ (derived
-# from scripts/suites/, so their model paths hold) and its results under OUT.
+# from scripts/suites/, so their model paths hold) and its results under OUT, with each check's
+# scratch project and records under OUT/NAME-T-COOL-work/.
 set -euo pipefail
 out=${1:?usage: bash scripts/h200_paired.sh OUT probe|resolve|fault|aa ...}
 step=${2:?usage: bash scripts/h200_paired.sh OUT probe|resolve|fault|aa ...}
@@ -35,9 +36,12 @@ derive() {
 check() {   # check NAME T COOL BUDGET ARGS...
   local name=$1 t=$2 cool=$3 budget=$4; shift 4
   local suite; suite=$(derive scripts/suites/paired-random-8b.toml "$t" "$cool")
+  # The scratch project stays under OUT: each check's two side records (every run, its load
+  # and thermal readings) are then at OUT/NAME-T-COOL-work/project/.harness/compare/*/records/.
+  rm -rf "$out/$name-t$t-$cool-work"
   $py scripts/asv_sensitivity.py --command compare-commits --suite "$suite" --budget-s "$budget" \
-      --threshold 0.02 --out "$out/$name-t$t-$cool.json" "$@" > "$out/$name-t$t-$cool.out" 2>&1 \
-      || echo "exit $? for $name"
+      --threshold 0.02 --workdir "$out/$name-t$t-$cool-work" --out "$out/$name-t$t-$cool.json" "$@" \
+      > "$out/$name-t$t-$cool.out" 2>&1 || echo "exit $? for $name"
   tail -4 "$out/$name-t$t-$cool.out"
 }
 
