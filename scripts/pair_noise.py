@@ -52,7 +52,9 @@ def main() -> int:
     data = json.loads(Path(args.record).read_text())
     settings = (data.get("suite") or {}).get("settings") or {}
     runs = [r for r in data["runs"] if not r.get("warmup") and r["status"] == "ok"]
-    q = sps.norm.ppf(1 - args.alpha / args.looks / 2) + sps.norm.ppf(args.power)
+    # Resolved at the last look, which spends half of alpha (one look: all of it).
+    last = args.alpha if args.looks == 1 else args.alpha / 2
+    q = sps.norm.ppf(1 - last / 2) + sps.norm.ppf(args.power)
     se_needed = math.log1p(args.threshold) / q
     arms = list(dict.fromkeys(r["arm"] for r in runs))
     per_arm = []

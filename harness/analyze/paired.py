@@ -17,10 +17,10 @@ one pair carries little of it. Each figure is judged on those ratios:
   "unchanged" when the interval lies inside +-threshold and the check could have seen a
   change of the threshold; "inconclusive" otherwise, with the smallest detectable change.
 
-The false-alarm level is split evenly over the looks of a sequential check (Bonferroni over
-at most `looks` looks) and over the figures that gate the check, so repeated looks at a
-growing sample and many figures keep the family-wise false-alarm rate at or below `alpha`
-(docs/statistics.md). Pure functions; nothing here runs or reads anything.
+The false-alarm level is split over the looks of a sequential check (Bonferroni over at most
+`looks` looks: half of it at the last, the rest evenly at the earlier ones) and over the figures
+that gate the check, so repeated looks at a growing sample and many figures keep the
+family-wise false-alarm rate at or below `alpha` (docs/statistics.md). Pure functions; nothing here runs or reads anything.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class Design:
     # Benjamini-Hochberg over the gated figures (judge_family): a figure BH selects out of R is
     # judged, and its interval drawn, at R times the per-test level (false-coverage-rate intervals).
     selected: int = 1
+    # Which look this judgement is (1-based; None: the last of `looks`): see look_share.
+    look: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
@@ -59,10 +61,24 @@ class Design:
             raise ValueError(f"looks and figures must be >= 1, got {self.looks}, {self.figures}")
         if not 0.5 <= self.power < 1.0:
             raise ValueError(f"power must be in [0.5, 1), got {self.power!r}")
+        if self.look is not None and not 1 <= self.look <= self.looks:
+            raise ValueError(f"look must be in [1, {self.looks}], got {self.look!r}")
+
+    @property
+    def look_share(self) -> float:
+        """The share of alpha this look spends: the last look half of it, the earlier looks the
+        other half evenly (one look: all of it). The shares sum to 1, so over every look a check
+        may take the false-alarm level stays alpha (Bonferroni); a check that needs its whole
+        budget is decided at its last look, which judges at alpha / 2 rather than alpha / looks
+        (at 4 looks: about 15% fewer pairs for the same detectable change, 9% more at an early look)."""
+        if self.looks == 1:
+            return 1.0
+        last = self.look is None or self.look == self.looks
+        return 0.5 if last else 0.5 / (self.looks - 1)
 
     @property
     def alpha_per_test(self) -> float:
-        return self.alpha * self.selected / (self.looks * self.figures)
+        return self.alpha * self.selected * self.look_share / self.figures
 
     @property
     def min_effect(self) -> float:
@@ -77,7 +93,8 @@ class Design:
                    looks=s.looks if s.budget_s else 1, figures=max(1, figures))  # type: ignore[attr-defined]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "alpha_per_test": self.alpha_per_test, "min_effect": self.min_effect}
+        return {**asdict(self), "look_share": self.look_share, "alpha_per_test": self.alpha_per_test,
+                "min_effect": self.min_effect}
 
 
 @dataclass(frozen=True)
@@ -227,15 +244,15 @@ def p_value(base: Sequence[float], head: Sequence[float]) -> float:
 
 def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design) -> list[Paired]:
     """The gated figures of one check, judged together: Benjamini-Hochberg over their p-values at
-    alpha / looks selects R of the m figures; a selected figure is judged at R * alpha / (looks m)
-    (its interval then excludes no change: a false-coverage-rate interval), the others at
-    alpha / (looks m), as before. With every figure unchanged this is the family-wise level."""
+    this look's share of alpha (a = alpha x look_share) selects R of the m figures; a selected
+    figure is judged at R a / m (its interval then excludes no change: a false-coverage-rate
+    interval), the others at a / m. With every figure unchanged this is the family-wise level."""
     m = len(pairs)
     if m == 0:
         return []
     design = replace(design, figures=m, selected=1)
     ps = [p_value(b, h) for b, h in pairs]
-    q = design.alpha / design.looks
+    q = design.alpha * design.look_share
     ranked = sorted(range(m), key=lambda i: ps[i])
     r = max((k + 1 for k, i in enumerate(ranked) if ps[i] <= (k + 1) * q / m), default=0)
     chosen = set(ranked[:r])

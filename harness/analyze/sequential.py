@@ -2,9 +2,10 @@
 figure can see its threshold, the budget is spent, or the looks are used up.
 
 The budget counts measuring: the caller runs its warm-ups (model loads, kernel compiles) first.
-The stopping rule (docs/statistics.md): at most `looks` looks, each judged at alpha / looks
-(and / the number of gating figures), so the chance of any false alarm over all looks stays at
-or below alpha whatever the looks saw (Bonferroni over looks). Look j is due once the session
+The stopping rule (docs/statistics.md): at most `looks` looks; the last is judged at alpha / 2,
+each earlier one at alpha / (2 (looks - 1)) (and / the number of gating figures), so the chance
+of any false alarm over all looks stays at or below alpha whatever the looks saw (Bonferroni
+over looks; analyze(j) judges look j at its share). Look j is due once the session
 has spent j / looks of its budget, or when the next round would not fit; the minimum number of
 rounds always runs first. A figure that is already decided (worse, improved) or resolved
 (unchanged within the threshold) needs no more data; when every figure is, sampling stops.
@@ -56,9 +57,9 @@ class Outcome:
 
 
 def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
-        do_round: Callable[[int], None], analyze: Callable[[], dict[str, Paired]],
+        do_round: Callable[[int], None], analyze: Callable[[int], dict[str, Paired]],
         started: float | None = None, clock: Callable[[], float] = time.monotonic) -> Outcome:
-    """Run rounds 0, 1, ... through do_round(i) and look with analyze() under the rule above.
+    """Run rounds 0, 1, ... through do_round(i) and take look j with analyze(j) under the rule above.
 
     budget_s None: exactly min_rounds rounds and one look (a fixed design)."""
     if min_rounds < 1 or max_rounds < min_rounds:
@@ -88,7 +89,7 @@ def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
             stop_reason = ""
         due = len(out.looks) < k and (bool(stop_reason) or elapsed >= (len(out.looks) + 1) * budget_s / k)
         if due:
-            figs = analyze()
+            figs = analyze(len(out.looks) + 1)
             resolved = all(p.resolved for p in figs.values())
             out.looks.append(Look(len(out.looks) + 1, out.rounds, round(elapsed, 3),
                                   {n: p.to_dict() for n, p in figs.items()}, resolved))

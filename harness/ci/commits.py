@@ -26,7 +26,7 @@ import math
 import subprocess
 import tarfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +245,7 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     try:
         session.warm_up()   # both sides load and compile before the budget's clock starts
         outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, session.do_round,
-                                 lambda: session.look(console, t0))
+                                 lambda look: session.look(console, t0, look))
     finally:
         session.close()
     return _conclude(session, design, outcome, s.budget_s, time.monotonic() - t0)
@@ -303,8 +303,9 @@ class _PairedSession:
             sd["record"].data["planned_runs"] = len(plan)
             sd["record"].data["planned_repetitions"] = i + 1
 
-    def look(self, console: Any, t0: float) -> dict[str, paired.Paired]:
-        figs = judge(self.record("base").runs, self.record("head").runs, self.arms, self.design, gated_only=True)
+    def look(self, console: Any, t0: float, look: int) -> dict[str, paired.Paired]:
+        figs = judge(self.record("base").runs, self.record("head").runs, self.arms,
+                     replace(self.design, look=look), gated_only=True)
         if console is not None:
             console.print(f"look after {figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
                           + "; ".join(f"{f.arm} {paired.ratio_text(f.result)} {f.result.verdict} "
@@ -320,7 +321,9 @@ class _PairedSession:
 
 def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budget_s: float | None,
               duration_s: float) -> Comparison:
-    """The verdict on every figure, the identity rows and the duty, written into both records."""
+    """The verdict on every figure, the identity rows and the duty, written into both records.
+    The final verdict is the last look's, at that look's share of alpha (the same pairs)."""
+    design = replace(design, look=min(design.looks, max(1, len(outcome.looks))))
 
     base_rec, head_rec = session.record("base"), session.record("head")
     labels: dict[str, set[str]] = {}

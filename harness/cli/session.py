@@ -90,6 +90,8 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
 
     A resumed session finishes the repetitions its record had planned and adds none."""
+    from dataclasses import replace
+
     from harness.analyze import sequential
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
     from harness.analyze.paired import Design
@@ -128,7 +130,8 @@ def execute(record: Any, suite: Any, store: Any) -> None:
         runner.execute(build_plan(suite, 0), suite, record, annotate, engines=engines, ui=progress, pacer=pacer)
         # Resumed: one "round" that finishes every planned repetition.
         outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
-                                 design.looks, do_round, lambda: judge_vs_classic(record.data, design))
+                                 design.looks, do_round,
+                                 lambda look: judge_vs_classic(record.data, replace(design, look=look)))
     except KeyboardInterrupt:
         plan = planned()
         record.finish(len(plan))
