@@ -6,8 +6,8 @@ one pair carries little of it. Each figure is judged on those ratios:
 
 - the geometric mean of the per-pair ratios, with a two-sided t interval on their logs whose
   standard error allows for serial correlation between successive pairs (serial_inflation;
-  never narrower than the independent-pairs one): a worker process that stays slow for a few pairs
-  makes neighbouring pairs alike, and an interval that ignores it is too narrow;
+  never narrower than the independent-pairs one): a worker process that stays slow for a few
+  pairs makes neighbouring pairs alike, and an interval that ignores it is too narrow;
 - the smallest detectable change: the true change this check catches with `power` (80%)
   at its false-alarm level, i.e. max(q_alpha * se, log(1 + floor)) + q_power * se on the
   log scale. It is a statement about the data, not a half-width of a no-change interval;
@@ -20,7 +20,8 @@ one pair carries little of it. Each figure is judged on those ratios:
 The false-alarm level is split over the looks of a sequential check (Bonferroni over at most
 `looks` looks: half of it at the last, the rest evenly at the earlier ones) and over the figures
 that gate the check, so repeated looks at a growing sample and many figures keep the
-family-wise false-alarm rate at or below `alpha` (docs/statistics.md). Pure functions; nothing here runs or reads anything.
+family-wise false-alarm rate at or below `alpha` (docs/statistics.md). Pure functions; nothing
+here runs or reads anything.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def serial_inflation(logs: np.ndarray) -> tuple[float, float | None]:
 
     Successive pairs are not independent when a state outlives a pair (one worker's thread on a
     slower core for a few seconds): on a lent H100 the lag-1 autocorrelation of A/A pairs was
-    0.19-0.25 in every check, so the plain standard error was 15-25% too small and an A/A check
+    0.19-0.25 in every check, so the plain standard error was about 20% too small and an A/A check
     read "worse" (docs/statistics.md). The inflation is the larger of two estimates of
     sqrt(long-run variance / plain variance), and never below 1 (an interval is never narrower
     than the independent-pairs one):

@@ -140,7 +140,8 @@ def execute(record: Any, suite: Any, store: Any) -> None:
               f"finish with: harness run --resume {record.path}", file=sys.stderr)
         raise SystemExit(130) from None
     if not resumed:
-        record.data["sequential"] = {"design": design.to_dict(), "budget_s": budget,
+        last = replace(design, look=min(design.looks, max(1, len(outcome.looks))))   # the look it stopped at
+        record.data["sequential"] = {"design": last.to_dict(), "budget_s": budget,
                                      "min_repetitions": min_reps, "max_repetitions": max_reps,
                                      **outcome.to_dict()}
     if suite.settings.scaling and "scaling" not in record.data:
