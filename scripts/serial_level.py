@@ -37,7 +37,7 @@ def main() -> int:
     print(f"false alarms for a nominal {args.alpha:.1%} ({args.sims} simulated checks per row)")
     print(f"{'rho':>5} {'pairs':>6} {'independent':>12} {'harness':>8} {'k median':>9}")
     for rho in (0.0, 0.25, 0.4):
-        for n in (20, 60, 300, 800):
+        for n in (10, 20, 60, 300, 800):
             rng = np.random.default_rng(1)
             q = float(scipy_stats().t.ppf(1.0 - args.alpha / 2.0, n - 1))
             plain = alarms = 0

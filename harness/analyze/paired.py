@@ -131,6 +131,12 @@ def _quantiles(n: int, design: Design) -> tuple[float, float]:
     return q_a, q_b
 
 
+# Below this many pairs the lag-1 autocorrelation's own noise (sd about 1 / sqrt(n), 0.22 at 20)
+# exceeds the correlations seen (0.19-0.25), and estimating it from 5 pairs inflated a report's
+# smallest detectable change from 17.9% to 60.8%: fewer pairs are taken as independent.
+MIN_SERIAL_PAIRS = 20
+
+
 def serial_inflation(logs: np.ndarray) -> tuple[float, float | None]:
     """(inflation, lag-1 autocorrelation) of a series of per-pair log ratios.
 
@@ -144,17 +150,20 @@ def serial_inflation(logs: np.ndarray) -> tuple[float, float | None]:
       short memory but alone still over-rejects at these n (8% for 5% at rho 0.25, n 60);
     - AR(1), sqrt((1 + r) / (1 - r)), r the lag-1 autocorrelation with the Marriott-Pope bias
       correction r + (1 + 3 r) / n, which holds the level better at small n for a state that
-      decays. scripts/serial_level.py measures the pair: 5.5-8.7% for a nominal 5% at rho 0.25-0.4
-      against 12-22% for the independent-pairs interval."""
+      decays. scripts/serial_level.py measures the pair from 20 pairs: 5.5-8.7% for a nominal 5% at rho 0.25-0.4
+      against 12-22% for the independent-pairs interval.
+    Under MIN_SERIAL_PAIRS pairs the inflation is 1 (the autocorrelation is still returned)."""
     n = int(logs.size)
     x = logs - logs.mean()
     g0 = float(x @ x) / n if n else 0.0
     if n < 3 or g0 == 0.0:
         return 1.0, None
-    lag = int(4.0 * (n / 100.0) ** (2.0 / 9.0))   # 1 at n = 3, 5 at n = 400
+    lag = int(4.0 * (n / 100.0) ** (2.0 / 9.0))   # 2 at n = 20, 5 at n = 400
     gammas = [float(x[:-k] @ x[k:]) / n for k in range(1, lag + 1)]
-    long_run = g0 + 2.0 * sum((1.0 - k / (lag + 1.0)) * g for k, g in enumerate(gammas, start=1))
     r1 = gammas[0] / g0
+    if n < MIN_SERIAL_PAIRS:
+        return 1.0, r1
+    long_run = g0 + 2.0 * sum((1.0 - k / (lag + 1.0)) * g for k, g in enumerate(gammas, start=1))
     r = min(0.9, max(0.0, r1 + (1.0 + 3.0 * r1) / n))
     return max(1.0, math.sqrt(max(long_run, 0.0) / g0), math.sqrt((1.0 + r) / (1.0 - r))), r1
 
