@@ -49,16 +49,14 @@ def test_too_few_checks_give_no_estimate():
 def test_serially_correlated_pairs_are_not_read_as_a_process_effect():
     # Neighbouring pairs alike (AR(1), rho 0.4) and no per-process effect: with each check's
     # serial allowance the excess is gone; without it the same checks would read one.
+    from test_paired import _ar1
+
     from harness.analyze import paired
 
     rng = np.random.default_rng(3)
     rows, bare = [], []
     for _ in range(60):
-        e = rng.normal(0.0, 0.1, 200)
-        x = np.empty(200)
-        x[0] = e[0] / np.sqrt(1 - 0.16)
-        for i in range(1, 200):
-            x[i] = 0.4 * x[i - 1] + e[i]
+        x = _ar1(rng, 200, 0.4)
         a = {"n": 200, "mean_log": float(x.mean()), "sd_log": float(x.std(ddof=1))}
         bare.append({"pairs": {"classic": dict(a)}})
         rows.append({"pairs": {"classic": {**a, "serial_inflation": paired.serial_inflation(x)[0]}}})
