@@ -304,10 +304,11 @@ class _PairedSession:
             sd["record"].data["planned_repetitions"] = i + 1
 
     def look(self, console: Any, t0: float, look: int) -> dict[str, paired.Paired]:
-        figs = judge(self.record("base").runs, self.record("head").runs, self.arms,
-                     replace(self.design, look=look), gated_only=True)
+        design = replace(self.design, look=look)
+        figs = judge(self.record("base").runs, self.record("head").runs, self.arms, design, gated_only=True)
         if console is not None:
-            console.print(f"look after {figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
+            console.print(f"look {look} of at most {design.looks} ({design.look_share:.0%} of alpha) after "
+                          f"{figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
                           + "; ".join(f"{f.arm} {paired.ratio_text(f.result)} {f.result.verdict} "
                                       f"(detectable {paired.detectable_text(f.result)})" for f in figs),
                           highlight=False, soft_wrap=True)
