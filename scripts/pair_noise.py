@@ -11,7 +11,7 @@ scripts/h200_paired.sh) and prints:
 - the time one pair takes, as measured in the record: the two runs' wall times, their
   cooldowns and quiet-gate waits (not a modelled cooldown rule);
 - the pairs and the measuring seconds needed for the check's smallest detectable change
-  (harness.analyze.paired: alpha split over --looks, --power) to reach --threshold, and the
+  (harness.analyze.paired: the last of --looks looks' share of alpha, --power) to reach --threshold, and the
   smallest detectable change that --minutes of measuring would give at this spread.
 
     PYTHONPATH=. python3 scripts/pair_noise.py RECORD.json --threshold 0.02 --looks 4
@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 
 from scipy import stats as sps
+
+from harness.analyze.paired import Design
 
 
 def spread(logs: list[float]) -> float | None:
@@ -52,8 +54,8 @@ def main() -> int:
     data = json.loads(Path(args.record).read_text())
     settings = (data.get("suite") or {}).get("settings") or {}
     runs = [r for r in data["runs"] if not r.get("warmup") and r["status"] == "ok"]
-    # Resolved at the last look, which spends half of alpha (one look: all of it).
-    last = args.alpha if args.looks == 1 else args.alpha / 2
+    # Resolved at the last look, at that look's share of alpha (harness.analyze.paired.Design).
+    last = Design(threshold=args.threshold, alpha=args.alpha, looks=args.looks).alpha_per_test
     q = sps.norm.ppf(1 - last / 2) + sps.norm.ppf(args.power)
     se_needed = math.log1p(args.threshold) / q
     arms = list(dict.fromkeys(r["arm"] for r in runs))
