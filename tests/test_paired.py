@@ -7,11 +7,13 @@ looks under the budget keep the false-alarm rate at or below alpha.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from harness_helpers import REPO
 
 from harness.analyze import comparisons, paired, sequential
 from harness.analyze.paired import Design, analyze, judge_family, p_value
@@ -111,13 +113,12 @@ def test_no_change_is_called_worse_at_most_at_the_per_test_level():
 
 
 def _ar1(rng, n, rho, sd=0.1):
-    """Per-pair log ratios with no change whose neighbours are alike (a state that outlives a pair)."""
-    e = rng.normal(0.0, sd, n)
-    x = np.empty(n)
-    x[0] = e[0] / math.sqrt(1.0 - rho * rho)
-    for i in range(1, n):
-        x[i] = rho * x[i - 1] + e[i]
-    return x
+    """Per-pair log ratios with no change whose neighbours are alike (a state that outlives a
+    pair): scripts/serial_level.py's own series, so the test and the benchmark simulate one thing."""
+    spec = importlib.util.spec_from_file_location("serial_level", REPO / "scripts" / "serial_level.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.ar1(rng, n, rho, sd)
 
 
 def test_serial_correlation_widens_the_standard_error_and_nothing_narrows_it():
