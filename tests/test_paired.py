@@ -91,7 +91,11 @@ def test_a_change_of_the_detectable_size_is_caught_about_80_percent_of_the_time(
     # of independent pairs, so power at that size is lower; the detectable change each such
     # check reports is then larger too: it never claims to see more than it can. Under 20 pairs
     # no allowance is made.
-    d = paired.detectable_change(sd, n, D)
+    # From MIN_ROBUST_PAIRS the typical pair is judged on the Huber location (95% of the mean's
+    # efficiency for normal pairs) at all of the level but the tails' share.
+    robust = n >= paired.MIN_ROBUST_PAIRS
+    d = (paired.detectable_change(sd / math.sqrt(0.95), n, D, 1.0 - paired.TAIL_SHARE) if robust
+         else paired.detectable_change(sd, n, D))
     sims = 1500
     checks = [paired.analyze(*_pairs(rng, n, sd, change=math.log1p(d)), D) for _ in range(sims)]
     caught = sum(p.verdict == "worse" for p in checks)
@@ -157,10 +161,50 @@ def test_serially_correlated_pairs_keep_the_false_alarm_level():
     assert alarms / sims < 0.065, alarms / sims
     assert p.autocorr is not None and p.inflation >= 1.0
 
-def test_pairs_needed_is_the_first_n_that_resolves():
-    n = paired.pairs_needed(0.2, D)
-    assert n is not None
-    assert paired.detectable_change(0.2, n, D) <= 0.10 < paired.detectable_change(0.2, n - 1, D)
+def _mixed(rng, n, rho=0.0, sd=0.1):
+    """scripts/serial_level.py's heavy-tailed series: 85% of pairs quiet, 15% disturbed."""
+    spec = importlib.util.spec_from_file_location("serial_level", REPO / "scripts" / "serial_level.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.ar1(rng, n, rho, sd, noise="mixed")
+
+
+def test_from_enough_pairs_the_typical_pair_is_judged_and_a_few_disturbed_runs_weigh_little():
+    rng = np.random.default_rng(21)
+    x = _mixed(rng, 300)
+    d2 = paired.Design(threshold=0.02, looks=4, figures=1)   # a floor (1%) under both detectables
+    p = paired.analyze(np.ones(300), np.exp(x), d2)
+    assert p.location == "huber" and p.mean_ratio == pytest.approx(math.exp(x.mean()))
+    # The robust spread is well under the pairs' sd (the disturbed 15% carry most of it), so the
+    # same pairs see a smaller change than their mean could.
+    mean_only = paired.detectable_change(p.sd_log * p.inflation, 300, d2)
+    assert p.spread < 0.75 * p.sd_log and p.detectable < 0.8 * mean_only
+    # Fewer pairs than a scale can be estimated from, or no scale at all: the mean, as before.
+    assert paired.analyze(np.ones(19), np.exp(x[:19]), d2).location == "mean"
+    same = np.r_[np.zeros(30), x[:10]]            # 30 of 40 pairs exactly equal: MAD 0
+    assert paired.analyze(np.ones(40), np.exp(same), D).location == "mean"
+
+
+def test_heavy_tailed_correlated_pairs_keep_the_false_alarm_level():
+    design = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+    rng = np.random.default_rng(6)
+    sims, n = 1500, 200
+    alarms = sum(paired.analyze(np.ones(n), np.exp(_mixed(rng, n, 0.3)), design).verdict in ("worse", "improved")
+                 for _ in range(sims))
+    assert alarms / sims < 0.065, alarms / sims
+
+
+def test_a_change_in_a_few_runs_only_is_caught_by_the_tails_guard():
+    # 10% of head's runs 60% slower, the rest unchanged: the typical pair reads no change, the mean
+    # of the pairs +5%; the verdict may not say "unchanged" for that.
+    rng = np.random.default_rng(22)
+    n = 400
+    x = rng.normal(0.0, 0.03, n) + np.where(rng.random(n) < 0.10, math.log(1.6), 0.0)
+    p = paired.analyze(np.ones(n), np.exp(x), paired.Design(threshold=0.10, looks=4, figures=1))
+    assert abs(p.ratio - 1.0) < 0.01 and p.mean_ratio > 1.04
+    assert p.verdict == "worse" and "the typical pair reads" in p.note
+    # and its p-value, for Benjamini-Hochberg, is the guard's over its share
+    assert p_value(np.ones(n), np.exp(x)) < 0.001
 
 
 # --- the sequential rule ---------------------------------------------------------------------

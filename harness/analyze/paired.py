@@ -4,10 +4,14 @@ Two sides (a base and a head commit, or an arm and its classic reference) run ad
 time, so a slow drift of the machine lands on both runs of a pair, and the ratio head/base of
 one pair carries little of it. Each figure is judged on those ratios:
 
-- the geometric mean of the per-pair ratios, with a two-sided t interval on their logs whose
-  standard error allows for serial correlation between successive pairs (serial_inflation;
-  never narrower than the independent-pairs one): a worker process that stays slow for a few
-  pairs makes neighbouring pairs alike, and an interval that ignores it is too narrow;
+- a location of the per-pair log ratios with a two-sided t interval whose standard error allows
+  for serial correlation between successive pairs (serial_inflation; never narrower than the
+  independent-pairs one): a worker process that stays slow for a few pairs makes neighbouring
+  pairs alike, and an interval that ignores it is too narrow. From MIN_ROBUST_PAIRS pairs the
+  location is Huber's M-estimate (huber_location): the host disturbs a few runs much more than
+  the rest, and those weigh little; the geometric mean then guards the tails on TAIL_SHARE of
+  the level, so a change that slows only some runs is still "worse". Fewer pairs: the geometric
+  mean alone;
 - the smallest detectable change: the true change this check catches with `power` (80%)
   at its false-alarm level, i.e. max(q_alpha * se, log(1 + floor)) + q_power * se on the
   log scale. It is a statement about the data, not a half-width of a no-change interval;
@@ -113,7 +117,14 @@ class Paired:
     # The standard error of the mean log ratio is sd_log / sqrt(n) x inflation: the factor (>= 1)
     # by which the pairs' serial correlation widens it (1.0 in records written before 2026-12-05).
     inflation: float = 1.0
-    autocorr: float | None = None  # lag-1 autocorrelation of the per-pair log ratios
+    autocorr: float | None = None  # lag-1 autocorrelation of the series the interval rests on
+    # What `ratio` is: "mean" (the geometric mean of the per-pair ratios; every record before
+    # 2026-12-06, and any check of fewer than MIN_ROBUST_PAIRS pairs) or "huber" (a robust
+    # location of the per-pair log ratios: a few pairs disturbed by the host weigh little).
+    location: str = "mean"
+    mean_ratio: float | None = None  # the geometric mean of the per-pair ratios, always
+    spread: float | None = None    # per-pair spread the interval rests on (sd_log, or the Huber
+                                   # influence values' sd), before the serial inflation
 
     @property
     def resolved(self) -> bool:
@@ -124,9 +135,11 @@ class Paired:
         return asdict(self)
 
 
-def _quantiles(n: int, design: Design) -> tuple[float, float]:
+def _quantiles(n: int, design: Design, share: float = 1.0) -> tuple[float, float]:
+    """(q_a, q_b): the two-sided t quantile at `share` of the design's per-test level, and the
+    power quantile, at n - 1 degrees of freedom."""
     df = n - 1
-    q_a = float(scipy_stats().t.ppf(1.0 - design.alpha_per_test / 2.0, df))
+    q_a = float(scipy_stats().t.ppf(1.0 - share * design.alpha_per_test / 2.0, df))
     q_b = float(scipy_stats().t.ppf(design.power, df))
     return q_a, q_b
 
@@ -168,30 +181,77 @@ def serial_inflation(logs: np.ndarray) -> tuple[float, float | None]:
     return max(1.0, math.sqrt(max(long_run, 0.0) / g0), math.sqrt((1.0 + r) / (1.0 - r))), r1
 
 
-def detectable_change(sd_log: float, n: int, design: Design) -> float:
-    """The true relative change a check of n pairs with this spread catches with the design's
-    power: exp(max(q_a * se, log(1 + floor)) + q_b * se) - 1, se = sd_log / sqrt(n) (pass
-    sd_log x inflation for serially correlated pairs)."""
+def detectable_change(spread: float, n: int, design: Design, share: float = 1.0) -> float:
+    """The true relative change a check of n pairs with this per-pair spread catches with the
+    design's power at `share` of its per-test level: exp(max(q_a se, log(1 + floor)) + q_b se) - 1,
+    se = spread / sqrt(n) (pass spread x inflation for serially correlated pairs)."""
     if n < 2:
         return math.inf
-    q_a, q_b = _quantiles(n, design)
-    se = sd_log / math.sqrt(n)
+    q_a, q_b = _quantiles(n, design, share)
+    se = spread / math.sqrt(n)
     return math.expm1(max(q_a * se, math.log1p(design.min_effect)) + q_b * se)
 
 
-def pairs_needed(sd_log: float, design: Design, limit: int = 100_000) -> int | None:
-    """Fewest pairs whose detectable change is at most the threshold (None past `limit`).
-    The detectable change shrinks as n grows, so a bisection finds the first n."""
-    if detectable_change(sd_log, limit, design) > design.threshold:
+# From this many pairs the typical pair is judged on a robust location (huber_location) and the
+# geometric mean only guards the tails, with TAIL_SHARE of the figure's false-alarm level: fewer
+# pairs cannot estimate the scale a robust location needs (nor the serial correlation).
+MIN_ROBUST_PAIRS = MIN_SERIAL_PAIRS
+TAIL_SHARE = 0.1
+HUBER_C = 1.345   # 95% of the mean's efficiency when the log ratios are normal
+
+
+def huber_location(logs: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """Huber's M-estimate of location of the per-pair log ratios (scale: 1.4826 x MAD, fixed),
+    and each pair's influence value s psi((d_i - mu) / s) / mean(psi'): the estimate moves by
+    about the mean of those, so their long-run variance over n is its variance (a sandwich
+    estimator; serial_inflation applies to them as to the logs). None when half the pairs or
+    more are equal (no scale).
+
+    Why: the host disturbs some runs much more than others. On a lent H100 two checks' log
+    ratios had kurtosis 5.5-6.7 and a MAD-based spread half their sd; the Huber location needed
+    143 and 161 pairs where the mean needed 383 and 463 for the same detectable change, and
+    about the same (821 against 825) where the ratios were near normal (docs/statistics.md)."""
+    mu = float(np.median(logs))
+    s = 1.4826 * float(np.median(np.abs(logs - mu)))
+    if s <= 0.0:
         return None
-    lo, hi = 2, limit
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if detectable_change(sd_log, mid, design) <= design.threshold:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    for _ in range(100):
+        step = s * float(np.clip((logs - mu) / s, -HUBER_C, HUBER_C).mean())
+        mu += step
+        if abs(step) < 1e-12:
+            break
+    r = (logs - mu) / s
+    slope = float((np.abs(r) <= HUBER_C).mean())
+    return mu, s * np.clip(r, -HUBER_C, HUBER_C) / slope
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One location estimate of the per-pair log ratios and its standard error."""
+
+    center: float
+    se: float
+    spread: float
+    inflation: float
+    autocorr: float | None
+
+
+def _mean_reading(logs: np.ndarray) -> _Reading:
+    sd = float(logs.std(ddof=1))
+    infl, r1 = serial_inflation(logs)
+    return _Reading(float(logs.mean()), sd * infl / math.sqrt(logs.size), sd, infl, r1)
+
+
+def _robust_reading(logs: np.ndarray) -> _Reading | None:
+    if logs.size < MIN_ROBUST_PAIRS:
+        return None
+    h = huber_location(logs)
+    if h is None:
+        return None
+    mu, influence = h
+    spread = float(influence.std(ddof=1))
+    infl, r1 = serial_inflation(influence)
+    return _Reading(mu, spread * infl / math.sqrt(logs.size), spread, infl, r1)
 
 
 def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Paired:
@@ -208,24 +268,37 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Pai
     if np.any(b <= 0) or np.any(h <= 0):
         return Paired(n, None, None, None, None, "inconclusive", "non-positive values: no ratio to judge")
     logs = np.log(h / b)
-    mean = float(logs.mean())
-    ratio = math.exp(mean)
+    mean_ratio = math.exp(float(logs.mean()))
     if n < 2:
-        return Paired(n, ratio, None, None, None, "inconclusive", "one pair: its spread is unknown")
-    sd = float(logs.std(ddof=1))
-    infl, r1 = serial_inflation(logs)
-    q_a, _ = _quantiles(n, design)
-    se = sd * infl / math.sqrt(n)
-    lo, hi = math.exp(mean - q_a * se), math.exp(mean + q_a * se)
-    det = detectable_change(sd * infl, n, design)
+        return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
+                      mean_ratio=mean_ratio)
+    mean = _mean_reading(logs)
+    robust = _robust_reading(logs)
+    # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
+    main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
+    q_a, _ = _quantiles(n, design, share)
+    ratio = math.exp(main.center)
+    lo, hi = math.exp(main.center - q_a * main.se), math.exp(main.center + q_a * main.se)
+    det = detectable_change(main.spread * main.inflation, n, design, share)
     t, floor = design.threshold, design.min_effect
-    big = abs(mean) >= math.log1p(floor)
+    big = abs(main.center) >= math.log1p(floor)
     inside = lo >= 1.0 - t and hi <= 1.0 + t
     notes = []
+    # The tails' guard: a change that slows only a few runs moves the mean, not the typical pair.
+    tail = None
+    if robust:
+        q_m, _ = _quantiles(n, design, TAIL_SHARE)
+        m_lo, m_hi = math.exp(mean.center - q_m * mean.se), math.exp(mean.center + q_m * mean.se)
+        if (m_lo > 1.0 or m_hi < 1.0) and abs(mean.center) >= math.log1p(floor):
+            tail = "worse" if m_lo > 1.0 else "improved"
     if lo > 1.0 and big:
         verdict = "worse"
     elif hi < 1.0 and big:
         verdict = "improved"
+    elif tail:
+        verdict = tail
+        notes.append(f"the typical pair reads {ratio - 1.0:+.1%}, but the mean of the pairs reads "
+                     f"{mean_ratio - 1.0:+.1%} ({m_lo - 1.0:+.1%} to {m_hi - 1.0:+.1%}): some runs changed much more")
     elif inside and det <= t:
         verdict = "unchanged"
         if lo > 1.0 or hi < 1.0:
@@ -234,22 +307,32 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Pai
         verdict = "inconclusive"
         notes.append(f"smallest detectable change {det:.1%}, above the {t:.0%} threshold" if det > t
                      else f"the interval reaches beyond ±{t:.0%}")
-    if infl >= 1.1:   # say why the interval is wider than the pairs' spread alone would make it
-        notes.append(f"successive pairs alike (lag-1 autocorrelation {r1:+.2f}): "
-                     f"interval {infl:.2f}x the independent-pairs one")
-    return Paired(n, ratio, lo, hi, det, verdict, "; ".join(notes), sd, infl, r1)
+    if main.inflation >= 1.1:   # say why the interval is wider than the pairs' spread alone would make it
+        notes.append(f"successive pairs alike (lag-1 autocorrelation {main.autocorr:+.2f}): "
+                     f"interval {main.inflation:.2f}x the independent-pairs one")
+    return Paired(n, ratio, lo, hi, det, verdict, "; ".join(notes), mean.spread, main.inflation, main.autocorr,
+                  "huber" if robust else "mean", mean_ratio, main.spread)
+
+
+def _p(reading: _Reading, n: int) -> float:
+    if reading.se == 0.0:
+        return 0.0 if reading.center != 0.0 else 1.0
+    return float(2.0 * scipy_stats().t.sf(abs(reading.center) / reading.se, n - 1))
 
 
 def p_value(base: Sequence[float], head: Sequence[float]) -> float:
-    """Two-sided t test of the per-pair log ratios against no change, with the same standard error
-    as analyze() (serial correlation allowed for); 1.0 without two usable pairs or spread."""
+    """Two-sided p-value against no change with analyze()'s readings: the mean's t test, or from
+    MIN_ROBUST_PAIRS pairs the smaller of the robust location's and the tails' guard's p-values,
+    each over its share of the level (Bonferroni); 1.0 without two usable pairs or spread."""
     b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     keep = np.isfinite(b) & np.isfinite(h) & (b > 0) & (h > 0)
     logs = np.log(h[keep] / b[keep])
     if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
         return 1.0
-    se = float(logs.std(ddof=1)) * serial_inflation(logs)[0] / math.sqrt(logs.size)
-    return float(2.0 * scipy_stats().t.sf(abs(float(logs.mean())) / se, logs.size - 1))
+    mean, robust = _mean_reading(logs), _robust_reading(logs)
+    if robust is None:
+        return _p(mean, logs.size)
+    return min(1.0, _p(robust, logs.size) / (1.0 - TAIL_SHARE), _p(mean, logs.size) / TAIL_SHARE)
 
 
 def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design) -> list[Paired]:

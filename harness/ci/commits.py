@@ -365,7 +365,8 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
                      "change": paired.ratio_text(r), "detectable": paired.detectable_text(r),
                      "note": r.note, "ratio": r.ratio, "lo": r.lo, "hi": r.hi,
                      "detectable_value": r.detectable, "serial_inflation": r.inflation,
-                     "autocorr": r.autocorr, "acknowledged": f.ack})
+                     "autocorr": r.autocorr, "location": r.location, "mean_ratio": r.mean_ratio,
+                     "acknowledged": f.ack})
     return rows
 
 

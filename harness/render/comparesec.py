@@ -189,7 +189,8 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         d = cmp.design_for(fa.settings)
         lines.append(f"Before: {fa.path} ({fa.date()}); after: {fb.path} ({fb.date()}); same host. Medians with "
                      "min-max of per-run values. The change is the paired check of docs/statistics.md on the two "
-                     "records' runs matched in run order (geometric mean of the per-run ratios, with its interval): "
+                     "records' runs matched in run order (the per-run ratios' geometric mean, or from "
+                     f"{pd.MIN_ROBUST_PAIRS} runs their robust (Huber) location, with its interval): "
                      f"faster or slower when the interval excludes no change and the change is at least "
                      f"{d.min_effect:.0%}; noise only when the check could have seen a {d.threshold:.0%} change "
                      f"(smallest detectable change at most {d.threshold:.0%}) and its interval, inside "
