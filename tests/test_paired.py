@@ -8,7 +8,9 @@ looks under the budget keep the false-alarm rate at or below alpha.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -336,3 +338,32 @@ def test_with_nothing_changed_the_family_is_judged_at_the_family_wise_level() ->
     pairs = [(list(np.exp(rng.normal(0, 0.02, 12))), list(np.exp(rng.normal(0, 0.02, 12)))) for _ in range(4)]
     design = Design(threshold=0.10, alpha=0.05, looks=2, figures=4)
     assert judge_family(pairs, design) == [analyze(b, h, design) for b, h in pairs]
+
+
+def test_rejudge_pairs_replays_a_stored_checks_looks(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("rejudge_pairs", REPO / "scripts" / "rejudge_pairs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(31)
+    quiet = [round(float(v), 5) for v in rng.normal(0.0, 0.01, 400)]
+    slow = [round(float(v), 5) for v in rng.normal(0.2, 0.01, 40)]
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps({"checks": {"a": {"rows": [{"head": "A/A", "pairs": {"classic": {"logs": quiet}}}]},
+                                        "b": [{"head": "F", "pairs": {"classic": {"logs": slow}}}]}}))
+    argv, sys.argv = sys.argv, ["rejudge_pairs.py", str(f)]
+    try:
+        assert mod.main() == 0
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    # the quiet A/A resolves "unchanged" at its first look and stops; the slow one is worse
+    assert "checks.a.rows[0] (A/A): 400 pairs" in out and "look 1, 100 pairs: unchanged" in out
+    assert "look 2" not in out.split("checks.b")[0]
+    assert "checks.b[0] (F)" in out and "worse +22" in out
+    f.write_text(json.dumps({"rows": []}))
+    sys.argv = ["rejudge_pairs.py", str(f)]
+    try:
+        assert mod.main() == 2
+    finally:
+        sys.argv = argv
+    assert "no per-pair logs" in capsys.readouterr().err

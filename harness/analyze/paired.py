@@ -118,9 +118,10 @@ class Paired:
     # by which the pairs' serial correlation widens it (1.0 in records written before 2026-12-05).
     inflation: float = 1.0
     autocorr: float | None = None  # lag-1 autocorrelation of the series the interval rests on
-    # What `ratio` is: "mean" (the geometric mean of the per-pair ratios; every record before
-    # 2026-12-06, and any check of fewer than MIN_ROBUST_PAIRS pairs) or "huber" (a robust
-    # location of the per-pair log ratios: a few pairs disturbed by the host weigh little).
+    # What `ratio` is: "mean" (the geometric mean of the per-pair ratios: any check of fewer than
+    # MIN_ROBUST_PAIRS pairs, and every record written before the Huber location, late on
+    # 2026-12-05) or "huber" (a robust location of the per-pair log ratios: a few pairs the host
+    # disturbed weigh little).
     location: str = "mean"
     mean_ratio: float | None = None  # the geometric mean of the per-pair ratios, always
     spread: float | None = None    # per-pair spread the interval rests on (sd_log, or the Huber
@@ -208,9 +209,9 @@ def huber_location(logs: np.ndarray) -> tuple[float, np.ndarray] | None:
     more are equal (no scale).
 
     Why: the host disturbs some runs much more than others. On a lent H100 two checks' log
-    ratios had kurtosis 5.5-6.7 and a MAD-based spread half their sd; the Huber location needed
-    143 and 161 pairs where the mean needed 383 and 463 for the same detectable change, and
-    about the same (821 against 825) where the ratios were near normal (docs/statistics.md)."""
+    ratios had kurtosis 5.5-6.7 and a MAD-based spread half their sd; the Huber location needs
+    150 and 169 pairs where the mean needs 387 and 467 for a 2% detectable change, and 2% more
+    (848 against 830) where the ratios were near normal (docs/statistics.md)."""
     mu = float(np.median(logs))
     s = 1.4826 * float(np.median(np.abs(logs - mu)))
     if s <= 0.0:
