@@ -308,6 +308,8 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Pai
         verdict = "inconclusive"
         notes.append(f"smallest detectable change {det:.1%}, above the {t:.0%} threshold" if det > t
                      else f"the interval reaches beyond ±{t:.0%}")
+    if robust and not tail and abs(mean.center - main.center) >= math.log1p(floor) / 2.0:
+        notes.append(f"the mean of the pairs reads {mean_ratio - 1.0:+.1%}")   # shown, not judged alone
     if main.inflation >= 1.1:   # say why the interval is wider than the pairs' spread alone would make it
         notes.append(f"successive pairs alike (lag-1 autocorrelation {main.autocorr:+.2f}): "
                      f"interval {main.inflation:.2f}x the independent-pairs one")
