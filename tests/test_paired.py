@@ -118,13 +118,18 @@ def test_no_change_is_called_worse_at_most_at_the_per_test_level():
 
 
 
+def _script(name):
+    """A script of scripts/ as a module: the tests and the benchmarks simulate one thing."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _ar1(rng, n, rho, sd=0.1):
     """Per-pair log ratios with no change whose neighbours are alike (a state that outlives a
     pair): scripts/serial_level.py's own series, so the test and the benchmark simulate one thing."""
-    spec = importlib.util.spec_from_file_location("serial_level", REPO / "scripts" / "serial_level.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.ar1(rng, n, rho, sd)
+    return _script("serial_level").ar1(rng, n, rho, sd)
 
 
 def test_serial_correlation_widens_the_standard_error_and_nothing_narrows_it():
@@ -165,10 +170,7 @@ def test_serially_correlated_pairs_keep_the_false_alarm_level():
 
 def _mixed(rng, n, rho=0.0, sd=0.1):
     """scripts/serial_level.py's heavy-tailed series: 85% of pairs quiet, 15% disturbed."""
-    spec = importlib.util.spec_from_file_location("serial_level", REPO / "scripts" / "serial_level.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.ar1(rng, n, rho, sd, noise="mixed")
+    return _script("serial_level").ar1(rng, n, rho, sd, noise="mixed")
 
 
 def test_from_enough_pairs_the_typical_pair_is_judged_and_a_few_disturbed_runs_weigh_little():
@@ -345,9 +347,7 @@ def test_with_nothing_changed_the_family_is_judged_at_the_family_wise_level() ->
 
 
 def test_rejudge_pairs_replays_a_stored_checks_looks(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("rejudge_pairs", REPO / "scripts" / "rejudge_pairs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _script("rejudge_pairs")
     rng = np.random.default_rng(31)
     quiet = [round(float(v), 5) for v in rng.normal(0.0, 0.01, 400)]
     slow = [round(float(v), 5) for v in rng.normal(0.2, 0.01, 40)]
