@@ -11,8 +11,9 @@ scripts/h200_paired.sh) and prints:
 - the time one pair takes, as measured in the record: the two runs' wall times, their
   cooldowns and quiet-gate waits (not a modelled cooldown rule);
 - the pairs and the measuring seconds needed for the check's smallest detectable change
-  (harness.analyze.paired: the last of --looks looks' share of alpha, --power) to reach --threshold, and the
-  smallest detectable change that --minutes of measuring would give at this spread.
+  (harness.analyze.paired.plan: the pairs judged as the check would judge them, at the last of
+  --looks looks' share of alpha, --power) to reach --threshold, and the smallest detectable
+  change that --minutes of measuring would give at this spread.
 
     PYTHONPATH=. python3 scripts/pair_noise.py RECORD.json --threshold 0.02 --looks 4
 """
@@ -26,9 +27,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from scipy import stats as sps
-
-from harness.analyze.paired import Design
+from harness.analyze import paired
 
 
 def spread(logs: list[float]) -> float | None:
@@ -54,10 +53,9 @@ def main() -> int:
     data = json.loads(Path(args.record).read_text())
     settings = (data.get("suite") or {}).get("settings") or {}
     runs = [r for r in data["runs"] if not r.get("warmup") and r["status"] == "ok"]
-    # Resolved at the last look, at that look's share of alpha (harness.analyze.paired.Design).
-    last = Design(threshold=args.threshold, alpha=args.alpha, looks=args.looks).alpha_per_test
-    q = sps.norm.ppf(1 - last / 2) + sps.norm.ppf(args.power)
-    se_needed = math.log1p(args.threshold) / q
+    # Resolved at the last look, at that look's share of alpha, judged as the check would judge
+    # these pairs (their location, spread and serial allowance: harness.analyze.paired).
+    design = paired.Design(threshold=args.threshold, alpha=args.alpha, looks=args.looks, figures=1, power=args.power)
     arms = list(dict.fromkeys(r["arm"] for r in runs))
     per_arm = []
     for arm in arms:
@@ -78,11 +76,14 @@ def main() -> int:
         sd = spread(logs)
         out.update(pairs=len(logs), pair_log_sd=sd, pair_log_mean=statistics.fmean(logs) if logs else None)
         if sd:
-            pairs = math.ceil((sd / se_needed) ** 2)
+            p = paired.analyze([1.0] * len(logs), [math.exp(x) for x in logs], design)
+            pairs = paired.plan(p, design)
             in_time = max(3, int(args.minutes * 60 / out["pair_s"]))
-            out.update(pairs_needed=pairs, measuring_s_needed=pairs * out["pair_s"],
+            share = 1.0 - paired.TAIL_SHARE if p.location == "huber" else 1.0
+            out.update(location=p.location, spread=p.spread, inflation=p.inflation,
+                       pairs_needed=pairs, measuring_s_needed=None if pairs is None else pairs * out["pair_s"],
                        minutes=args.minutes, pairs_in_minutes=in_time,
-                       detectable_in_minutes=math.expm1(q * sd / math.sqrt(in_time)))
+                       detectable_in_minutes=paired.detectable_change(p.spread * p.inflation, in_time, design, share))
     for a in per_arm:
         s = a["successive_log_sd"]
         print(f"{a['arm']:<14} runs {a['runs']:>3}  ms/token {a['ms_per_token_median']:.3f}  "
@@ -90,7 +91,8 @@ def main() -> int:
     if out.get("pair_log_sd"):
         print(f"max_tokens {out['max_tokens']}  run {out['run_wall_s']:.3f} s  pair {out['pair_s']:.3f} s "
               f"(waits included)  between-arm pair sd {out['pair_log_sd']:.2%} over {out['pairs']} pairs  "
-              f"pairs for {args.threshold:.0%}: {out['pairs_needed']} ({out['measuring_s_needed']:.0f} s)  "
+              f"pairs for {args.threshold:.0%}: {out['pairs_needed'] or 'over 100000'} "
+              f"({'-' if out['measuring_s_needed'] is None else format(out['measuring_s_needed'], '.0f')} s)  "
               f"in {args.minutes:g} min: {out['pairs_in_minutes']} pairs, detectable {out['detectable_in_minutes']:.2%}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")

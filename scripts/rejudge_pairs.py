@@ -1,6 +1,7 @@
 """Judge a stored check's per-pair log ratios again with this harness's paired verdict: what
-the pairs support now, at the last look's level, and a replay of the looks a budget would have
-taken (equal shares of the pairs it bought), stopping at the first that resolves.
+the pairs support now, at the last look's level, with the pairs the threshold needs at their
+spread (paired.plan), and a replay of the looks a budget would have taken (equal shares of the
+pairs it bought), stopping at the first that resolves.
 
 Reads any JSON written by scripts/asv_sensitivity.py, or a file of docs/measurements/ that
 nests such rows: every object with "pairs": {arm: {"logs": [...]}} is one check.
@@ -69,7 +70,10 @@ def main() -> int:
         x = np.asarray(logs, dtype=float)
         kurt = float(((x - x.mean()) ** 4).mean() / x.var() ** 2 - 3.0)
         print(f"{where} ({row.get('head', '?')}): {x.size} pairs, sd {x.std(ddof=1):.1%}, kurtosis {kurt:.1f}")
-        print(f"  all pairs, last look: {line(judge(x, design))}")
+        whole = judge(x, design)
+        need = paired.plan(whole, design)
+        print(f"  all pairs, last look: {line(whole)}; {args.threshold:.0%} needs "
+              f"{'more than 100000' if need is None else need} pairs at this spread")
         bought = args.budget_pairs or x.size
         for look in range(1, args.looks + 1):
             n = math.ceil(bought * look / args.looks)

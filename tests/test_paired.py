@@ -168,6 +168,21 @@ def test_serially_correlated_pairs_keep_the_false_alarm_level():
     assert alarms / sims < 0.065, alarms / sims
     assert p.autocorr is not None and p.inflation >= 1.0
 
+def test_a_plan_is_the_first_n_that_resolves_at_the_checks_own_spread():
+    n = paired.pairs_needed(0.2, D)
+    assert n is not None
+    assert paired.detectable_change(0.2, n, D) <= 0.10 < paired.detectable_change(0.2, n - 1, D)
+    assert paired.pairs_needed(5.0, D, limit=1000) is None
+    # A robust check plans at its own spread, allowance and share of the level.
+    rng = np.random.default_rng(41)
+    p = paired.analyze(*_pairs(rng, 200, 0.2), D)
+    need = paired.plan(p, D)
+    s = p.spread * p.inflation
+    assert p.location == "huber" and need == paired.pairs_needed(s, D, 1.0 - paired.TAIL_SHARE)
+    assert need > paired.pairs_needed(s, D)
+    assert paired.plan(paired.analyze([1.0], [1.1], D), D) is None
+
+
 def _mixed(rng, n, rho=0.0, sd=0.1):
     """scripts/serial_level.py's heavy-tailed series: 85% of pairs quiet, 15% disturbed."""
     return _script("serial_level").ar1(rng, n, rho, sd, noise="mixed")

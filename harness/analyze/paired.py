@@ -193,6 +193,29 @@ def detectable_change(spread: float, n: int, design: Design, share: float = 1.0)
     return math.expm1(max(q_a * se, math.log1p(design.min_effect)) + q_b * se)
 
 
+def pairs_needed(spread: float, design: Design, share: float = 1.0, limit: int = 100_000) -> int | None:
+    """Fewest pairs whose detectable change at this per-pair spread (x inflation) is at most the
+    threshold, None past `limit`: a check's plan (scripts/pair_noise.py, scripts/rejudge_pairs.py).
+    The detectable change shrinks as n grows, so a bisection finds the first n."""
+    if detectable_change(spread, limit, design, share) > design.threshold:
+        return None
+    lo, hi = 2, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if detectable_change(spread, mid, design, share) <= design.threshold:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def plan(p: Paired, design: Design) -> int | None:
+    """Pairs a check like p (its spread, serial allowance and location) needs to see the threshold."""
+    if p.spread is None:
+        return None
+    return pairs_needed(p.spread * p.inflation, design, 1.0 - TAIL_SHARE if p.location == "huber" else 1.0)
+
+
 # From this many pairs the typical pair is judged on a robust location (huber_location) and the
 # geometric mean only guards the tails, with TAIL_SHARE of the figure's false-alarm level: fewer
 # pairs cannot estimate the scale a robust location needs (nor the serial correlation).
