@@ -53,6 +53,7 @@ def main() -> int:
     ap.add_argument("--arm", default="classic")
     ap.add_argument("--threshold", type=float, default=0.02)
     ap.add_argument("--looks", type=int, default=4)
+    ap.add_argument("--figures", type=int, default=1, help="gated figures the check's level is split over")
     ap.add_argument("--budget-pairs", type=int, default=None)
     args = ap.parse_args()
     try:
@@ -60,7 +61,7 @@ def main() -> int:
     except (OSError, ValueError) as e:
         print(f"rejudge_pairs: cannot read {args.file}: {e}", file=sys.stderr)
         return 2
-    design = paired.Design(threshold=args.threshold, looks=args.looks, figures=1)
+    design = paired.Design(threshold=args.threshold, looks=args.looks, figures=args.figures)
     found = 0
     for where, row in checks(data):
         logs = (row["pairs"].get(args.arm) or {}).get("logs")
@@ -72,8 +73,11 @@ def main() -> int:
         print(f"{where} ({row.get('head', '?')}): {x.size} pairs, sd {x.std(ddof=1):.1%}, kurtosis {kurt:.1f}")
         whole = judge(x, design)
         need = paired.plan(whole, design)
+        # What the mean alone (the verdict before the typical pair) could have seen in the same pairs.
+        alone = paired.detectable_change(x.std(ddof=1) * paired.serial_inflation(x)[0], x.size, design)
         print(f"  all pairs, last look: {line(whole)}; {args.threshold:.0%} needs "
-              f"{'more than 100000' if need is None else need} pairs at this spread")
+              f"{'more than 100000' if need is None else need} pairs at this spread; the mean alone: "
+              f"detectable {alone:.1%}")
         bought = args.budget_pairs or x.size
         for look in range(1, args.looks + 1):
             n = math.ceil(bought * look / args.looks)

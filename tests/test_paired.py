@@ -377,6 +377,7 @@ def test_rejudge_pairs_replays_a_stored_checks_looks(tmp_path, capsys):
     out = capsys.readouterr().out
     # the quiet A/A resolves "unchanged" at its first look and stops; the slow one is worse
     assert "checks.a.rows[0] (A/A): 400 pairs" in out and "look 1, 100 pairs: unchanged" in out
+    assert "the mean alone: detectable" in out
     assert "look 2" not in out.split("checks.b")[0]
     assert "checks.b[0] (F)" in out and "worse +22" in out
     f.write_text(json.dumps({"rows": []}))
