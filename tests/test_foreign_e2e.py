@@ -226,10 +226,15 @@ def test_nightly_pushes_into_a_bare_results_repository(lab):
     # The change points ran over the four commits (base, docs, slow, new). Two commits either side
     # of a boundary give a t test two degrees of freedom: at the nightly's 1% false-discovery rate
     # whether the slowed commit's ~1.9x clears it depends on this host's load (tests/test_history_e2e.py
-    # proves alerting on 32 commits). What must hold: nothing but the slowed commit is alerted.
+    # proves alerting on 32 commits). What must hold: nothing but the slowed commit is alerted, and
+    # only as slower, except the round's cost in classic steps: the slowdown slows a classic step
+    # (~2.1x) more than a round (~1.9x), so that ratio really falls, by 11% in one run and past the
+    # 20% threshold in another.
     assert summary["history"]["commits"] == 4 and summary["history"]["series"] >= 10, summary["history"]
-    assert all(a["first_after"] == lab.shas["slow"] and a["direction"] == "regression"
-               for a in summary["alerts"]), summary["alerts"]
+    titles = [a["title"] for a in summary["alerts"]]
+    for a in summary["alerts"]:
+        assert a["first_after"] == lab.shas["slow"], titles
+        assert a["direction"] == "regression" or all("round_cost_classic_steps" in s for s in a["series"]), titles
     for a in summary["alerts"]:
         assert f"ALERT {a['title']}" in r.stdout
     # asv built the engine's commit in a virtualenv of its own, the harness wheel installed there
