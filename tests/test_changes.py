@@ -73,3 +73,21 @@ def test_benjamini_hochberg_matches_the_textbook_example() -> None:
     # Benjamini & Hochberg (1995): adjusted p = min over k >= rank of p_(k) * m / k, capped at 1.
     p = [0.01, 0.04, 0.03, 0.005]
     assert benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+
+
+def test_an_alert_on_a_figure_divided_by_classic_says_so() -> None:
+    # The foreign engine's slowed commit: classic +112% and a round's cost in classic steps -20%,
+    # an "improvement" that is only its divisor's regression.
+    from harness.analyze.changes import Step
+    from harness.ci.history import Found, History, SeriesInfo, alert_markdown
+
+    def found(figure: str, arm: str, before: float, after: float) -> Found:
+        step = Step(f"s-{figure}-{arm}", "c01", "c02", ["c02"], before, after, after / before, 1e-4, confidence=0.999)
+        return Found(step, SeriesInfo(step.series, f"bench.track_{figure}", arm, figure, "x"), 0.20)
+
+    h = History("lab", 4, 12)
+    cost = alert_markdown([found("round_cost_classic_steps", "block3", 2.3, 1.8)], h)
+    assert "round_cost_classic_steps is divided by the classic (block 1) arm's ms/token" in cost
+    assert "## improvement: block3 round_cost_classic_steps -21.7% at c02" in cost
+    plain = alert_markdown([found("ms_per_token", "classic", 0.35, 0.74)], h)
+    assert "divided by" not in plain and "To find the commit: `harness bisect c01 c02 --arm classic" in plain

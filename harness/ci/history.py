@@ -32,7 +32,7 @@ from harness.analyze import acks as ackmod
 from harness.analyze.changes import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
 from harness.core.errors import UserError
-from harness.core.figures import is_exact
+from harness.core.figures import PER_CLASSIC_STEP, is_exact
 from harness.core.tomlfile import read_toml
 
 NOTIFY_KEY = "harness_notify"
@@ -235,10 +235,17 @@ def alert_markdown(fs: list[Found], h: History) -> str:
               f"{WINDOW} measured commits before each boundary against up to {WINDOW} after it (at least "
               f"{MIN_AFTER}), Benjamini-Hochberg over every boundary of all {h.series} series of this host at a "
               f"false-discovery rate of {h.alpha:.0%}; exact figures change at the first differing commit. "
-              "\"asv's step fit\" is what asv's Regressions page draws there.", "",
-              f"To find the commit: `harness bisect {s.last_before[:12]} {s.first_after[:12]} --arm {first.info.arm} "
-              f"--figure {first.info.figure}`. If the change was meant, acknowledge it in "
-              "benchmarks/acknowledgements.toml (docs/history.md)."]
+              "\"asv's step fit\" is what asv's Regressions page draws there.", ""]
+    per_classic = sorted({f.info.figure for f in fs if f.info.figure in PER_CLASSIC_STEP})
+    if per_classic:
+        # A slower classic arm makes a round cost fewer classic steps: an "improvement" of the arm
+        # that is only its divisor's regression.
+        lines += [f"{', '.join(per_classic)} is divided by the classic (block 1) arm's ms/token of the same "
+                  "session: it moves when classic's own time moves, the other way. Read it beside classic's "
+                  "series at this commit before calling it a change of this arm.", ""]
+    lines.append(f"To find the commit: `harness bisect {s.last_before[:12]} {s.first_after[:12]} --arm "
+                 f"{first.info.arm} --figure {first.info.figure}`. If the change was meant, acknowledge it in "
+                 "benchmarks/acknowledgements.toml (docs/history.md).")
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,10 @@ FIGURES: dict[str, str] = {
     "rejection_rate": EXACT_AT_TEMP0,
 }
 
+# Figures divided by classic decode's ms/token of the same session: they move when classic's own
+# time moves, the other way (a slower classic makes a round cost fewer classic steps).
+PER_CLASSIC_STEP = frozenset({"round_cost_classic_steps"})
+
 
 def is_exact(figure_id: str, temp: float) -> bool:
     kind = FIGURES.get(figure_id.split(":", 1)[0])
