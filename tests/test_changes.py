@@ -76,7 +76,7 @@ def test_benjamini_hochberg_matches_the_textbook_example() -> None:
 
 
 def test_an_alert_on_a_figure_divided_by_classic_says_so() -> None:
-    # The foreign engine's slowed commit: classic +112% and a round's cost in classic steps -20%,
+    # The foreign engine's slowed commit: classic +112%, and a round's cost in classic steps about -20%:
     # an "improvement" that is only its divisor's regression.
     from harness.analyze.changes import Step
     from harness.ci.history import Found, History, SeriesInfo, alert_markdown
