@@ -1,11 +1,13 @@
-"""Change points of a nightly series (harness.analyze.changes), on series with known truth."""
+"""Change points of a nightly series (harness.analyze.changes), on series with known truth, and
+what their alerts say (harness.ci.history)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from harness.analyze.changes import Point, analyze_series, benjamini_hochberg
+from harness.analyze.changes import Point, Step, analyze_series, benjamini_hochberg
+from harness.ci.history import Found, History, SeriesInfo, alert_markdown
 
 ORDER = [f"c{i:02d}" for i in range(30)]
 
@@ -78,9 +80,6 @@ def test_benjamini_hochberg_matches_the_textbook_example() -> None:
 def test_an_alert_on_a_figure_divided_by_classic_says_so() -> None:
     # The foreign engine's slowed commit: classic +112%, and a round's cost in classic steps about -20%:
     # an "improvement" that is only its divisor's regression.
-    from harness.analyze.changes import Step
-    from harness.ci.history import Found, History, SeriesInfo, alert_markdown
-
     def found(figure: str, arm: str, before: float, after: float) -> Found:
         step = Step(f"s-{figure}-{arm}", "c01", "c02", ["c02"], before, after, after / before, 1e-4, confidence=0.999)
         return Found(step, SeriesInfo(step.series, f"bench.track_{figure}", arm, figure, "x"), 0.20)
