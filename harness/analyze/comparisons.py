@@ -19,6 +19,7 @@ FigureFn = Callable[[Run], float | None]
 MS_PER_TOKEN = "ms/token"
 MS_PER_ROUND = "ms/round"
 PHASE = "phase ms/round: "
+PROBE = "dispatch probe ms"   # the covariate's own pairs (harness.collect.host.probe): shown, not gated
 
 
 def _ok(runs: list[Run]) -> list[Run]:
@@ -54,18 +55,43 @@ def _by_key(runs: list[Run]) -> dict[Key, Run]:
     return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r for r in _ok(runs)}
 
 
-def between_sessions(base: list[Run], head: list[Run]) -> dict[tuple[str, str], tuple[list[float], list[float]]]:
+Pairs = tuple[list[float], list[float]]
+
+
+def between_sessions(base: list[Run], head: list[Run]) -> dict[tuple[str, str], Pairs]:
     """(arm, figure) -> (base values, head values), one pair per (prompt, repetition) present on
     both sides, in plan order."""
+    return _between(base, head)[0]
+
+
+def between_sessions_probed(base: list[Run], head: list[Run]) -> tuple[dict[tuple[str, str], Pairs],
+                                                                      dict[tuple[str, str], Pairs]]:
+    """between_sessions(), and (arm, figure) -> the dispatch probe's (base, head) times of the
+    same pairs, for each figure whose every pair has a probe on both sides (suite `probe`)."""
+    return _between(base, head)
+
+
+def _probe(r: Run) -> float | None:
+    p = r.get("probe_ms")
+    return float(p) if isinstance(p, (int, float)) and p > 0 else None
+
+
+def _between(base: list[Run], head: list[Run]) -> tuple[dict[tuple[str, str], Pairs], dict[tuple[str, str], Pairs]]:
     b, h = _by_key(base), _by_key(head)
-    out: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    out: dict[tuple[str, str], Pairs] = {}
+    probes: dict[tuple[str, str], tuple[list[float | None], list[float | None]]] = {}
     for key in sorted(set(b) & set(h), key=lambda k: (k[2], k[0], k[1])):
         fb, fh = run_figures(b[key]), run_figures(h[key])
         for fig in sorted(set(fb) & set(fh)):
             xs, ys = out.setdefault((key[0], fig), ([], []))
             xs.append(fb[fig])
             ys.append(fh[fig])
-    return out
+            ps, qs = probes.setdefault((key[0], fig), ([], []))
+            ps.append(_probe(b[key]))
+            qs.append(_probe(h[key]))
+    complete = {k: ([float(x) for x in ps], [float(y) for y in qs]) for k, (ps, qs) in probes.items()
+                if None not in ps and None not in qs}
+    return out, complete
 
 
 def classic_arm_for(arm: dict[str, Any], arms: list[dict[str, Any]],
@@ -101,16 +127,21 @@ def scaling_for(record: dict[str, Any], pairing: str | None) -> dict[str, Any] |
 def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float]]]:
     """Speculative arm -> (its classic arm, classic ms/token, arm ms/token), paired by prompt and
     repetition (the same round of the plan)."""
+    return {arm: (c, xs, ys) for arm, (c, xs, ys, _) in _vs_classic(record).items()}
+
+
+def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float], Pairs | None]]:
+    """vs_classic(), with the dispatch probe's pairs when every pair has them."""
     arms = record["suite"]["arms"]
     runs = _by_key(record["runs"])
-    out: dict[str, tuple[str, list[float], list[float]]] = {}
+    out: dict[str, tuple[str, list[float], list[float], Pairs | None]] = {}
     for a in arms:
         if a["block"] == 1:
             continue
         c = classic_arm_for(a, arms, pairing_targets(record))
         if c is None:
             continue
-        xs, ys = [], []
+        xs, ys, ps, qs = [], [], [], []
         for (arm, prompt, rep), r in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][1])):
             ref = runs.get((c["name"], prompt, rep))
             if arm != a["name"] or ref is None:
@@ -119,10 +150,14 @@ def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list
             if isinstance(x, (int, float)) and isinstance(y, (int, float)):
                 xs.append(float(x))
                 ys.append(float(y))
-        out[a["name"]] = (c["name"], xs, ys)
+                ps.append(_probe(ref))
+                qs.append(_probe(r))
+        probes = None if (not xs or None in ps or None in qs) else ([float(p) for p in ps], [float(q) for q in qs])
+        out[a["name"]] = (c["name"], xs, ys, probes)
     return out
 
 
 def judge_vs_classic(record: dict[str, Any], design: paired.Design) -> dict[str, paired.Paired]:
-    """Each speculative arm's ms/token against its classic arm, judged paired."""
-    return {arm: paired.analyze(xs, ys, design) for arm, (_, xs, ys) in vs_classic(record).items()}
+    """Each speculative arm's ms/token against its classic arm, judged paired (adjusted for the
+    dispatch probe when the runs have it)."""
+    return {arm: paired.analyze(xs, ys, design, probes) for arm, (_, xs, ys, probes) in _vs_classic(record).items()}

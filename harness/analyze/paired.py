@@ -126,6 +126,8 @@ class Paired:
     mean_ratio: float | None = None  # the geometric mean of the per-pair ratios, always
     spread: float | None = None    # per-pair spread the interval rests on (sd_log, or the Huber
                                    # influence values' sd), before the serial inflation
+    # The dispatch probe as a covariate (adjust_for_probe), when the pairs had one: None without.
+    probe: dict | None = None
 
     @property
     def resolved(self) -> bool:
@@ -249,6 +251,65 @@ def huber_location(logs: np.ndarray) -> tuple[float, np.ndarray] | None:
     return mu, s * np.clip(r, -HUBER_C, HUBER_C) / slope
 
 
+# The dispatch probe (harness.collect.host.probe) is a covariate: the same fixed work on both
+# sides, timed right after each run, so its pair log ratio x follows the host's state in that
+# moment and not the code. The pairs' log ratios d are then judged as d - theta x, theta the
+# least-squares slope of d on x: the part of each pair's ratio the host's state predicts is
+# taken out, and E[x] = 0 leaves the center unbiased. From MIN_PROBE_PAIRS pairs (theta needs
+# them), and only while the probe's own ratio is no change at the figure's level: a probe that
+# moved means the code, or one side's process, slows work the engine does not do, and the
+# pairs are then judged as they are.
+MIN_PROBE_PAIRS = 20
+
+
+def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[np.ndarray, float, dict]:
+    """(the log ratios to judge, the factor that widens their spread, what the probe did).
+
+    The factor allows for theta being estimated: the residual variance over n - 2 degrees of
+    freedom, and the variance theta's error adds to the mean through the probe's own mean
+    (a regression's standard error at x = 0: s^2 (1/n + mean(x)^2 / Sxx))."""
+    n = int(logs.size)
+    info: dict = {"n": n, "probe_ratio": math.exp(float(x.mean())) if n else None, "used": False}
+    if n < MIN_PROBE_PAIRS:
+        info["why"] = f"fewer than {MIN_PROBE_PAIRS} pairs"
+        return logs, 1.0, info
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    if sxx <= 0.0 or float(logs.std()) == 0.0:
+        info["why"] = "the probe or the figure did not vary"
+        return logs, 1.0, info
+    infl, _ = serial_inflation(x)
+    se_x = math.sqrt(sxx / (n - 1)) * infl / math.sqrt(n)
+    p_x = float(2.0 * scipy_stats().t.sf(abs(float(x.mean())) / se_x, n - 1))
+    info["probe_p"] = p_x
+    # The figure's own level before any Benjamini-Hochberg selection, so that the p-value and
+    # the verdict of one figure make the same choice.
+    if p_x < design.alpha * design.look_share / design.figures:
+        info["why"] = "the probe itself moved"
+        return logs, 1.0, info
+    theta = float(xc @ (logs - logs.mean())) / sxx
+    adjusted = logs - theta * x
+    widen = math.sqrt((n - 1) / (n - 2) * (1.0 + n * float(x.mean()) ** 2 / sxx))
+    removed = 1.0 - float(adjusted.var(ddof=1)) * (n - 1) / (n - 2) / float(logs.var(ddof=1))
+    corr = float(np.corrcoef(logs, x)[0, 1])
+    info.update(used=True, theta=theta, corr=corr, variance_removed=removed, widen=widen)
+    return adjusted, widen, info
+
+
+def probe_note(info: dict | None) -> str | None:
+    """One clause for a verdict's note: what the probe did, or why it was not used."""
+    if not info or info.get("probe_ratio") is None:
+        return None
+    if info.get("used"):
+        took = (f"{info['variance_removed']:.0%} of their variance taken out" if info["variance_removed"] >= 0.005
+                else "none of their variance taken out")
+        return f"adjusted for the dispatch probe (correlation {info['corr']:+.2f} with the pairs' ratios, {took})"
+    if info.get("why") == "the probe itself moved":
+        return (f"not adjusted for the dispatch probe: the probe itself moved {info['probe_ratio'] - 1.0:+.1%} "
+                f"between the sides (the code, or one side's process, slows work the engine does not do)")
+    return None
+
+
 @dataclass(frozen=True)
 class _Reading:
     """One location estimate of the per-pair log ratios and its standard error."""
@@ -260,44 +321,67 @@ class _Reading:
     autocorr: float | None
 
 
-def _mean_reading(logs: np.ndarray) -> _Reading:
-    sd = float(logs.std(ddof=1))
+def _mean_reading(logs: np.ndarray, widen: float = 1.0) -> _Reading:
+    sd = float(logs.std(ddof=1)) * widen
     infl, r1 = serial_inflation(logs)
     return _Reading(float(logs.mean()), sd * infl / math.sqrt(logs.size), sd, infl, r1)
 
 
-def _robust_reading(logs: np.ndarray) -> _Reading | None:
+def _robust_reading(logs: np.ndarray, widen: float = 1.0) -> _Reading | None:
     if logs.size < MIN_ROBUST_PAIRS:
         return None
     h = huber_location(logs)
     if h is None:
         return None
     mu, influence = h
-    spread = float(influence.std(ddof=1))
+    spread = float(influence.std(ddof=1)) * widen
     infl, r1 = serial_inflation(influence)
     return _Reading(mu, spread * infl / math.sqrt(logs.size), spread, infl, r1)
 
 
-def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Paired:
-    """Judge head against base, pair by pair (base[i] and head[i] ran next to each other)."""
+def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[float], Sequence[float]] | None,
+          design: Design) -> tuple[np.ndarray, float, dict | None]:
+    """The usable pairs' log ratios (head / base), adjusted for the probe when it has one for each
+    pair: (logs, widen, what the probe did)."""
+    b = np.asarray(base, dtype=float)
+    h = np.asarray(head, dtype=float)
+    if b.shape != h.shape or b.ndim != 1:
+        raise ValueError(f"base and head must be paired sequences of one length, got {b.shape} and {h.shape}")
+    keep = np.isfinite(b) & np.isfinite(h) & (b > 0) & (h > 0)
+    if probe is None:
+        return np.log(h[keep] / b[keep]), 1.0, None
+    pb, ph = np.asarray(probe[0], dtype=float), np.asarray(probe[1], dtype=float)
+    if pb.shape != b.shape or ph.shape != b.shape:
+        raise ValueError(f"the probe's pairs must match the figure's, got {pb.shape} and {ph.shape} for {b.shape}")
+    keep &= np.isfinite(pb) & np.isfinite(ph) & (pb > 0) & (ph > 0)
+    return adjust_for_probe(np.log(h[keep] / b[keep]), np.log(ph[keep] / pb[keep]), design)
+
+
+def analyze(base: Sequence[float], head: Sequence[float], design: Design,
+            probe: tuple[Sequence[float], Sequence[float]] | None = None) -> Paired:
+    """Judge head against base, pair by pair (base[i] and head[i] ran next to each other).
+    probe: the dispatch probe's (base, head) times of the same pairs, a covariate
+    (adjust_for_probe)."""
     b = np.asarray(base, dtype=float)
     h = np.asarray(head, dtype=float)
     if b.shape != h.shape or b.ndim != 1:
         raise ValueError(f"base and head must be paired sequences of one length, got {b.shape} and {h.shape}")
     keep = np.isfinite(b) & np.isfinite(h)
-    b, h = b[keep], h[keep]
-    n = int(b.size)
+    n = int(keep.sum())
     if n == 0:
         return Paired(0, None, None, None, None, "inconclusive", "no pairs")
-    if np.any(b <= 0) or np.any(h <= 0):
+    if np.any(b[keep] <= 0) or np.any(h[keep] <= 0):
         return Paired(n, None, None, None, None, "inconclusive", "non-positive values: no ratio to judge")
-    logs = np.log(h / b)
+    logs, widen, probe_info = _logs(base, head, probe, design)
+    n = int(logs.size)
+    if n == 0:
+        return Paired(0, None, None, None, None, "inconclusive", "no pairs with a probe reading")
     mean_ratio = math.exp(float(logs.mean()))
     if n < 2:
         return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
-                      mean_ratio=mean_ratio)
-    mean = _mean_reading(logs)
-    robust = _robust_reading(logs)
+                      mean_ratio=mean_ratio, probe=probe_info)
+    mean = _mean_reading(logs, widen)
+    robust = _robust_reading(logs, widen)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
     main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
     q_a, _ = _quantiles(n, design, share)
@@ -336,8 +420,10 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design) -> Pai
     if main.inflation >= 1.1:   # say why the interval is wider than the pairs' spread alone would make it
         notes.append(f"successive pairs alike (lag-1 autocorrelation {main.autocorr:+.2f}): "
                      f"interval {main.inflation:.2f}x the independent-pairs one")
+    if (said := probe_note(probe_info)) is not None:
+        notes.append(said)
     return Paired(n, ratio, lo, hi, det, verdict, "; ".join(notes), mean.spread, main.inflation, main.autocorr,
-                  "huber" if robust else "mean", mean_ratio, main.spread)
+                  "huber" if robust else "mean", mean_ratio, main.spread, probe_info)
 
 
 def _p(reading: _Reading, n: int) -> float:
@@ -346,36 +432,39 @@ def _p(reading: _Reading, n: int) -> float:
     return float(2.0 * scipy_stats().t.sf(abs(reading.center) / reading.se, n - 1))
 
 
-def p_value(base: Sequence[float], head: Sequence[float]) -> float:
+def p_value(base: Sequence[float], head: Sequence[float], design: Design = Design(),
+            probe: tuple[Sequence[float], Sequence[float]] | None = None) -> float:
     """Two-sided p-value against no change with analyze()'s readings: the mean's t test, or from
     MIN_ROBUST_PAIRS pairs the smaller of the robust location's and the tails' guard's p-values,
-    each over its share of the level (Bonferroni); 1.0 without two usable pairs or spread."""
-    b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
-    keep = np.isfinite(b) & np.isfinite(h) & (b > 0) & (h > 0)
-    logs = np.log(h[keep] / b[keep])
+    each over its share of the level (Bonferroni); 1.0 without two usable pairs or spread. With a
+    probe, on the adjusted ratios (whether to adjust is decided at the design's level)."""
+    logs, widen, _ = _logs(base, head, probe, design)
     if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
         return 1.0
-    mean, robust = _mean_reading(logs), _robust_reading(logs)
+    mean, robust = _mean_reading(logs, widen), _robust_reading(logs, widen)
     if robust is None:
         return _p(mean, logs.size)
     return min(1.0, _p(robust, logs.size) / (1.0 - TAIL_SHARE), _p(mean, logs.size) / TAIL_SHARE)
 
 
-def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design) -> list[Paired]:
+def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design,
+                 probes: Sequence[tuple[Sequence[float], Sequence[float]] | None] | None = None) -> list[Paired]:
     """The gated figures of one check, judged together: Benjamini-Hochberg over their p-values at
     this look's share of alpha (a = alpha x look_share) selects R of the m figures; a selected
     figure is judged at R a / m (its interval then excludes no change: a false-coverage-rate
-    interval), the others at a / m. With every figure unchanged this is the family-wise level."""
+    interval), the others at a / m. With every figure unchanged this is the family-wise level.
+    probes: each figure's dispatch-probe pairs, or None (analyze)."""
     m = len(pairs)
     if m == 0:
         return []
     design = replace(design, figures=m, selected=1)
-    ps = [p_value(b, h) for b, h in pairs]
+    probes = list(probes) if probes is not None else [None] * m
+    ps = [p_value(b, h, design, pr) for (b, h), pr in zip(pairs, probes)]
     q = design.alpha * design.look_share
     ranked = sorted(range(m), key=lambda i: ps[i])
     r = max((k + 1 for k, i in enumerate(ranked) if ps[i] <= (k + 1) * q / m), default=0)
     chosen = set(ranked[:r])
-    return [analyze(b, h, replace(design, selected=r) if i in chosen else design)
+    return [analyze(b, h, replace(design, selected=r) if i in chosen else design, probes[i])
             for i, (b, h) in enumerate(pairs)]
 
 

@@ -172,22 +172,28 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
     """Every paired figure of the two sides (gated first, in suite arm order)."""
     import statistics
 
-    table = comparisons.between_sessions(base_runs, head_runs)
+    table, probes = comparisons.between_sessions_probed(base_runs, head_runs)
     order = {a: i for i, a in enumerate(arms)}
     items = sorted(table.items(), key=lambda kv: (kv[0][1] != comparisons.MS_PER_TOKEN,
                                                   order.get(kv[0][0], 99), kv[0][1]))
     gated = [(k, v) for k, v in items if k[1] == comparisons.MS_PER_TOKEN]
     # The gated figures together (Benjamini-Hochberg over them); diagnostics one by one.
-    results = dict(zip([k for k, _ in gated], paired.judge_family([v for _, v in gated], design)))
+    results = dict(zip([k for k, _ in gated], paired.judge_family([v for _, v in gated], design,
+                                                                  [probes.get(k) for k, _ in gated])))
     out = []
     for (arm, fig), (xs, ys) in items:
         is_gated = fig == comparisons.MS_PER_TOKEN
         if gated_only and not is_gated:
             continue
-        r = results[(arm, fig)] if is_gated else paired.analyze(xs, ys, design)
+        r = results[(arm, fig)] if is_gated else paired.analyze(xs, ys, design, probes.get((arm, fig)))
         out.append(Figure(arm, fig, is_gated, r, statistics.median(xs) if xs else None,
                           statistics.median(ys) if ys else None))
     if not gated_only:
+        # The probe itself, shown: what it read on each side is what the verdicts subtracted.
+        for arm in sorted({a for a, f in probes if f == comparisons.MS_PER_TOKEN}, key=lambda a: order.get(a, 99)):
+            xs, ys = probes[(arm, comparisons.MS_PER_TOKEN)]
+            out.append(Figure(arm, comparisons.PROBE, False, paired.analyze(xs, ys, design),
+                              statistics.median(xs), statistics.median(ys)))
         out += exact_figures(base_runs, head_runs, arms)
     return out
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.collect.host.probe import dispatch_probe_ms
 from harness.collect.suite import Arm, Pairing, Prompt, Settings
 from harness.core.declare import builtin_modules
 from harness.core.schema import ArmInfo, Diagnostics, EngineInfo, EngineResult, Gate, ResultError, decode_engine_result
@@ -41,6 +42,7 @@ class EngineOutput:
     result: EngineResult
     overrides: dict[str, str]       # arm env + inherited prefixed env, as the engine saw it
     stderr_tail: str | None = None
+    probe_ms: float | None = None   # the dispatch probe right after the run (suite `probe`)
 
 
 class EngineFailure(Exception):
@@ -245,4 +247,8 @@ class Engines:
         kind = req.arm.adapter
         if kind not in self.adapters:
             self.adapters[kind] = _adapter(kind)
-        return self.adapters[kind].run(req)
+        out = self.adapters[kind].run(req)
+        if req.settings.probe:
+            # In this process, the one that dispatched an in-process engine's work.
+            out.probe_ms = dispatch_probe_ms()
+        return out

@@ -72,6 +72,9 @@ class Settings:
     thresholds: dict[str, float] = field(default_factory=dict)
     alpha: float = 0.05                      # significance level, in (0, 0.5]
     looks: int = 4                           # interim looks at the data, >= 1
+    # Time the dispatch probe (harness.collect.host.probe) after every run, and let the paired
+    # verdict subtract what it predicts of a pair's ratio (docs/statistics.md).
+    probe: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,146 @@
+"""The dispatch probe: timed after every run when a suite asks for it, carried from a worker
+process into the record, and used by the paired verdict as a covariate that takes the host's
+moment out of each pair's ratio, without moving the verdict's center or its false-alarm level."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from harness_helpers import command_arm, write_suite
+
+from harness.analyze import comparisons, paired
+from harness.ci.commits import judge
+from harness.collect import runner
+from harness.collect.engines import Engines
+from harness.collect.plan import build_plan
+from harness.collect.suite import load_suite
+from harness.collect.worker import Worker
+from harness.core.errors import UserError
+
+D = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+
+
+def _moment(rng, n, sd_state=0.08, sd_own=0.04, sd_probe=0.04, change=0.0, probe_change=0.0):
+    """n pairs: each pair's two runs meet different moments of the host (state), which move the
+    figure and the probe alike; each has its own noise besides. Returns (base, head, probes)."""
+    state = rng.normal(0.0, sd_state, n)
+    d = change + state + rng.normal(0.0, sd_own, n)
+    x = probe_change + state + rng.normal(0.0, sd_probe, n)
+    base = np.full(n, 5.0)
+    return base, base * np.exp(d), (np.full(n, 4.0), 4.0 * np.exp(x))
+
+
+def test_the_probe_takes_the_hosts_moment_out_and_keeps_a_real_change():
+    rng = np.random.default_rng(3)
+    b, h, pr = _moment(rng, 300, change=math.log(1.03))
+    plain, adjusted = paired.analyze(b, h, D), paired.analyze(b, h, D, pr)
+    # The state is 4/5 of each pair's variance and the probe sees it with noise 1/4 of it: about
+    # two thirds of the variance goes, and the interval narrows by nearly half.
+    assert adjusted.probe["used"] and 0.5 < adjusted.probe["variance_removed"] < 0.8
+    assert adjusted.detectable < 0.7 * plain.detectable
+    assert adjusted.hi - adjusted.lo < 0.7 * (plain.hi - plain.lo)
+    # A change of the figure alone (not of the probe) stays whole.
+    assert adjusted.lo < 1.03 < adjusted.hi and adjusted.verdict == "worse"
+    assert "adjusted for the dispatch probe" in adjusted.note and plain.probe is None
+
+
+def test_a_probe_that_moved_is_not_subtracted_and_the_note_says_so():
+    # Head's process does everything 5% slower, the engine and the probe alike: subtracting the
+    # probe would hide that; the verdict is then the unadjusted one.
+    rng = np.random.default_rng(4)
+    b, h, pr = _moment(rng, 200, change=math.log(1.05), probe_change=math.log(1.05))
+    got, plain = paired.analyze(b, h, D, pr), paired.analyze(b, h, D)
+    assert got.probe["used"] is False and got.probe["why"] == "the probe itself moved"
+    assert (got.ratio, got.lo, got.hi, got.verdict) == (plain.ratio, plain.lo, plain.hi, plain.verdict)
+    assert got.verdict == "worse" and "the probe itself moved +5" in got.note
+
+
+def test_below_the_minimum_pairs_the_probe_is_kept_but_not_used():
+    rng = np.random.default_rng(5)
+    b, h, pr = _moment(rng, paired.MIN_PROBE_PAIRS - 1)
+    got = paired.analyze(b, h, D, pr)
+    assert got.probe["used"] is False and got.detectable == paired.analyze(b, h, D).detectable
+    with pytest.raises(ValueError, match="probe's pairs must match"):
+        paired.analyze(b, h, D, (pr[0][:5], pr[1][:5]))
+
+
+@pytest.mark.parametrize("corr_state", [0.0, 0.8])
+def test_with_the_probe_no_change_keeps_the_false_alarm_level(corr_state):
+    # theta is estimated from the same pairs: the interval allows for it (n - 2 degrees of
+    # freedom, the probe's own mean), so an A/A check still alarms at most at its level, whether
+    # the probe predicts much (0.8) or nothing (0.0).
+    rng = np.random.default_rng(9)
+    design = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+    sims, n = 1500, 40
+    alarms = 0
+    for _ in range(sims):
+        b, h, pr = _moment(rng, n, sd_state=0.08 * corr_state + 1e-9, sd_own=0.05)
+        alarms += paired.analyze(b, h, design, pr).verdict in ("worse", "improved")
+    assert alarms / sims < 0.065, alarms / sims
+
+
+def test_the_family_uses_each_figures_probe():
+    rng = np.random.default_rng(6)
+    b, h, pr = _moment(rng, 200, change=math.log(1.025))
+    b2, h2, _ = _moment(rng, 200)
+    with_probe = paired.judge_family([(b, h), (b2, h2)], D, [pr, None])
+    without = paired.judge_family([(b, h), (b2, h2)], D)
+    assert with_probe[0].probe["used"] and with_probe[1].probe is None
+    assert with_probe[0].detectable < without[0].detectable
+    assert paired.p_value(b, h, D, pr) < paired.p_value(b, h, D)
+
+
+def _run(arm, rep, mpt, probe):
+    return {"arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "ms_per_token": mpt,
+            "probe_ms": probe, "diagnostics": {"mode": "classic"}}
+
+
+def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
+    rng = np.random.default_rng(8)
+    b, h, (pb, ph) = _moment(rng, 60, change=math.log(1.04))
+    base = [_run("c", i, b[i], pb[i]) for i in range(60)]
+    head = [_run("c", i, h[i], ph[i]) for i in range(60)]
+    table, probes = comparisons.between_sessions_probed(base, head)
+    assert probes[("c", "ms/token")] == (list(pb), list(ph))
+    figs = {f.figure: f for f in judge(base, head, ["c"], D)}
+    assert figs["ms/token"].result.probe["used"]
+    assert figs[comparisons.PROBE].gated is False and figs[comparisons.PROBE].result.n == 60
+    # One run without a reading (a probe that could not run): that figure is judged without it.
+    head[7] = {**head[7], "probe_ms": None}
+    assert comparisons.between_sessions_probed(base, head)[1] == {}
+    assert judge(base, head, ["c"], D)[0].result.probe is None
+
+
+def test_within_a_session_each_arm_against_classic_uses_the_probe():
+    rng = np.random.default_rng(10)
+    b, h, (pb, ph) = _moment(rng, 40)
+    rec = {"suite": {"arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
+                              {"name": "s", "block": 3, "pairing": "x", "engine": "e"}]},
+           "runs": [r for i in range(40) for r in (_run("c", i, b[i], pb[i]), _run("s", i, h[i], ph[i]))]}
+    assert comparisons.judge_vs_classic(rec, D)["s"].probe["used"]
+
+
+def test_a_suite_asks_for_the_probe_and_the_runner_records_it(tmp_path: Path):
+    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=2, probe=True))
+    runs = [runner.run_one(p, suite, Engines(), runner.NullUI(), None) for p in build_plan(suite)]
+    assert all(isinstance(r["probe_ms"], float) and r["probe_ms"] > 0 for r in runs)
+    off = load_suite(write_suite(tmp_path, [command_arm("a")], name="off", repetitions=1))
+    assert off.settings.probe is False
+    assert runner.run_one(build_plan(off)[0], off, Engines(), runner.NullUI(), None)["probe_ms"] is None
+    with pytest.raises(UserError, match="probe"):
+        load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", probe="yes"))
+
+
+def test_a_worker_process_times_the_probe_and_hands_it_over(tmp_path: Path):
+    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=1, probe=True))
+    w = Worker("base", tmp_path, suite.to_dict(), tmp_path / "logs")
+    try:
+        plan = build_plan(suite)
+        out = w.run(runner.RunRequest(arm=suite.arm(plan[0].arm), pairing=suite.pairing(plan[0].pairing),
+                                      prompt=suite.prompt(plan[0].prompt), settings=suite.settings))
+    finally:
+        w.close()
+    assert isinstance(out.probe_ms, float) and out.probe_ms > 0
