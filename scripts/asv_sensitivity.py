@@ -85,13 +85,14 @@ def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, 
         if f["gated"] and f["arm"] == "classic":
             row.update(classic_verdict=f["verdict"], classic_ratio=f["ratio"], classic_n=f["n"],
                        classic_detectable=f["detectable_value"])
-    row["pairs"] = pair_stats(data.get("records") or {})
+    row["pairs"] = pair_stats(data.get("records") or {}, data.get("design"))
     return row
 
 
-def pair_stats(records: dict) -> dict:
+def pair_stats(records: dict, design: dict | None = None) -> dict:
     """Per arm, the check's paired log-ratios of ms/token: their number, mean, sd and serial
-    correlation."""
+    correlation; with the dispatch probe (suite `probe`), its log ratios too, and the same pairs
+    judged at the check's last design with and without it (what the probe bought)."""
     import numpy as np
 
     from harness.analyze import comparisons, paired
@@ -105,7 +106,8 @@ def pair_stats(records: dict) -> dict:
     if set(runs) != {"base", "head"}:
         return {}
     out = {}
-    for (arm, fig), (xs, ys) in comparisons.between_sessions(runs["base"], runs["head"]).items():
+    table, probes = comparisons.between_sessions_probed(runs["base"], runs["head"])
+    for (arm, fig), (xs, ys) in table.items():
         logs = [math.log(y / x) for x, y in zip(xs, ys) if x > 0 and y > 0]
         if fig == comparisons.MS_PER_TOKEN and len(logs) >= 3:
             # the MAD's normal-equivalent sd beside the sd: far below it means heavy tails (a few
@@ -117,7 +119,24 @@ def pair_stats(records: dict) -> dict:
                         "sd_log_mad": 1.4826 * statistics.median(abs(x - med) for x in logs),
                         "serial_inflation": infl, "autocorr": r1,
                         "logs": [round(x, 5) for x in logs]}
+            if (pr := probes.get((arm, fig))) is not None and design:
+                out[arm].update(probe_gain(xs, ys, pr, design))
     return out
+
+
+def probe_gain(xs: list[float], ys: list[float], pr: tuple[list[float], list[float]], design: dict) -> dict:
+    """One figure's pairs judged with and without the probe, at the check's own design."""
+    from harness.analyze import paired
+
+    d = paired.Design(**{k: design[k] for k in ("threshold", "alpha", "looks", "figures", "power", "floor",
+                                                "selected", "look") if k in design})
+    got = {"probe_logs": [round(math.log(q / p), 5) for p, q in zip(*pr)]}
+    for name, probe in (("with_probe", pr), ("without_probe", None)):
+        r = paired.analyze(xs, ys, d, probe)
+        got[name] = {"ratio": r.ratio, "detectable": r.detectable, "verdict": r.verdict,
+                     "spread": r.spread, "inflation": r.inflation, "pairs_needed": paired.plan(r, d)}
+    got["probe"] = paired.analyze(xs, ys, d, pr).probe
+    return got
 
 
 def process_effect(rows: list[dict]) -> dict | None:

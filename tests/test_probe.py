@@ -12,7 +12,8 @@ import pytest
 from harness_helpers import command_arm, write_suite
 
 from harness.analyze import comparisons, paired
-from harness.ci.commits import judge
+from harness.ci import prcheck
+from harness.ci.commits import Comparison, judge
 from harness.collect import runner
 from harness.collect.engines import Engines
 from harness.collect.plan import build_plan
@@ -98,6 +99,10 @@ def _run(arm, rep, mpt, probe):
             "probe_ms": probe, "diagnostics": {"mode": "classic"}}
 
 
+META = {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0}
+RECS = {"base": "b.json", "head": "h.json"}
+
+
 def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     rng = np.random.default_rng(8)
     b, h, (pb, ph) = _moment(rng, 60, change=math.log(1.04))
@@ -108,10 +113,17 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     figs = {f.figure: f for f in judge(base, head, ["c"], D)}
     assert figs["ms/token"].result.probe["used"]
     assert figs[comparisons.PROBE].gated is False and figs[comparisons.PROBE].result.n == 60
+    # The check's comment says the pairs were adjusted, and which figures.
+    c = Comparison("b" * 40, "h" * 40, D, list(figs.values()), [], {}, RECS, {"rounds": 60, "stopped_because": "budget"}, 1.0)
+    md = prcheck.render_markdown(c, META)
+    assert "the dispatch probe, `probe = true`); for c ms/token the part" in md
+    assert "dispatch probe ms | c |" in md
     # One run without a reading (a probe that could not run): that figure is judged without it.
     head[7] = {**head[7], "probe_ms": None}
     assert comparisons.between_sessions_probed(base, head)[1] == {}
     assert judge(base, head, ["c"], D)[0].result.probe is None
+    c = Comparison("b" * 40, "h" * 40, D, judge(base, head, ["c"], D), [], {}, RECS, {"rounds": 60}, 1.0)
+    assert "dispatch probe" not in prcheck.render_markdown(c, META)
 
 
 def test_within_a_session_each_arm_against_classic_uses_the_probe():

@@ -119,6 +119,16 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
+def _probe_sentence(c: Comparison) -> str:
+    """Say that the pairs were adjusted for the dispatch probe, where any gated figure was."""
+    used = [f"{f.arm} {f.figure}" for f in c.figures if f.gated and (f.result.probe or {}).get("used")]
+    if not used:
+        return ""
+    return (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `probe = true`); "
+            f"for {', '.join(used)} the part of each pair's log ratio the probe's own ratio predicts was taken "
+            f"out first (docs/statistics.md, \"The dispatch probe\"), each figure's note says how much. ")
+
+
 def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] | None = None,
                     asv_table: str = "") -> str:
     d = c.design
@@ -148,7 +158,7 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
               f"change of at least {d.min_effect:.0%}; unchanged needs the interval inside ±{d.threshold:.0%} "
               f"and a smallest detectable change below it; anything else is inconclusive. "
-              f"Exit status {st} ({EXIT_WORDS[st]}).", ""]
+              f"{_probe_sentence(c)}Exit status {st} ({EXIT_WORDS[st]}).", ""]
     lines += ["| verdict | figure | arm | base median | head median | pairs | change (interval) | "
               "smallest detectable | asv | note |", "|---|---|---|---|---|---|---|---|---|---|"]
     for f in c.figures:
