@@ -157,6 +157,24 @@ def process_effect(rows: list[dict]) -> dict | None:
             "per_check_effect_sd": math.expm1(math.sqrt(max(0.0, excess)))}
 
 
+def probe_summary(rows: list[dict]) -> dict:
+    """Per arm over the checks that used the dispatch probe: the share of the pairs' variance it
+    took out, and the smallest detectable change of the same pairs with and without it."""
+    out: dict = {}
+    for arm in sorted({a for r in rows for a in (r.get("pairs") or {})}):
+        gs = [r["pairs"][arm] for r in rows if arm in (r.get("pairs") or {}) and "with_probe" in r["pairs"][arm]]
+        gs = [g for g in gs if (g.get("probe") or {}).get("used")]
+        if not gs:
+            continue
+        removed = sorted(g["probe"]["variance_removed"] for g in gs)
+        w = sorted(g["with_probe"]["detectable"] for g in gs)
+        wo = sorted(g["without_probe"]["detectable"] for g in gs)
+        out[arm] = {"checks": len(gs), "variance_removed_median": removed[len(gs) // 2],
+                    "variance_removed_min": removed[0], "variance_removed_max": removed[-1],
+                    "detectable_with_median": w[len(gs) // 2], "detectable_without_median": wo[len(gs) // 2]}
+    return out
+
+
 def pooled_effect(rows: list[dict]) -> float | None:
     """The fault's effect on classic ms/token over every check of one head (n-weighted log mean)."""
     pts = [(r["classic_n"], math.log(r["classic_ratio"])) for r in rows if r.get("classic_ratio")]
@@ -213,7 +231,8 @@ def main() -> int:
                          "true_effect_pooled": pooled_effect(rs),
                          "duration_s_max": max(r["duration_s"] for r in rs),
                          "duration_s_median": sorted(r["duration_s"] for r in rs)[len(rs) // 2],
-                         "process_effect": process_effect(rs) if head == "A/A" else None}
+                         "process_effect": process_effect(rs) if head == "A/A" else None,
+                         "probe": probe_summary(rs)}
     result = {"command": args.command, "suite": args.suite, "budget_s": args.budget_s, "threshold": args.threshold,
               "argv": sys.argv, "rows": rows, "summary": summary}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -225,6 +244,12 @@ def main() -> int:
         print(f"{head:<8} {s['checks']:>6} {s['exit_1']:>5} {s['exit_3']:>7} {s['exit_0']:>5} {s['classic_worse']:>13} "
               f"{('-' if dm is None else f'{dm:.1%}, {dx:.1%}'):>25} {('-' if te is None else f'{te:+.1%}'):>11} "
               f"{s['duration_s_median']:>7.0f}, {s['duration_s_max']:.0f}")
+    for head, s in summary.items():
+        for arm, g in (s.get("probe") or {}).items():
+            print(f"{head} {arm}: the dispatch probe took out {g['variance_removed_median']:.0%} of the pairs' variance "
+                  f"(median of {g['checks']} checks, {g['variance_removed_min']:.0%} to {g['variance_removed_max']:.0%}); "
+                  f"the same pairs' smallest detectable change {g['detectable_with_median']:.1%} with it, "
+                  f"{g['detectable_without_median']:.1%} without")
     pe = (summary.get("A/A") or {}).get("process_effect")
     if pe:
         print(f"\nA/A, {pe['checks_x_arms']} checks x arms: var(z) {pe['var_z']:.2f} against {pe['var_z_expected']:.2f} "

@@ -63,3 +63,24 @@ def test_serially_correlated_pairs_are_not_read_as_a_process_effect():
     pe, pe_bare = _script().process_effect(rows), _script().process_effect(bare)
     assert pe_bare["var_z"] > pe_bare["var_z_expected"] + 3 * pe_bare["var_z_se"]
     assert abs(pe["var_z"] - pe["var_z_expected"]) < 3 * pe["var_z_se"]
+
+
+def test_each_check_is_judged_with_and_without_the_probe_and_summarised():
+    mod = _script()
+    rng = np.random.default_rng(2)
+    rows = []
+    for _ in range(3):
+        state = rng.normal(0.0, 0.1, 80)
+        xs = list(np.full(80, 5.0))
+        ys = list(5.0 * np.exp(state + rng.normal(0.0, 0.04, 80)))
+        probe = (list(np.full(80, 4.0)), list(4.0 * np.exp(state + rng.normal(0.0, 0.04, 80))))
+        design = {"threshold": 0.05, "alpha": 0.05, "looks": 4, "figures": 1, "look": 4}
+        rows.append({"pairs": {"classic": mod.probe_gain(xs, ys, probe, design)}})
+    g = rows[0]["pairs"]["classic"]
+    assert g["probe"]["used"] and len(g["probe_logs"]) == 80
+    assert g["with_probe"]["detectable"] < g["without_probe"]["detectable"]
+    assert g["with_probe"]["pairs_needed"] < g["without_probe"]["pairs_needed"]
+    s = mod.probe_summary(rows)["classic"]
+    assert s["checks"] == 3 and 0.6 < s["variance_removed_median"] < 0.95
+    assert s["detectable_with_median"] < s["detectable_without_median"]
+    assert mod.probe_summary([{"pairs": {"classic": {"n": 3}}}]) == {}
