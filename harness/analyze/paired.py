@@ -123,7 +123,8 @@ class Paired:
     # 2026-12-05) or "huber" (a robust location of the per-pair log ratios: a few pairs the host
     # disturbed weigh little).
     location: str = "mean"
-    mean_ratio: float | None = None  # the geometric mean of the per-pair ratios, always
+    mean_ratio: float | None = None  # the geometric mean of the per-pair ratios, always (of the
+                                     # adjusted ones when the dispatch probe was used)
     spread: float | None = None    # per-pair spread the interval rests on (sd_log, or the Huber
                                    # influence values' sd), before the serial inflation
     # The dispatch probe as a covariate (adjust_for_probe), when the pairs had one: None without.
