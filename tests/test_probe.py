@@ -68,17 +68,19 @@ def test_below_the_minimum_pairs_the_probe_is_kept_but_not_used():
         paired.analyze(b, h, D, (pr[0][:5], pr[1][:5]))
 
 
-@pytest.mark.parametrize("corr_state", [0.0, 0.8])
-def test_with_the_probe_no_change_keeps_the_false_alarm_level(corr_state):
+@pytest.mark.parametrize("corr_state,tails", [(0.0, False), (0.8, False), (0.8, True)])
+def test_with_the_probe_no_change_keeps_the_false_alarm_level(corr_state, tails):
     # theta is estimated from the same pairs: the interval allows for it (n - 2 degrees of
     # freedom, the probe's own mean), so an A/A check still alarms at most at its level, whether
-    # the probe predicts much (0.8) or nothing (0.0).
+    # the probe predicts much (0.8) or nothing (0.0), and with a few disturbed pairs (t, 3 df).
     rng = np.random.default_rng(9)
     design = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
     sims, n = 1500, 40
     alarms = 0
     for _ in range(sims):
         b, h, pr = _moment(rng, n, sd_state=0.08 * corr_state + 1e-9, sd_own=0.05)
+        if tails:
+            h = h * np.exp(0.03 * rng.standard_t(3, n))
         alarms += paired.analyze(b, h, design, pr).verdict in ("worse", "improved")
     assert alarms / sims < 0.065, alarms / sims
 
@@ -156,3 +158,22 @@ def test_a_worker_process_times_the_probe_and_hands_it_over(tmp_path: Path):
     finally:
         w.close()
     assert isinstance(out.probe_ms, float) and out.probe_ms > 0
+
+
+def test_a_few_disturbed_pairs_do_not_set_the_slope():
+    # The host disturbs a tenth of the pairs, and then both the run and the probe are slow: those
+    # pairs alone correlate the two. A least-squares slope follows them and adds the probe's own
+    # noise to every other pair (the typical pair's spread grows); the Huber slope does not.
+    rng = np.random.default_rng(12)
+    n = 120
+    d, x = rng.normal(0.0, 0.04, n), rng.normal(0.0, 0.06, n)
+    hit = rng.random(n) < 0.1
+    shock = rng.normal(0.0, 0.4, n)
+    d[hit] += shock[hit]
+    x[hit] += shock[hit]
+    ols = float(np.polyfit(x, d, 1)[0])
+    assert ols > 0.5 and abs(paired.huber_slope(d, x)) < 0.25
+    b, h, pr = np.ones(n), np.exp(d), (np.ones(n), np.exp(x))
+    with_probe, without = paired.analyze(b, h, D, pr), paired.analyze(b, h, D)
+    assert with_probe.spread < 1.1 * without.spread
+    assert paired.huber_location(d - ols * x)[1].std() > 1.3 * without.spread

@@ -255,12 +255,44 @@ def huber_location(logs: np.ndarray) -> tuple[float, np.ndarray] | None:
 # The dispatch probe (harness.collect.host.probe) is a covariate: the same fixed work on both
 # sides, timed right after each run, so its pair log ratio x follows the host's state in that
 # moment and not the code. The pairs' log ratios d are then judged as d - theta x, theta the
-# least-squares slope of d on x: the part of each pair's ratio the host's state predicts is
-# taken out, and E[x] = 0 leaves the center unbiased. From MIN_PROBE_PAIRS pairs (theta needs
-# them), and only while the probe's own ratio is no change at the figure's level: a probe that
-# moved means the code, or one side's process, slows work the engine does not do, and the
-# pairs are then judged as they are.
-MIN_PROBE_PAIRS = 20
+# Huber regression slope of d on x: the part of each pair's ratio the host's state predicts is
+# taken out, and E[x] = 0 leaves the center unbiased. Robust like the location judged after it:
+# a least-squares slope follows the few pairs the host disturbed (where run and probe were both
+# slow) and then adds the probe's own noise to every other pair; on the CPU host that made the
+# typical pair's spread wider, not narrower (docs/statistics.md). From MIN_PROBE_PAIRS pairs
+# (theta needs them; the Huber location starts there too), and only while the probe's own ratio
+# is no change at the figure's level: a probe that moved means the code, or one side's process,
+# slows work the engine does not do, and the pairs are then judged as they are.
+MIN_PROBE_PAIRS = MIN_ROBUST_PAIRS
+
+
+def _huber_weights(z: np.ndarray) -> np.ndarray:
+    u = np.abs(z)
+    return np.where(u <= HUBER_C, 1.0, HUBER_C / np.maximum(u, 1e-300))
+
+
+def huber_slope(d: np.ndarray, x: np.ndarray) -> float:
+    """The slope of a Mallows-type robust regression of d on x (with an intercept): Huber weights
+    on the residuals, and on x itself, so that neither a pair far off the line nor a pair with an
+    extreme probe reading sets it (a disturbance that slowed a run and its probe alike lies on a
+    steep line of its own). Iteratively reweighted least squares from the least-squares fit,
+    scales 1.4826 x MAD (the residuals' at each step)."""
+    X = np.column_stack([np.ones_like(x), x])
+    sx = 1.4826 * float(np.median(np.abs(x - np.median(x))))
+    wx = _huber_weights((x - np.median(x)) / sx) if sx > 0.0 else np.ones_like(x)
+    beta = np.linalg.lstsq(X, d, rcond=None)[0]
+    for _ in range(100):
+        r = d - X @ beta
+        s = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        if s <= 0.0:
+            break
+        w = np.sqrt(_huber_weights(r / s) * wx)
+        new = np.linalg.lstsq(X * w[:, None], d * w, rcond=None)[0]
+        done = float(np.max(np.abs(new - beta))) < 1e-12
+        beta = new
+        if done:
+            break
+    return float(beta[1])
 
 
 def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[np.ndarray, float, dict]:
@@ -288,13 +320,10 @@ def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[n
     if p_x < design.alpha * design.look_share / design.figures:
         info["why"] = "the probe itself moved"
         return logs, 1.0, info
-    theta = float(xc @ (logs - logs.mean())) / sxx
-    adjusted = logs - theta * x
+    theta = huber_slope(logs, x)
     widen = math.sqrt((n - 1) / (n - 2) * (1.0 + n * float(x.mean()) ** 2 / sxx))
-    removed = 1.0 - float(adjusted.var(ddof=1)) * (n - 1) / (n - 2) / float(logs.var(ddof=1))
-    corr = float(np.corrcoef(logs, x)[0, 1])
-    info.update(used=True, theta=theta, corr=corr, variance_removed=removed, widen=widen)
-    return adjusted, widen, info
+    info.update(used=True, theta=theta, corr=float(np.corrcoef(logs, x)[0, 1]), widen=widen)
+    return logs - theta * x, widen, info
 
 
 def probe_note(info: dict | None) -> str | None:
@@ -343,7 +372,9 @@ def _robust_reading(logs: np.ndarray, widen: float = 1.0) -> _Reading | None:
 def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[float], Sequence[float]] | None,
           design: Design) -> tuple[np.ndarray, float, dict | None]:
     """The usable pairs' log ratios (head / base), adjusted for the probe when it has one for each
-    pair: (logs, widen, what the probe did)."""
+    pair: (logs, widen, what the probe did). What the probe took out is the judged spread's:
+    info["variance_removed"] = 1 - (spread with it / spread without it)^2, both of the reading
+    analyze() judges (the Huber location's influence values from MIN_ROBUST_PAIRS pairs)."""
     b = np.asarray(base, dtype=float)
     h = np.asarray(head, dtype=float)
     if b.shape != h.shape or b.ndim != 1:
@@ -355,7 +386,14 @@ def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[fl
     if pb.shape != b.shape or ph.shape != b.shape:
         raise ValueError(f"the probe's pairs must match the figure's, got {pb.shape} and {ph.shape} for {b.shape}")
     keep &= np.isfinite(pb) & np.isfinite(ph) & (pb > 0) & (ph > 0)
-    return adjust_for_probe(np.log(h[keep] / b[keep]), np.log(ph[keep] / pb[keep]), design)
+    raw = np.log(h[keep] / b[keep])
+    logs, widen, info = adjust_for_probe(raw, np.log(ph[keep] / pb[keep]), design)
+    if info["used"]:
+        with_, without = _robust_reading(logs, widen), _robust_reading(raw)
+        if with_ is None or without is None:
+            with_, without = _mean_reading(logs, widen), _mean_reading(raw)
+        info["variance_removed"] = 1.0 - (with_.spread / without.spread) ** 2 if without.spread > 0 else 0.0
+    return logs, widen, info
 
 
 def analyze(base: Sequence[float], head: Sequence[float], design: Design,
