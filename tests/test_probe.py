@@ -4,12 +4,13 @@ moment out of each pair's ratio, without moving the verdict's center or its fals
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from harness_helpers import command_arm, write_suite
+from harness_helpers import REPO, command_arm, write_suite
 
 from harness.analyze import comparisons, paired
 from harness.ci import prcheck
@@ -24,14 +25,16 @@ from harness.core.errors import UserError
 D = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
 
 
-def _moment(rng, n, sd_state=0.08, sd_own=0.04, sd_probe=0.04, change=0.0, probe_change=0.0):
-    """n pairs: each pair's two runs meet different moments of the host (state), which move the
-    figure and the probe alike; each has its own noise besides. Returns (base, head, probes)."""
-    state = rng.normal(0.0, sd_state, n)
-    d = change + state + rng.normal(0.0, sd_own, n)
-    x = probe_change + state + rng.normal(0.0, sd_probe, n)
-    base = np.full(n, 5.0)
-    return base, base * np.exp(d), (np.full(n, 4.0), 4.0 * np.exp(x))
+def _moment(rng, n, **kw):
+    """scripts/probe_level.py's pairs: the test and the benchmark simulate one thing."""
+    return _script().moment(rng, n, **kw)
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("probe_level", REPO / "scripts" / "probe_level.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def test_the_probe_takes_the_hosts_moment_out_and_keeps_a_real_change():
@@ -78,9 +81,7 @@ def test_with_the_probe_no_change_keeps_the_false_alarm_level(corr_state, tails)
     sims, n = 1500, 40
     alarms = 0
     for _ in range(sims):
-        b, h, pr = _moment(rng, n, sd_state=0.08 * corr_state + 1e-9, sd_own=0.05)
-        if tails:
-            h = h * np.exp(0.03 * rng.standard_t(3, n))
+        b, h, pr = _moment(rng, n, sd_state=0.08 * corr_state + 1e-9, sd_own=0.05, tails=tails)
         alarms += paired.analyze(b, h, design, pr).verdict in ("worse", "improved")
     assert alarms / sims < 0.065, alarms / sims
 
