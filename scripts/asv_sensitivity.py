@@ -135,7 +135,7 @@ def probe_gain(xs: list[float], ys: list[float], pr: tuple[list[float], list[flo
         r = paired.analyze(xs, ys, d, probe)
         got[name] = {"ratio": r.ratio, "detectable": r.detectable, "verdict": r.verdict,
                      "spread": r.spread, "inflation": r.inflation, "pairs_needed": paired.plan(r, d)}
-    got["probe"] = paired.analyze(xs, ys, d, pr).probe
+    got["probe"] = paired.analyze(xs, ys, d, pr).dispatch_probe
     return got
 
 

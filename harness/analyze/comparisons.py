@@ -72,7 +72,7 @@ def between_sessions_probed(base: list[Run], head: list[Run]) -> tuple[dict[tupl
 
 
 def _probe(r: Run) -> float | None:
-    p = r.get("probe_ms")
+    p = r.get("dispatch_probe_ms")
     return float(p) if isinstance(p, (int, float)) and p > 0 else None
 
 

@@ -128,7 +128,7 @@ class Paired:
     spread: float | None = None    # per-pair spread the interval rests on (sd_log, or the Huber
                                    # influence values' sd), before the serial inflation
     # The dispatch probe as a covariate (adjust_for_probe), when the pairs had one: None without.
-    probe: dict | None = None
+    dispatch_probe: dict | None = None
 
     @property
     def resolved(self) -> bool:
@@ -418,7 +418,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     mean_ratio = math.exp(float(logs.mean()))
     if n < 2:
         return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
-                      mean_ratio=mean_ratio, probe=probe_info)
+                      mean_ratio=mean_ratio, dispatch_probe=probe_info)
     mean = _mean_reading(logs, widen)
     robust = _robust_reading(logs, widen)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.

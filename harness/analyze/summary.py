@@ -277,7 +277,7 @@ def sequential_lines(record: Any) -> list[str]:
         det_s = "-" if det is None else f"{det:.1%}"
         words = _VS_CLASSIC.get(p["verdict"], p["verdict"])
         note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
-        if p["verdict"] == "inconclusive" and (said := paired.probe_note(p.get("probe"))):
+        if p["verdict"] == "inconclusive" and (said := paired.probe_note(p.get("dispatch_probe"))):
             note = f"; {said}"   # what the interval rests on is said whatever the verdict
         out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
                    f"smallest detectable {det_s}{note}")

@@ -121,10 +121,10 @@ def _num(x: float | None) -> str:
 
 def _probe_sentence(c: Comparison) -> str:
     """Say that the pairs were adjusted for the dispatch probe, where any gated figure was."""
-    used = [f"{f.arm} {f.figure}" for f in c.figures if f.gated and (f.result.probe or {}).get("used")]
+    used = [f"{f.arm} {f.figure}" for f in c.figures if f.gated and (f.result.dispatch_probe or {}).get("used")]
     if not used:
         return ""
-    return (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `probe = true`); "
+    return (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `dispatch_probe = true`); "
             f"for {', '.join(used)} the part of each pair's log ratio the probe's own ratio predicts was taken "
             f"out first (docs/statistics.md, \"The dispatch probe\"), each figure's note says how much. ")
 

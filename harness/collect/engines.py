@@ -42,7 +42,7 @@ class EngineOutput:
     result: EngineResult
     overrides: dict[str, str]       # arm env + inherited prefixed env, as the engine saw it
     stderr_tail: str | None = None
-    probe_ms: float | None = None   # the dispatch probe right after the run (suite `probe`)
+    dispatch_probe_ms: float | None = None   # right after the run (suite `dispatch_probe`)
 
 
 class EngineFailure(Exception):
@@ -248,7 +248,7 @@ class Engines:
         if kind not in self.adapters:
             self.adapters[kind] = _adapter(kind)
         out = self.adapters[kind].run(req)
-        if req.settings.probe:
+        if req.settings.dispatch_probe:
             # In this process, the one that dispatched an in-process engine's work.
-            out.probe_ms = dispatch_probe_ms()
+            out.dispatch_probe_ms = dispatch_probe_ms()
         return out

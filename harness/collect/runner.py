@@ -215,7 +215,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
     started = now_iso()
     out, failure, wall_s, contention = _measure(engines, RunRequest(arm=arm, pairing=pairing, prompt=prompt,
                                                                     settings=s), s, pacer)
-    probe_ms = out.probe_ms if out is not None else None
+    probe_ms = out.dispatch_probe_ms if out is not None else None
     if probe_ms is not None:   # timed after the run, inside the same call: not the run's time
         wall_s = max(0.0, wall_s - probe_ms / 1e3)
     after = host_load.load_snapshot()
@@ -235,7 +235,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
         "started": started, "wall_s": wall_s,
         "cooldown_s": round(waits.cooldown_s, 4), "quiet_wait_s": waits.quiet_wait_s,
         **_result_fields(out, failure),
-        "probe_ms": probe_ms,
+        "dispatch_probe_ms": probe_ms,
         "load": {"before": before, "after": after, "quiet_gate": waits.quiet, "contention": contention,
                  "thermal": waits.thermal, "thermal_wait": waits.thermal_wait},
         "marks": marks,

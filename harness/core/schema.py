@@ -24,8 +24,8 @@ Format history:
   `diagnostics.drafter_split` (drafter forwards and their stage ms by phase), `rounds_log[]`'s
   `verify_ms`, `kv_len` and `first_use` (shape costs), `arm.drafter_kind` and
   `arm.drafter_borrows` (an MTP head's borrowed target tensors), `engine.attention`, and the
-  scaling probe's cold figures and dispatch floor; then a run's `probe_ms` (the dispatch
-  probe, suite `probe = true`).
+  scaling probe's cold figures and dispatch floor; then a run's `dispatch_probe_ms` (suite
+  `dispatch_probe = true`).
 Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
@@ -286,7 +286,7 @@ class Run(_S, kw_only=True):
     token_ids: list[int] | None = None
     text: str | None = None
     text_sha256: str | None = None
-    probe_ms: float | None = None     # the dispatch probe after the run (suite `probe`), else null
+    dispatch_probe_ms: float | None = None   # the dispatch probe after the run (suite `dispatch_probe`)
     overrides: dict[str, str] = {}
     shipping: bool | None = None
     label: str | None = None

@@ -74,7 +74,7 @@ class Settings:
     looks: int = 4                           # interim looks at the data, >= 1
     # Time the dispatch probe (harness.collect.host.probe) after every run, and let the paired
     # verdict subtract what it predicts of a pair's ratio (docs/statistics.md).
-    probe: bool = False
+    dispatch_probe: bool = False
 
 
 @dataclass(frozen=True)

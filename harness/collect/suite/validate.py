@@ -103,7 +103,7 @@ class _V:
 _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
         "cooldown_s", "cooldown_source", "cooldown_ratio", "cooldown_cap_s", "ignore_eos", "quiet",
         "watch", "spread_threshold", "contention_threshold", "override_prefixes", "override_ignore",
-        "scaling", "budget_s", "max_repetitions", "threshold", "thresholds", "alpha", "looks", "probe", "pairings", "arms",
+        "scaling", "budget_s", "max_repetitions", "threshold", "thresholds", "alpha", "looks", "dispatch_probe", "pairings", "arms",
         "prompts", "engines")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
 _WATCH = ("enabled", "threshold_pct", "interval_s")
@@ -221,7 +221,7 @@ def _settings(v: _V, d: dict) -> Settings:
         thresholds=_thresholds(v, d.get("thresholds") or {}),
         alpha=v.num(_given(d, "alpha", base.alpha), "alpha", 0, 0.5, lo_open=True),
         looks=v.int_(_given(d, "looks", base.looks), "looks", 1),
-        probe=v.bool_(_given(d, "probe", base.probe), "probe"),
+        dispatch_probe=v.bool_(_given(d, "dispatch_probe", base.dispatch_probe), "dispatch_probe"),
     )
 
 
