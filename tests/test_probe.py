@@ -178,3 +178,16 @@ def test_a_few_disturbed_pairs_do_not_set_the_slope():
     with_probe, without = paired.analyze(b, h, D, pr), paired.analyze(b, h, D)
     assert with_probe.spread < 1.1 * without.spread
     assert paired.huber_location(d - ols * x)[1].std() > 1.3 * without.spread
+
+
+def test_a_sessions_summary_says_what_the_probe_did_whatever_the_verdict():
+    from harness.analyze.summary import sequential_lines
+
+    rng = np.random.default_rng(13)
+    b, h, pr = _moment(rng, 30, sd_own=0.3)
+    p = paired.analyze(b, h, D, pr)
+    assert p.verdict == "inconclusive" and p.dispatch_probe["used"]
+    rec = {"sequential": {"budget_s": 60, "rounds": 30, "stopped_because": "the budget was spent",
+                          "design": D.to_dict(), "looks": [{"figures": {"s": p.to_dict()}}]}}
+    line = [ln for ln in sequential_lines(rec) if ln.startswith("  s:")][0]
+    assert "inconclusive" in line and "adjusted for the dispatch probe" in line
