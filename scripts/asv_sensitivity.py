@@ -91,7 +91,7 @@ def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, 
 
 def pair_stats(records: dict, design: dict | None = None) -> dict:
     """Per arm, the check's paired log-ratios of ms/token: their number, mean, sd and serial
-    correlation; with the dispatch probe (suite `probe`), its log ratios too, and the same pairs
+    correlation; with the dispatch probe (suite `dispatch_probe`), its log ratios too, and the same pairs
     judged at the check's last design with and without it (what the probe bought)."""
     import numpy as np
 

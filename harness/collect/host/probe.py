@@ -11,7 +11,7 @@ it changes with the code.
 
 The work: STEPS small dependent matrix-vector products, each evaluated before the next is
 dispatched, on MLX's default device: many small synchronised dispatches, like a decode step.
-It takes about 10 ms on a 2-core CPU and a few ms on a GPU. Without MLX (an engine run as a
+It took 4-10 ms on the 2-core CPU host (not measured on a GPU yet). Without MLX (an engine run as a
 command, in an environment with no MLX) there is no probe, and the check is judged as before.
 """
 
