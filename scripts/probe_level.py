@@ -9,12 +9,18 @@ check is judged at one look and one figure, alpha 5% over both directions; with 
 pair carries a true change of S (log scale), and the table reads as the rate of catching it.
 
     PYTHONPATH=. .venv/bin/python scripts/probe_level.py [--sims 1500] [--pairs 40] [--shift 0.02]
+
+With --replay FILE (a scripts/asv_sensitivity.py output whose checks used the probe), each
+check's stored per-pair log ratios are judged again: the typical pair's spread without the
+probe, with it (the robust slope the harness uses), and with a least-squares slope in its place.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import statistics
 
 import numpy as np
 
@@ -45,12 +51,43 @@ def rates(rng: np.random.Generator, sims: int, n: int, state: float, tails: bool
     return hit / sims, plain / sims
 
 
+def replay(path: str) -> int:
+    """The stored checks' pairs, judged without the probe, with it, and with a least-squares slope."""
+    rows = json.loads(open(path, encoding="utf-8").read())["rows"]
+    design = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
+    print(f"{'check':<10} {'arm':<15} {'pairs':>5} {'without':>8} {'robust':>7} {'least sq.':>9}")
+    ratios: dict[str, list[float]] = {"robust": [], "least squares": []}
+    for r in rows:
+        for arm, p in (r.get("pairs") or {}).items():
+            if "probe_logs" not in p or len(p["logs"]) < paired.MIN_PROBE_PAIRS:
+                continue
+            d, x = np.asarray(p["logs"]), np.asarray(p["probe_logs"])
+            n, ones = d.size, np.ones(d.size)
+            without = paired.analyze(ones, np.exp(d), design).spread
+            robust = paired.analyze(ones, np.exp(d), design, (ones, np.exp(x))).spread
+            xc = x - x.mean()
+            ols = float(xc @ (d - d.mean())) / float(xc @ xc)
+            widen = math.sqrt((n - 1) / (n - 2) * (1.0 + n * float(x.mean()) ** 2 / float(xc @ xc)))
+            lsq = paired.analyze(ones, np.exp(d - ols * x), design).spread * widen
+            ratios["robust"].append(robust / without)
+            ratios["least squares"].append(lsq / without)
+            print(f"{r['head'] + ' ' + str(r['check']):<10} {arm:<15} {n:>5} {without:>8.1%} {robust:>7.1%} {lsq:>9.1%}")
+    for name, rs in ratios.items():
+        if rs:
+            print(f"{name}: spread with / without the probe, median {statistics.median(rs):.2f}, "
+                  f"{min(rs):.2f} to {max(rs):.2f} over {len(rs)} checks x arms")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1500)
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--shift", type=float, default=0.0)
+    ap.add_argument("--replay", metavar="FILE", help="judge a stored sensitivity run's pairs again")
     args = ap.parse_args()
+    if args.replay:
+        return replay(args.replay)
     word = "caught" if args.shift else "false alarms"
     print(f"{args.pairs} pairs, {args.sims} checks, true change {math.expm1(args.shift):+.1%}: {word}")
     print(f"{'state':>6} {'tails':>6} {'with the probe':>15} {'without':>8}")
