@@ -5,6 +5,7 @@ moment out of each pair's ratio, without moving the verdict's center or its fals
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -191,3 +192,18 @@ def test_a_sessions_summary_says_what_the_probe_did_whatever_the_verdict():
                           "design": D.to_dict(), "looks": [{"figures": {"s": p.to_dict()}}]}}
     line = [ln for ln in sequential_lines(rec) if ln.startswith("  s:")][0]
     assert "inconclusive" in line and "adjusted for the dispatch probe" in line
+
+
+def test_a_stored_checks_pairs_replay_with_and_without_the_probe(tmp_path: Path, capsys):
+    rng = np.random.default_rng(14)
+    state = rng.normal(0.0, 0.1, 60)
+    logs, probe_logs = state + rng.normal(0.0, 0.03, 60), state + rng.normal(0.0, 0.03, 60)
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"rows": [{"head": "A/A", "check": 0, "pairs": {
+        "classic": {"logs": list(logs), "probe_logs": list(probe_logs)}, "old": {"logs": list(logs)}}}]}))
+    assert _script().replay(str(f)) == 0
+    out = capsys.readouterr().out
+    assert "A/A 0      classic" in out and "old" not in out
+    # The probe sees most of each pair's moment here: both slopes take most of the spread out.
+    robust = float(out.split("robust: spread with / without the probe, median ")[1].split(",")[0])
+    assert robust < 0.6
