@@ -369,31 +369,39 @@ def _robust_reading(logs: np.ndarray, widen: float = 1.0) -> _Reading | None:
     return _Reading(mu, spread * infl / math.sqrt(logs.size), spread, infl, r1)
 
 
-def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[float], Sequence[float]] | None,
-          design: Design) -> tuple[np.ndarray, float, dict | None]:
-    """The usable pairs' log ratios (head / base), adjusted for the probe when it has one for each
-    pair: (logs, widen, what the probe did). What the probe took out is the judged spread's:
-    info["variance_removed"] = 1 - (spread with it / spread without it)^2, both of the reading
-    analyze() judges (the Huber location's influence values from MIN_ROBUST_PAIRS pairs)."""
+def _arrays(base: Sequence[float], head: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     b = np.asarray(base, dtype=float)
     h = np.asarray(head, dtype=float)
     if b.shape != h.shape or b.ndim != 1:
         raise ValueError(f"base and head must be paired sequences of one length, got {b.shape} and {h.shape}")
+    return b, h
+
+
+def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[float], Sequence[float]] | None,
+          design: Design) -> tuple[np.ndarray, float, dict | None, np.ndarray]:
+    """The usable pairs' log ratios (head / base), adjusted for the probe when it has one for each
+    pair: (logs, widen, what the probe did, the same pairs' unadjusted log ratios)."""
+    b, h = _arrays(base, head)
     keep = np.isfinite(b) & np.isfinite(h) & (b > 0) & (h > 0)
     if probe is None:
-        return np.log(h[keep] / b[keep]), 1.0, None
+        logs = np.log(h[keep] / b[keep])
+        return logs, 1.0, None, logs
     pb, ph = np.asarray(probe[0], dtype=float), np.asarray(probe[1], dtype=float)
     if pb.shape != b.shape or ph.shape != b.shape:
         raise ValueError(f"the probe's pairs must match the figure's, got {pb.shape} and {ph.shape} for {b.shape}")
     keep &= np.isfinite(pb) & np.isfinite(ph) & (pb > 0) & (ph > 0)
     raw = np.log(h[keep] / b[keep])
     logs, widen, info = adjust_for_probe(raw, np.log(ph[keep] / pb[keep]), design)
-    if info["used"]:
-        with_, without = _robust_reading(logs, widen), _robust_reading(raw)
-        if with_ is None or without is None:
-            with_, without = _mean_reading(logs, widen), _mean_reading(raw)
-        info["variance_removed"] = 1.0 - (with_.spread / without.spread) ** 2 if without.spread > 0 else 0.0
-    return logs, widen, info
+    return logs, widen, info, raw
+
+
+def _removed(with_: _Reading, robust: bool, raw: np.ndarray, logs: np.ndarray, widen: float) -> float:
+    """What the probe took out of the judged spread: 1 - (spread with it / without it)^2, both of
+    the reading analyze() judges (the means' when the unadjusted pairs have no robust one)."""
+    without = _robust_reading(raw) if robust else None
+    if without is None:
+        with_, without = _mean_reading(logs, widen), _mean_reading(raw)
+    return 1.0 - (with_.spread / without.spread) ** 2 if without.spread > 0 else 0.0
 
 
 def analyze(base: Sequence[float], head: Sequence[float], design: Design,
@@ -401,17 +409,14 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     """Judge head against base, pair by pair (base[i] and head[i] ran next to each other).
     probe: the dispatch probe's (base, head) times of the same pairs, a covariate
     (adjust_for_probe)."""
-    b = np.asarray(base, dtype=float)
-    h = np.asarray(head, dtype=float)
-    if b.shape != h.shape or b.ndim != 1:
-        raise ValueError(f"base and head must be paired sequences of one length, got {b.shape} and {h.shape}")
+    b, h = _arrays(base, head)
     keep = np.isfinite(b) & np.isfinite(h)
     n = int(keep.sum())
     if n == 0:
         return Paired(0, None, None, None, None, "inconclusive", "no pairs")
     if np.any(b[keep] <= 0) or np.any(h[keep] <= 0):
         return Paired(n, None, None, None, None, "inconclusive", "non-positive values: no ratio to judge")
-    logs, widen, probe_info = _logs(base, head, probe, design)
+    logs, widen, probe_info, raw = _logs(base, head, probe, design)
     n = int(logs.size)
     if n == 0:
         return Paired(0, None, None, None, None, "inconclusive", "no pairs with a probe reading")
@@ -423,6 +428,8 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     robust = _robust_reading(logs, widen)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
     main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
+    if probe_info and probe_info["used"]:
+        probe_info["variance_removed"] = _removed(main, robust is not None, raw, logs, widen)
     q_a, _ = _quantiles(n, design, share)
     ratio = math.exp(main.center)
     lo, hi = math.exp(main.center - q_a * main.se), math.exp(main.center + q_a * main.se)
@@ -477,7 +484,7 @@ def p_value(base: Sequence[float], head: Sequence[float], design: Design = Desig
     MIN_ROBUST_PAIRS pairs the smaller of the robust location's and the tails' guard's p-values,
     each over its share of the level (Bonferroni); 1.0 without two usable pairs or spread. With a
     probe, on the adjusted ratios (whether to adjust is decided at the design's level)."""
-    logs, widen, _ = _logs(base, head, probe, design)
+    logs, widen, _, _ = _logs(base, head, probe, design)
     if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
         return 1.0
     mean, robust = _mean_reading(logs, widen), _robust_reading(logs, widen)
