@@ -1,7 +1,7 @@
 """Judge a stored check's per-pair log ratios again with this harness's paired verdict: what
 the pairs support now, at the last look's level, with the pairs the threshold needs at their
 spread (paired.plan), and a replay of the looks a budget would have taken (equal shares of the
-pairs it bought), stopping at the first that resolves.
+pairs it bought, each judged at its alpha-spending level), stopping at the first that resolves.
 
 Reads any JSON written by scripts/asv_sensitivity.py, or a file of docs/measurements/ that
 nests such rows: every object with "pairs": {arm: {"logs": [...]}} is one check.

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from harness_helpers import REPO
 
-from harness.analyze import comparisons, paired, sequential
+from harness.analyze import comparisons, paired, sequential, spending
 from harness.analyze.paired import Design, analyze, judge_family, p_value
 
 D = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
@@ -31,9 +31,12 @@ def _pairs(rng, n, sd, change=0.0, base=10.0):
     return b, h
 
 
-def test_design_splits_alpha_over_looks_and_figures():
-    assert D.alpha_per_test == pytest.approx(0.05 / 2 / 3)                 # the last look's
-    assert replace(D, look=2).alpha_per_test == pytest.approx(0.05 / 6 / 3)  # an earlier one's
+def test_design_spends_alpha_over_looks_and_splits_it_over_figures():
+    planned = (0.25, 0.5, 0.75, 1.0), (1.0, 2.0, 3.0, 4.0)
+    assert D.alpha_per_test == pytest.approx(spending.nominal_level(0.05 / 3, *planned))   # the last look's
+    assert replace(D, look=2).alpha_per_test == pytest.approx(                               # an earlier one's
+        spending.nominal_level(0.05 / 3, planned[0][:2], planned[1][:2]))
+    assert replace(D, look=2).alpha_per_test < D.alpha_per_test < 0.05 / 3
     assert D.min_effect == pytest.approx(0.05)
     with pytest.raises(ValueError):
         paired.Design(threshold=0)
@@ -112,9 +115,10 @@ def test_no_change_is_called_worse_at_most_at_the_per_test_level():
     rng = np.random.default_rng(7)
     sims = 4000
     worse = sum(paired.analyze(*_pairs(rng, 10, 0.08), D).verdict == "worse" for _ in range(sims))
-    # One-sided share of alpha_per_test (0.0042 at the last look), with room for simulation error; the old
+    # One side of alpha_per_test (0.0076 at the last look), with room for simulation error; the old
     # unpaired rule called 8-18% of real changes "caught" and had no stated level at all.
-    assert worse / sims <= 0.0065
+    one_side = D.alpha_per_test / 2
+    assert worse / sims <= one_side + 3 * math.sqrt(one_side / sims)
 
 
 
@@ -253,7 +257,7 @@ def _seq(rng, change, sd, budget=100.0, round_s=1.0, looks=4, min_rounds=5):
         clock.t += round_s
 
     return sequential.run(min_rounds, 10_000, budget, looks, do_round,
-                          lambda look: {"x": paired.analyze(xs, ys, replace(design, look=look))},
+                          lambda times, sizes: {"x": paired.analyze(xs, ys, design.at_looks(times, sizes))},
                           started=0.0, clock=clock)
 
 
@@ -277,17 +281,31 @@ def test_looks_are_at_most_the_design_and_follow_the_budget():
     assert [lk.index for lk in out.looks] == [1, 2, 3, 4]
 
 
-def test_the_last_look_spends_half_of_alpha_and_the_shares_sum_to_one():
+def test_the_looks_spend_alpha_on_a_boundary_that_keeps_most_of_it_for_the_last():
     d = paired.Design(threshold=0.02, alpha=0.05, looks=4, figures=2)
-    shares = [replace(d, look=j).look_share for j in range(1, 5)]
-    assert shares == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2]) and sum(shares) == pytest.approx(1.0)
-    assert d.look_share == 0.5 and d.alpha_per_test == pytest.approx(0.05 / 2 / 2)
-    assert replace(d, look=1).alpha_per_test == pytest.approx(0.05 / 6 / 2)
-    assert paired.Design(looks=1).look_share == 1.0
+    levels = [replace(d, look=j).alpha_per_test for j in range(1, 5)]
+    assert levels == sorted(levels) and levels[-1] == d.alpha_per_test
+    # The last look tests near one look's level (0.025 a figure), well above the even split's half.
+    assert 0.05 / 2 / 2 < d.alpha_per_test < 0.05 / 2
+    assert paired.Design(looks=1).look_share == 1.0 and paired.Design(looks=1, figures=2).alpha_per_test == 0.025
     with pytest.raises(ValueError):
         paired.Design(looks=4, look=5)
+    with pytest.raises(ValueError):
+        paired.Design(looks=4, look=2, times=(0.5,), sizes=(10.0,))
     # The same pairs: the last look sees a smaller change than an earlier one.
     assert paired.detectable_change(0.1, 200, d) < paired.detectable_change(0.1, 200, replace(d, look=3))
+    # A check whose budget ran out at its third look spends what is left there.
+    early_end = d.at_looks((0.25, 0.5, 1.0), (10.0, 20.0, 30.0))
+    assert early_end.alpha_per_test > replace(d, look=3).alpha_per_test
+    # Looks at their real times and sizes: a look that came late, after more rounds, tests at more.
+    assert d.at_looks((0.25, 0.6), (10.0, 30.0)).alpha_per_test > replace(d, look=2).alpha_per_test
+
+
+def test_a_look_records_its_time_and_the_verdict_reuses_the_schedule():
+    out = _seq(np.random.default_rng(10), 0.0, 0.4, budget=40.0)
+    times, sizes = out.schedule()
+    assert times[:3] == pytest.approx((0.25, 0.5, 0.75)) and times[-1] == 1.0
+    assert sizes == (10.0, 20.0, 30.0, 40.0)
 
 
 def test_without_a_budget_exactly_the_minimum_and_one_look():

@@ -21,11 +21,11 @@ one pair carries little of it. Each figure is judged on those ratios:
   "unchanged" when the interval lies inside +-threshold and the check could have seen a
   change of the threshold; "inconclusive" otherwise, with the smallest detectable change.
 
-The false-alarm level is split over the looks of a sequential check (Bonferroni over at most
-`looks` looks: half of it at the last, the rest evenly at the earlier ones) and over the figures
-that gate the check, so repeated looks at a growing sample and many figures keep the
-family-wise false-alarm rate at or below `alpha` (docs/statistics.md). Pure functions; nothing
-here runs or reads anything.
+The false-alarm level is spent over the looks of a sequential check (harness.analyze.spending:
+an O'Brien-Fleming-type alpha-spending boundary at each look's time and sample size) and split
+over the figures that gate the check, so repeated looks at a growing sample and many figures keep
+the family-wise false-alarm rate at or below `alpha` (docs/statistics.md). Pure functions;
+nothing here runs or reads anything.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from harness.analyze.spending import nominal_level
 from harness.analyze.stats import scipy_stats
 
 VERDICTS = ("worse", "improved", "unchanged", "inconclusive")
@@ -47,15 +48,21 @@ class Design:
 
     threshold: float = 0.10   # relative change the check must be able to see (0.10 = 10%)
     alpha: float = 0.05       # family-wise false-alarm level of the whole check
-    looks: int = 4            # at most this many looks at a growing sample; alpha split over them
+    looks: int = 4            # at most this many looks at a growing sample; alpha spent over them
     figures: int = 1          # figures that gate the check; alpha split over them too
     power: float = 0.80       # probability of catching a change of the detectable size
     floor: float | None = None  # smallest change ever called worse/improved (default threshold/2)
     # Benjamini-Hochberg over the gated figures (judge_family): a figure BH selects out of R is
-    # judged, and its interval drawn, at R times the per-test level (false-coverage-rate intervals).
+    # judged, and its interval drawn, at the level of R figures' share of alpha (false-coverage-
+    # rate intervals).
     selected: int = 1
-    # Which look this judgement is (1-based; None: the last of `looks`): see look_share.
+    # Which look this judgement is (1-based; None: the last of `looks`).
     look: int | None = None
+    # When each look up to this one was taken, for the boundary (harness.analyze.spending): the
+    # share of the budget spent (1.0 at the last look: it spends what is left) and the rounds
+    # complete. Empty: looks planned evenly, the j-th at j / looks of the budget and of the rounds.
+    times: tuple[float, ...] = ()
+    sizes: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
@@ -68,22 +75,36 @@ class Design:
             raise ValueError(f"power must be in [0.5, 1), got {self.power!r}")
         if self.look is not None and not 1 <= self.look <= self.looks:
             raise ValueError(f"look must be in [1, {self.looks}], got {self.look!r}")
+        if self.times and (len(self.times) != len(self.sizes) or len(self.times) != (self.look or self.looks)):
+            raise ValueError(f"times and sizes must give every look up to look {self.look or self.looks}, "
+                             f"got {len(self.times)} and {len(self.sizes)}")
+
+    def at_looks(self, times: Sequence[float], sizes: Sequence[float]) -> Design:
+        """This design at the look taken last of looks taken at `times` with `sizes` (see above)."""
+        return replace(self, look=len(times), times=tuple(times), sizes=tuple(sizes))
+
+    def level(self, a: float) -> float:
+        """The two-sided nominal level this look tests at, for a check whose level over all its
+        looks is `a`: `a` itself with one look, else the spending boundary's (spending.py)."""
+        if self.looks == 1:
+            return a
+        times, sizes = self.times, self.sizes
+        if not times:
+            j = self.look or self.looks
+            times = tuple(1.0 if i == self.looks else i / self.looks for i in range(1, j + 1))
+            sizes = tuple(float(i) for i in range(1, j + 1))
+        return nominal_level(a, times, sizes)
 
     @property
     def look_share(self) -> float:
-        """The share of alpha this look spends: the last look half of it, the earlier looks the
-        other half evenly (one look: all of it). The shares sum to 1, so over every look a check
-        may take the false-alarm level stays alpha (Bonferroni); a check that needs its whole
-        budget is decided at its last look, which judges at alpha / 2 rather than alpha / looks
-        (at 4 looks: about 15% fewer pairs for the same detectable change, 9% more at an early look)."""
-        if self.looks == 1:
-            return 1.0
-        last = self.look is None or self.look == self.looks
-        return 0.5 if last else 0.5 / (self.looks - 1)
+        """This look's nominal level as a share of one figure's level (display: the looks' shares
+        sum to more than 1, as looks at overlapping data may)."""
+        a = self.alpha / self.figures
+        return self.level(a) / a
 
     @property
     def alpha_per_test(self) -> float:
-        return self.alpha * self.selected * self.look_share / self.figures
+        return self.level(self.alpha * self.selected / self.figures)
 
     @property
     def min_effect(self) -> float:
@@ -317,7 +338,7 @@ def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[n
     info["probe_p"] = p_x
     # The figure's own level before any Benjamini-Hochberg selection, so that the p-value and
     # the verdict of one figure make the same choice.
-    if p_x < design.alpha * design.look_share / design.figures:
+    if p_x < replace(design, selected=1).alpha_per_test:
         info["why"] = "the probe itself moved"
         return logs, 1.0, info
     theta = huber_slope(logs, x)
@@ -495,10 +516,11 @@ def p_value(base: Sequence[float], head: Sequence[float], design: Design = Desig
 
 def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design,
                  probes: Sequence[tuple[Sequence[float], Sequence[float]] | None] | None = None) -> list[Paired]:
-    """The gated figures of one check, judged together: Benjamini-Hochberg over their p-values at
-    this look's share of alpha (a = alpha x look_share) selects R of the m figures; a selected
-    figure is judged at R a / m (its interval then excludes no change: a false-coverage-rate
-    interval), the others at a / m. With every figure unchanged this is the family-wise level.
+    """The gated figures of one check, judged together: Benjamini-Hochberg over their p-values,
+    its k-th critical value this look's level for k of the m figures' share of alpha (k alpha / m
+    with one look), selects R of them; a selected figure is judged at R figures' level (its
+    interval then excludes no change: a false-coverage-rate interval), the others at one
+    figure's. With every figure unchanged this is the family-wise level.
     probes: each figure's dispatch-probe pairs, or None (analyze)."""
     m = len(pairs)
     if m == 0:
@@ -506,9 +528,9 @@ def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], desig
     design = replace(design, figures=m, selected=1)
     probes = list(probes) if probes is not None else [None] * m
     ps = [p_value(b, h, design, pr) for (b, h), pr in zip(pairs, probes)]
-    q = design.alpha * design.look_share
     ranked = sorted(range(m), key=lambda i: ps[i])
-    r = max((k + 1 for k, i in enumerate(ranked) if ps[i] <= (k + 1) * q / m), default=0)
+    r = max((k + 1 for k, i in enumerate(ranked) if ps[i] <= replace(design, selected=k + 1).alpha_per_test),
+            default=0)
     chosen = set(ranked[:r])
     return [analyze(b, h, replace(design, selected=r) if i in chosen else design, probes[i])
             for i, (b, h) in enumerate(pairs)]

@@ -2,12 +2,13 @@
 figure can see its threshold, the budget is spent, or the looks are used up.
 
 The budget counts measuring: the caller runs its warm-ups (model loads, kernel compiles) first.
-The stopping rule (docs/statistics.md): at most `looks` looks; the last is judged at alpha / 2,
-each earlier one at alpha / (2 (looks - 1)) (and / the number of gating figures), so the chance
-of any false alarm over all looks stays at or below alpha whatever the looks saw (Bonferroni
-over looks; analyze(j) judges look j at its share). Look j is due once the session
+The stopping rule (docs/statistics.md): at most `looks` looks. Look j is due once the session
 has spent j / looks of its budget, or when the next round would not fit; the minimum number of
-rounds always runs first. A figure that is already decided (worse, improved) or resolved
+rounds always runs first. Each look is judged at its alpha-spending boundary
+(harness.analyze.spending), from the share of the budget spent when it was taken (1.0 for the
+look the check ends on for want of budget or rounds: it spends what is left) and the rounds
+complete at each look so far; so the chance of any false alarm over all looks stays at alpha
+whatever the looks saw. A figure that is already decided (worse, improved) or resolved
 (unchanged within the threshold) needs no more data; when every figure is, sampling stops.
 """
 
@@ -35,6 +36,9 @@ class Look:
     index: int                      # 1-based
     rounds: int                     # rounds complete at this look
     elapsed_s: float
+    # The share of the budget spent when this look was taken, for its boundary (1.0: the last
+    # look, which spends what is left). Records before 2026-12-06 have none.
+    time: float
     figures: dict[str, dict]        # name -> Paired.to_dict()
     resolved: bool
 
@@ -50,6 +54,10 @@ class Outcome:
     def final(self) -> dict[str, dict]:
         return self.looks[-1].figures if self.looks else {}
 
+    def schedule(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(times, sizes) of the looks taken: what the last look was judged at (Design.at_looks)."""
+        return tuple(lk.time for lk in self.looks), tuple(float(lk.rounds) for lk in self.looks)
+
     def to_dict(self) -> dict:
         return {"rounds": self.rounds, "stopped": self.stopped, "stopped_because": STOPS[self.stopped],
                 "looks": [asdict(lk) for lk in self.looks],
@@ -57,9 +65,11 @@ class Outcome:
 
 
 def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
-        do_round: Callable[[int], None], analyze: Callable[[int], dict[str, Paired]],
+        do_round: Callable[[int], None],
+        analyze: Callable[[tuple[float, ...], tuple[float, ...]], dict[str, Paired]],
         started: float | None = None, clock: Callable[[], float] = time.monotonic) -> Outcome:
-    """Run rounds 0, 1, ... through do_round(i) and take look j with analyze(j) under the rule above.
+    """Run rounds 0, 1, ... through do_round(i) and take each look with analyze(times, sizes) under
+    the rule above: the looks' budget shares and rounds so far, this look's last.
 
     budget_s None: exactly min_rounds rounds and one look (a fixed design)."""
     if min_rounds < 1 or max_rounds < min_rounds:
@@ -89,9 +99,15 @@ def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
             stop_reason = ""
         due = len(out.looks) < k and (bool(stop_reason) or elapsed >= (len(out.looks) + 1) * budget_s / k)
         if due:
-            figs = analyze(len(out.looks) + 1)
+            j = len(out.looks) + 1
+            if budget_s is None or stop_reason or j == k:
+                share = 1.0
+            else:   # a round runs between two looks, so a later look is later; never 1.0 early
+                share = min(max(elapsed / budget_s, out.looks[-1].time + 1e-6 if out.looks else 0.0), 1.0 - 1e-6)
+            times, sizes = out.schedule()
+            figs = analyze(times + (share,), sizes + (float(out.rounds),))
             resolved = all(p.resolved for p in figs.values())
-            out.looks.append(Look(len(out.looks) + 1, out.rounds, round(elapsed, 3),
+            out.looks.append(Look(j, out.rounds, round(elapsed, 3), share,
                                   {n: p.to_dict() for n, p in figs.items()}, resolved))
             if not figs and budget_s is not None:
                 out.stopped = "nothing_to_compare"

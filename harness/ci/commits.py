@@ -251,7 +251,7 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     try:
         session.warm_up()   # both sides load and compile before the budget's clock starts
         outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, session.do_round,
-                                 lambda look: session.look(console, t0, look))
+                                 lambda times, sizes: session.look(console, t0, times, sizes))
     finally:
         session.close()
     return _conclude(session, design, outcome, s.budget_s, time.monotonic() - t0)
@@ -309,11 +309,11 @@ class _PairedSession:
             sd["record"].data["planned_runs"] = len(plan)
             sd["record"].data["planned_repetitions"] = i + 1
 
-    def look(self, console: Any, t0: float, look: int) -> dict[str, paired.Paired]:
-        design = replace(self.design, look=look)
+    def look(self, console: Any, t0: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> dict[str, paired.Paired]:
+        design = self.design.at_looks(times, sizes)
         figs = judge(self.record("base").runs, self.record("head").runs, self.arms, design, gated_only=True)
         if console is not None:
-            console.print(f"look {look} of at most {design.looks} ({design.look_share:.0%} of alpha) after "
+            console.print(f"look {design.look} of at most {design.looks} (tested at {design.alpha_per_test:.3%} a figure) after "
                           f"{figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
                           + "; ".join(f"{f.arm} {paired.ratio_text(f.result)} {f.result.verdict} "
                                       f"(detectable {paired.detectable_text(f.result)})" for f in figs),
@@ -329,8 +329,8 @@ class _PairedSession:
 def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budget_s: float | None,
               duration_s: float) -> Comparison:
     """The verdict on every figure, the identity rows and the duty, written into both records.
-    The final verdict is the last look's, at that look's share of alpha (the same pairs)."""
-    design = replace(design, look=min(design.looks, max(1, len(outcome.looks))))
+    The final verdict is the last look's, at that look's boundary (the same pairs)."""
+    design = design.at_looks(*outcome.schedule()) if outcome.looks else replace(design, look=1)
 
     base_rec, head_rec = session.record("base"), session.record("head")
     labels: dict[str, set[str]] = {}

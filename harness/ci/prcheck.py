@@ -119,6 +119,16 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
+def _looks_clause(d: paired.Design) -> str:
+    """How the level was spent over the looks, for the method paragraph."""
+    if d.looks == 1:
+        return "at one look"
+    j = d.look or d.looks
+    when = f"{d.times[-1]:.0%} of the budget" if d.times and d.times[-1] < 1.0 else "the budget's end"
+    return (f"over at most {d.looks} looks, spent by an O'Brien-Fleming-type boundary; this, the last look "
+            f"taken, was look {j} at {when}")
+
+
 def _probe_sentence(c: Comparison) -> str:
     """Say that the pairs were adjusted for the dispatch probe, where any gated figure was."""
     used = [f"{f.arm} {f.figure}" for f in c.figures if f.gated and (f.result.dispatch_probe or {}).get("used")]
@@ -151,10 +161,9 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"host disturbed weigh little, with the geometric mean guarding the tails on {paired.TAIL_SHARE:.0%} of "
               f"the level (a change that slows only some runs is worse too); under {paired.MIN_ROBUST_PAIRS} pairs "
               f"the geometric mean alone. Both together are tested at {d.alpha_per_test:.3%} (false-alarm level {d.alpha * 100:g}% "
-              f"over at most {d.looks} look(s), {d.look_share:.0%} of it spent at this, the last look taken, "
-              f"and split over {d.figures} gated figure(s)); across the gated figures the "
+              f"{_looks_clause(d)}, split over {d.figures} gated figure(s)); across the gated figures the "
               f"false-discovery rate is controlled (Benjamini-Hochberg): a figure it selects out of R is judged, "
-              f"and its interval drawn, at R times that level. \"smallest detectable\" is the "
+              f"and its interval drawn, at the level of R figures' share. \"smallest detectable\" is the "
               f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
               f"change of at least {d.min_effect:.0%}; unchanged needs the interval inside ±{d.threshold:.0%} "
               f"and a smallest detectable change below it; anything else is inconclusive. "

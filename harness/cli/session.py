@@ -90,8 +90,6 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
 
     A resumed session finishes the repetitions its record had planned and adds none."""
-    from dataclasses import replace
-
     from harness.analyze import sequential
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
     from harness.analyze.paired import Design
@@ -131,7 +129,7 @@ def execute(record: Any, suite: Any, store: Any) -> None:
         # Resumed: one "round" that finishes every planned repetition.
         outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
                                  design.looks, do_round,
-                                 lambda look: judge_vs_classic(record.data, replace(design, look=look)))
+                                 lambda times, sizes: judge_vs_classic(record.data, design.at_looks(times, sizes)))
     except KeyboardInterrupt:
         plan = planned()
         record.finish(len(plan))
@@ -140,7 +138,7 @@ def execute(record: Any, suite: Any, store: Any) -> None:
               f"finish with: harness run --resume {record.path}", file=sys.stderr)
         raise SystemExit(130) from None
     if not resumed:
-        last = replace(design, look=min(design.looks, max(1, len(outcome.looks))))   # the look it stopped at
+        last = design.at_looks(*outcome.schedule()) if outcome.looks else design   # the look it stopped at
         record.data["sequential"] = {"design": last.to_dict(), "budget_s": budget,
                                      "min_repetitions": min_reps, "max_repetitions": max_reps,
                                      **outcome.to_dict()}

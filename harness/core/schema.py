@@ -25,7 +25,8 @@ Format history:
   `verify_ms`, `kv_len` and `first_use` (shape costs), `arm.drafter_kind` and
   `arm.drafter_borrows` (an MTP head's borrowed target tensors), `engine.attention`, and the
   scaling probe's cold figures and dispatch floor; then a run's `dispatch_probe_ms` (suite
-  `dispatch_probe = true`).
+  `dispatch_probe = true`); then `sequential.design`'s `times` and `sizes` and each look's `time`
+  (alpha spending over the looks; before, the looks split alpha evenly and `look_share` was it).
 Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
