@@ -129,7 +129,9 @@ def probe_gain(xs: list[float], ys: list[float], pr: tuple[list[float], list[flo
     from harness.analyze import paired
 
     d = paired.Design(**{k: design[k] for k in ("threshold", "alpha", "looks", "figures", "power", "floor",
-                                                "selected", "look") if k in design})
+                                                "selected", "look") if k in design},
+                      # the looks' budget shares and rounds, where the check recorded them
+                      **{k: tuple(design[k]) for k in ("times", "sizes") if design.get(k)})
     got = {"probe_logs": [round(math.log(q / p), 5) for p, q in zip(*pr)]}
     for name, probe in (("with_probe", pr), ("without_probe", None)):
         r = paired.analyze(xs, ys, d, probe)
