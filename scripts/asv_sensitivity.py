@@ -184,6 +184,18 @@ def pooled_effect(rows: list[dict]) -> float | None:
     return math.exp(sum(k * x for k, x in pts) / n) - 1.0 if n else None
 
 
+def _portable(arg: str) -> str:
+    """A path inside the repository as a relative one, any other absolute path as its name: a
+    stored measurement names no machine's directories."""
+    p = Path(arg)
+    if not p.is_absolute():
+        return arg
+    try:
+        return str(p.resolve().relative_to(REPO))
+    except ValueError:
+        return p.name
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", default="0.07", help="fault sizes F (fractions of a forward), comma-separated")
@@ -235,8 +247,8 @@ def main() -> int:
                          "duration_s_median": sorted(r["duration_s"] for r in rs)[len(rs) // 2],
                          "process_effect": process_effect(rs) if head == "A/A" else None,
                          "probe": probe_summary(rs)}
-    result = {"command": args.command, "suite": args.suite, "budget_s": args.budget_s, "threshold": args.threshold,
-              "argv": sys.argv, "rows": rows, "summary": summary}
+    result = {"command": args.command, "suite": _portable(args.suite), "budget_s": args.budget_s,
+              "threshold": args.threshold, "argv": [_portable(a) for a in sys.argv], "rows": rows, "summary": summary}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"\n{'head':<8} {'checks':>6} {'fail':>5} {'inconcl':>7} {'pass':>5} {'classic worse':>13} "
