@@ -128,6 +128,12 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     assert judge(base, head, ["c"], D)[0].result.dispatch_probe is None
     c = Comparison("b" * 40, "h" * 40, D, judge(base, head, ["c"], D), [], {}, RECS, {"rounds": 60}, 1.0)
     assert "dispatch probe" not in prcheck.render_markdown(c, META)
+    # The head's worker does the same fixed work 30% faster all through: the comment warns of it.
+    head = [{**r, "dispatch_probe_ms": r["dispatch_probe_ms"] * 0.7} for r in head[:7] + head[8:]]
+    figs = judge(base[:7] + base[8:], head, ["c"], D)
+    assert figs[0].result.dispatch_probe["why"] == "the probe itself moved"
+    md = prcheck.render_markdown(Comparison("b" * 40, "h" * 40, D, figs, [], {}, RECS, {"rounds": 59}, 1.0), META)
+    assert "**The dispatch probe itself moved (-3" in md and "that is a per-process effect" in md
 
 
 def test_within_a_session_each_arm_against_classic_uses_the_probe():

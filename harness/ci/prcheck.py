@@ -130,13 +130,26 @@ def _looks_clause(d: paired.Design) -> str:
 
 
 def _probe_sentence(c: Comparison) -> str:
-    """Say that the pairs were adjusted for the dispatch probe, where any gated figure was."""
-    used = [f"{f.arm} {f.figure}" for f in c.figures if f.gated and (f.result.dispatch_probe or {}).get("used")]
-    if not used:
-        return ""
-    return (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `dispatch_probe = true`); "
-            f"for {', '.join(used)} the part of each pair's log ratio the probe's own ratio predicts was taken "
-            f"out first (docs/statistics.md, \"The dispatch probe\"), each figure's note says how much. ")
+    """Say that the pairs were adjusted for the dispatch probe, where any gated figure was, and
+    warn where the probe itself moved: the same fixed work ran at different speeds on the sides."""
+    gated = [f for f in c.figures if f.gated and f.result.dispatch_probe]
+    used = [f"{f.arm} {f.figure}" for f in gated if f.result.dispatch_probe.get("used")]
+    moved = [f.result.dispatch_probe["probe_ratio"] for f in gated
+             if f.result.dispatch_probe.get("why") == "the probe itself moved"]
+    out = ""
+    if used:
+        out += (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `dispatch_probe = true`); "
+                f"for {', '.join(used)} the part of each pair's log ratio the probe's own ratio predicts was taken "
+                f"out first (docs/statistics.md, \"The dispatch probe\"), each figure's note says how much. ")
+    if moved:
+        lo, hi = min(moved) - 1.0, max(moved) - 1.0
+        said = f"{lo:+.0%}" if abs(hi - lo) < 0.005 else f"{lo:+.0%} to {hi:+.0%}"
+        out += (f"**The dispatch probe itself moved ({said}, head against base)**: the same fixed MLX work ran at "
+                f"different speeds in the two sides' workers. Unless this change touches how MLX work is issued, "
+                f"that is a per-process effect (two processes of one code can differ for their whole lives), "
+                f"which the figures' ratios may carry too, in either direction; a check run again starts new "
+                f"workers. ")
+    return out
 
 
 def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] | None = None,
