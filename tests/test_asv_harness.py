@@ -275,7 +275,7 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     assert "| **worse** | ms/token | classic |" in md
     assert "| worse |" not in md.split("| **worse** | ms/token | classic |")[0]
     assert "(diagnostic)" in md and "phase ms/round: verify_forward" in md
-    assert "over at most 4 looks, spent by an O'Brien-Fleming-type boundary; this, the last look taken, was look 4 at the budget's end" in md
+    assert "over at most 4 looks, spent by an O'Brien-Fleming-type boundary; this, the last look taken, was look 4 at the end of sampling, spending what was left" in md
     assert "split over 2 gated figure(s)" in md and "80% power" in md
     assert "block3-inexact: not a shipping configuration" in md
     assert "asv compare over the same samples" in md

@@ -124,7 +124,8 @@ def _looks_clause(d: paired.Design) -> str:
     if d.looks == 1:
         return "at one look"
     j = d.look or d.looks
-    when = f"{d.times[-1]:.0%} of the budget" if d.times and d.times[-1] < 1.0 else "the budget's end"
+    when = (f"{d.times[-1]:.0%} of the budget" if d.times and d.times[-1] < 1.0
+            else "the end of sampling, spending what was left")
     return (f"over at most {d.looks} looks, spent by an O'Brien-Fleming-type boundary; this, the last look "
             f"taken, was look {j} at {when}")
 
