@@ -68,37 +68,35 @@ def boundaries(alpha: float, times: Sequence[float], sizes: Sequence[float]) -> 
 
 @functools.lru_cache(maxsize=4096)
 def _boundaries(alpha: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> tuple[float, ...]:
+    from scipy.optimize import brentq
+
     norm = scipy_stats().norm
     out: list[float] = []
     before = 0.0                     # alpha spent up to the previous look
-    s = w = None                     # the score S = z sqrt(n) on a grid, and the mass at each point
+    # The mass that has not crossed by the previous look: scores S = z sqrt(n) on a grid, and the
+    # mass at each point (none before the first look).
+    s, w = np.zeros(0), np.zeros(0)
     n_prev = 0.0
     for t, n in zip(times, sizes):
-        increment = spent(alpha, t) - before
-        if s is None:
-            c = float(norm.isf(increment / 2.0)) if increment > 0.0 else math.inf
-        elif n <= n_prev:            # the same data again: the same statistic, nothing new to spend
+        if out and n <= n_prev:      # the same data again: the same statistic, nothing new to spend
             out.append(out[-1])
             continue
-        elif increment <= 0.0:
+        increment = spent(alpha, t) - before
+        sd = math.sqrt(n - n_prev)   # the score's step since the previous look
+        if increment <= 0.0:
             c = math.inf
+        elif not out:
+            c = float(norm.isf(increment / 2.0))
         else:
-            from scipy.optimize import brentq
-            assert w is not None
-            args = (s, w, math.sqrt(n), math.sqrt(n - n_prev), increment)
-            c = float(brentq(_excess_crossing, 0.0, 40.0, args=args, xtol=1e-10))
-        # The mass that has not crossed, at this look, on a grid of z in (-c, c).
+            c = float(brentq(_excess_crossing, 0.0, 40.0, args=(s, w, math.sqrt(n), sd, increment), xtol=1e-10))
         reach = min(c, Z_MAX)
         z = np.linspace(-reach, reach, GRID)
         simpson = np.ones(GRID)
         simpson[1:-1:2], simpson[2:-1:2] = 4.0, 2.0
         simpson *= (z[1] - z[0]) / 3.0
         s_new = z * math.sqrt(n)
-        if s is None:
-            density = norm.pdf(z)
-        else:
-            sd = math.sqrt(n - n_prev)
-            density = (w[None, :] * norm.pdf((s_new[:, None] - s[None, :]) / sd)).sum(axis=1) * math.sqrt(n) / sd
+        density = (norm.pdf(z) if not out else
+                   (w[None, :] * norm.pdf((s_new[:, None] - s[None, :]) / sd)).sum(axis=1) * math.sqrt(n) / sd)
         s, w = s_new, density * simpson
         before, n_prev = spent(alpha, t), n
         out.append(c)
