@@ -106,7 +106,8 @@ def pair_stats(records: dict, design: dict | None = None) -> dict:
     if set(runs) != {"base", "head"}:
         return {}
     out = {}
-    table, probes = comparisons.between_sessions_probed(runs["base"], runs["head"])
+    sp = comparisons.pair_sessions(runs["base"], runs["head"])
+    table, probes = sp.table, sp.probes
     for (arm, fig), (xs, ys) in table.items():
         logs = [math.log(y / x) for x, y in zip(xs, ys) if x > 0 and y > 0]
         if fig == comparisons.MS_PER_TOKEN and len(logs) >= 3:
@@ -119,6 +120,8 @@ def pair_stats(records: dict, design: dict | None = None) -> dict:
                         "sd_log_mad": 1.4826 * statistics.median(abs(x - med) for x in logs),
                         "serial_inflation": infl, "autocorr": r1,
                         "logs": [round(x, 5) for x in logs]}
+            if (bl := sp.blocks.get((arm, fig))) is not None:
+                out[arm]["generations"] = bl   # each pair's worker generations (suite restart_s)
             if (pr := probes.get((arm, fig))) is not None and design:
                 out[arm].update(probe_gain(xs, ys, pr, design))
     return out

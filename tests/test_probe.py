@@ -112,8 +112,7 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     b, h, (pb, ph) = _moment(rng, 60, change=math.log(1.04))
     base = [_run("c", i, b[i], pb[i]) for i in range(60)]
     head = [_run("c", i, h[i], ph[i]) for i in range(60)]
-    table, probes = comparisons.between_sessions_probed(base, head)
-    assert probes[("c", "ms/token")] == (list(pb), list(ph))
+    assert comparisons.pair_sessions(base, head).probes[("c", "ms/token")] == (list(pb), list(ph))
     figs = {f.figure: f for f in judge(base, head, ["c"], D)}
     assert figs["ms/token"].result.dispatch_probe["used"]
     assert figs[comparisons.PROBE].gated is False and figs[comparisons.PROBE].result.n == 60
@@ -124,7 +123,7 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     assert "dispatch probe ms | c |" in md
     # One run without a reading (a probe that could not run): that figure is judged without it.
     head[7] = {**head[7], "dispatch_probe_ms": None}
-    assert comparisons.between_sessions_probed(base, head)[1] == {}
+    assert comparisons.pair_sessions(base, head).probes == {}
     assert judge(base, head, ["c"], D)[0].result.dispatch_probe is None
     c = Comparison("b" * 40, "h" * 40, D, judge(base, head, ["c"], D), [], {}, RECS, {"rounds": 60}, 1.0)
     assert "dispatch probe" not in prcheck.render_markdown(c, META)

@@ -8,6 +8,7 @@ the same round, next to each other in time. Reads records; runs nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import paired
@@ -58,17 +59,22 @@ def _by_key(runs: list[Run]) -> dict[Key, Run]:
 Pairs = tuple[list[float], list[float]]
 
 
+@dataclass(frozen=True)
+class SessionPairs:
+    """Two sessions' pairs: (arm, figure) -> (base values, head values) in plan order; the
+    dispatch probe's (base, head) times of the same pairs, for each figure whose every pair has a
+    probe on both sides (suite `dispatch_probe`); and each pair's worker generation ("base/head"
+    generation numbers), for each figure whose every run names its worker's generation."""
+
+    table: dict[tuple[str, str], Pairs]
+    probes: dict[tuple[str, str], Pairs]
+    blocks: dict[tuple[str, str], list[str]]
+
+
 def between_sessions(base: list[Run], head: list[Run]) -> dict[tuple[str, str], Pairs]:
     """(arm, figure) -> (base values, head values), one pair per (prompt, repetition) present on
     both sides, in plan order."""
-    return _between(base, head)[0]
-
-
-def between_sessions_probed(base: list[Run], head: list[Run]) -> tuple[dict[tuple[str, str], Pairs],
-                                                                      dict[tuple[str, str], Pairs]]:
-    """between_sessions(), and (arm, figure) -> the dispatch probe's (base, head) times of the
-    same pairs, for each figure whose every pair has a probe on both sides (suite `probe`)."""
-    return _between(base, head)
+    return pair_sessions(base, head).table
 
 
 def _probe(r: Run) -> float | None:
@@ -76,10 +82,17 @@ def _probe(r: Run) -> float | None:
     return float(p) if isinstance(p, (int, float)) and p > 0 else None
 
 
-def _between(base: list[Run], head: list[Run]) -> tuple[dict[tuple[str, str], Pairs], dict[tuple[str, str], Pairs]]:
+def _generation(r: Run) -> int | None:
+    g = r.get("worker_generation")
+    return g if isinstance(g, int) else None
+
+
+def pair_sessions(base: list[Run], head: list[Run]) -> SessionPairs:
+    """Every pair of the two sessions, with its probe readings and worker generations."""
     b, h = _by_key(base), _by_key(head)
     out: dict[tuple[str, str], Pairs] = {}
     probes: dict[tuple[str, str], tuple[list[float | None], list[float | None]]] = {}
+    gens: dict[tuple[str, str], list[tuple[int | None, int | None]]] = {}
     for key in sorted(set(b) & set(h), key=lambda k: (k[2], k[0], k[1])):
         fb, fh = run_figures(b[key]), run_figures(h[key])
         for fig in sorted(set(fb) & set(fh)):
@@ -89,9 +102,12 @@ def _between(base: list[Run], head: list[Run]) -> tuple[dict[tuple[str, str], Pa
             ps, qs = probes.setdefault((key[0], fig), ([], []))
             ps.append(_probe(b[key]))
             qs.append(_probe(h[key]))
+            gens.setdefault((key[0], fig), []).append((_generation(b[key]), _generation(h[key])))
     complete = {k: ([float(x) for x in ps], [float(y) for y in qs]) for k, (ps, qs) in probes.items()
                 if None not in ps and None not in qs}
-    return out, complete
+    blocks = {k: [f"{gb}/{gh}" for gb, gh in g] for k, g in gens.items()
+              if all(gb is not None and gh is not None for gb, gh in g)}
+    return SessionPairs(out, complete, blocks)
 
 
 def classic_arm_for(arm: dict[str, Any], arms: list[dict[str, Any]],

@@ -150,6 +150,11 @@ class Paired:
                                    # influence values' sd), before the serial inflation
     # The dispatch probe as a covariate (adjust_for_probe), when the pairs had one: None without.
     dispatch_probe: dict | None = None
+    # The pairs' worker generations (suite `restart_s`; _generations): how many, the test of
+    # whether they differ, and whether the interval rests on them. None: one worker per side
+    # for the whole check (every record before 2026-12-06).
+    generations: dict | None = None
+    df: int | None = None          # the interval's degrees of freedom (None: n - 1)
 
     @property
     def resolved(self) -> bool:
@@ -160,10 +165,9 @@ class Paired:
         return asdict(self)
 
 
-def _quantiles(n: int, design: Design, share: float = 1.0) -> tuple[float, float]:
+def _quantiles(df: int, design: Design, share: float = 1.0) -> tuple[float, float]:
     """(q_a, q_b): the two-sided t quantile at `share` of the design's per-test level, and the
-    power quantile, at n - 1 degrees of freedom."""
-    df = n - 1
+    power quantile, at df degrees of freedom."""
     q_a = float(scipy_stats().t.ppf(1.0 - share * design.alpha_per_test / 2.0, df))
     q_b = float(scipy_stats().t.ppf(design.power, df))
     return q_a, q_b
@@ -212,8 +216,11 @@ def detectable_change(spread: float, n: int, design: Design, share: float = 1.0)
     se = spread / sqrt(n) (pass spread x inflation for serially correlated pairs)."""
     if n < 2:
         return math.inf
-    q_a, q_b = _quantiles(n, design, share)
-    se = spread / math.sqrt(n)
+    return _detectable(spread / math.sqrt(n), n - 1, design, share)
+
+
+def _detectable(se: float, df: int, design: Design, share: float = 1.0) -> float:
+    q_a, q_b = _quantiles(df, design, share)
     return math.expm1(max(q_a * se, math.log1p(design.min_effect)) + q_b * se)
 
 
@@ -361,6 +368,47 @@ def probe_note(info: dict | None) -> str | None:
     return None
 
 
+# Worker generations (suite `restart_s`): a check may restart both sides' worker processes during
+# its sampling, so every pair belongs to one generation, one pair of processes. A per-process
+# effect (two processes of the same code that run at different speeds for their whole life: on a
+# lent H100 the dispatch probe's fixed work ran 29-39% apart between two workers in 3 of 5 checks,
+# docs/asv.md) is then constant within a generation and varies between generations; successive
+# pairs cannot see it, however many there are. Each reading tests whether its generations differ
+# (one-way analysis of variance of the values it rests on, F test at GENERATIONS_PRETEST); where
+# they do, its standard error is the cluster-robust one over generations (never narrower than the
+# pairs' own), on G - 1 degrees of freedom. Where they do not, the pairs' own (the "sometimes
+# pool" rule of Bozivich, Bancroft and Hartley, 1956, who recommend a pretest at 0.25: pooling
+# then costs little level, and a check without a per-process effect loses no power);
+# scripts/generations_level.py measures both.
+GENERATIONS_PRETEST = 0.25
+
+
+def _generations(values: np.ndarray, blocks: np.ndarray | None, se: float) -> tuple[float, int | None, dict | None]:
+    """(standard error, degrees of freedom or None for the pairs' n - 1, what the generations
+    said) for a location whose per-pair values (log ratios or influence values) are `values`,
+    each pair's generation `blocks`, and whose standard error from the pairs alone is `se`."""
+    if blocks is None:
+        return se, None, None
+    labels, idx = np.unique(blocks, return_inverse=True)
+    g, n = int(labels.size), int(values.size)
+    info: dict = {"count": g, "used": False}
+    if g < 2 or n - g < 1:
+        return se, None, info
+    sizes = np.bincount(idx)
+    grand = float(values.mean())
+    means = np.bincount(idx, weights=values) / sizes
+    msb = float(sizes @ (means - grand) ** 2) / (g - 1)
+    msw = float(((values - means[idx]) ** 2).sum()) / (n - g)
+    p = float(scipy_stats().f.sf(msb / msw, g - 1, n - g)) if msw > 0.0 else (0.0 if msb > 0.0 else 1.0)
+    info["p"] = p
+    if p >= GENERATIONS_PRETEST:
+        return se, None, info
+    dev = np.bincount(idx, weights=values - grand)
+    between = math.sqrt(g / (g - 1.0) * float(dev @ dev)) / n
+    info.update(used=True, se_ratio=between / se if se > 0.0 else None)
+    return max(se, between), g - 1, info
+
+
 @dataclass(frozen=True)
 class _Reading:
     """One location estimate of the per-pair log ratios and its standard error."""
@@ -370,15 +418,18 @@ class _Reading:
     spread: float
     inflation: float
     autocorr: float | None
+    df: int                        # of the standard error: n - 1, or generations - 1
+    generations: dict | None = None
 
 
-def _mean_reading(logs: np.ndarray, widen: float = 1.0) -> _Reading:
+def _mean_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | None = None) -> _Reading:
     sd = float(logs.std(ddof=1)) * widen
     infl, r1 = serial_inflation(logs)
-    return _Reading(float(logs.mean()), sd * infl / math.sqrt(logs.size), sd, infl, r1)
+    se, df, gens = _generations(logs * widen, blocks, sd * infl / math.sqrt(logs.size))
+    return _Reading(float(logs.mean()), se, sd, infl, r1, logs.size - 1 if df is None else df, gens)
 
 
-def _robust_reading(logs: np.ndarray, widen: float = 1.0) -> _Reading | None:
+def _robust_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | None = None) -> _Reading | None:
     if logs.size < MIN_ROBUST_PAIRS:
         return None
     h = huber_location(logs)
@@ -387,7 +438,8 @@ def _robust_reading(logs: np.ndarray, widen: float = 1.0) -> _Reading | None:
     mu, influence = h
     spread = float(influence.std(ddof=1)) * widen
     infl, r1 = serial_inflation(influence)
-    return _Reading(mu, spread * infl / math.sqrt(logs.size), spread, infl, r1)
+    se, df, gens = _generations(influence * widen, blocks, spread * infl / math.sqrt(logs.size))
+    return _Reading(mu, se, spread, infl, r1, logs.size - 1 if df is None else df, gens)
 
 
 def _arrays(base: Sequence[float], head: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -398,22 +450,31 @@ def _arrays(base: Sequence[float], head: Sequence[float]) -> tuple[np.ndarray, n
     return b, h
 
 
+Blocks = Sequence[object] | None   # each pair's worker generation (any hashable label), or None
+
+
 def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[float], Sequence[float]] | None,
-          design: Design) -> tuple[np.ndarray, float, dict | None, np.ndarray]:
+          design: Design, blocks: Blocks = None) -> tuple[np.ndarray, float, dict | None, np.ndarray, np.ndarray | None]:
     """The usable pairs' log ratios (head / base), adjusted for the probe when it has one for each
-    pair: (logs, widen, what the probe did, the same pairs' unadjusted log ratios)."""
+    pair: (logs, widen, what the probe did, the same pairs' unadjusted log ratios, their
+    generations or None)."""
     b, h = _arrays(base, head)
     keep = np.isfinite(b) & np.isfinite(h) & (b > 0) & (h > 0)
+    gens = None
+    if blocks is not None:
+        gens = np.asarray([str(x) for x in blocks])
+        if gens.shape != b.shape:
+            raise ValueError(f"the pairs' generations must match the figure's, got {gens.shape} for {b.shape}")
     if probe is None:
         logs = np.log(h[keep] / b[keep])
-        return logs, 1.0, None, logs
+        return logs, 1.0, None, logs, None if gens is None else gens[keep]
     pb, ph = np.asarray(probe[0], dtype=float), np.asarray(probe[1], dtype=float)
     if pb.shape != b.shape or ph.shape != b.shape:
         raise ValueError(f"the probe's pairs must match the figure's, got {pb.shape} and {ph.shape} for {b.shape}")
     keep &= np.isfinite(pb) & np.isfinite(ph) & (pb > 0) & (ph > 0)
     raw = np.log(h[keep] / b[keep])
     logs, widen, info = adjust_for_probe(raw, np.log(ph[keep] / pb[keep]), design)
-    return logs, widen, info, raw
+    return logs, widen, info, raw, None if gens is None else gens[keep]
 
 
 def _removed(with_: _Reading, robust: bool, raw: np.ndarray, logs: np.ndarray, widen: float) -> float:
@@ -426,10 +487,10 @@ def _removed(with_: _Reading, robust: bool, raw: np.ndarray, logs: np.ndarray, w
 
 
 def analyze(base: Sequence[float], head: Sequence[float], design: Design,
-            probe: tuple[Sequence[float], Sequence[float]] | None = None) -> Paired:
+            probe: tuple[Sequence[float], Sequence[float]] | None = None, blocks: Blocks = None) -> Paired:
     """Judge head against base, pair by pair (base[i] and head[i] ran next to each other).
     probe: the dispatch probe's (base, head) times of the same pairs, a covariate
-    (adjust_for_probe)."""
+    (adjust_for_probe). blocks: each pair's worker generation (_generations), or None."""
     b, h = _arrays(base, head)
     keep = np.isfinite(b) & np.isfinite(h)
     n = int(keep.sum())
@@ -437,7 +498,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
         return Paired(0, None, None, None, None, "inconclusive", "no pairs")
     if np.any(b[keep] <= 0) or np.any(h[keep] <= 0):
         return Paired(n, None, None, None, None, "inconclusive", "non-positive values: no ratio to judge")
-    logs, widen, probe_info, raw = _logs(base, head, probe, design)
+    logs, widen, probe_info, raw, gens = _logs(base, head, probe, design, blocks)
     n = int(logs.size)
     if n == 0:
         return Paired(0, None, None, None, None, "inconclusive", "no pairs with a probe reading")
@@ -445,16 +506,16 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     if n < 2:
         return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
                       mean_ratio=mean_ratio, dispatch_probe=probe_info)
-    mean = _mean_reading(logs, widen)
-    robust = _robust_reading(logs, widen)
+    mean = _mean_reading(logs, widen, gens)
+    robust = _robust_reading(logs, widen, gens)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
     main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
     if probe_info and probe_info["used"]:
         probe_info["variance_removed"] = _removed(main, robust is not None, raw, logs, widen)
-    q_a, _ = _quantiles(n, design, share)
+    q_a, _ = _quantiles(main.df, design, share)
     ratio = math.exp(main.center)
     lo, hi = math.exp(main.center - q_a * main.se), math.exp(main.center + q_a * main.se)
-    det = detectable_change(main.spread * main.inflation, n, design, share)
+    det = _detectable(main.se, main.df, design, share)
     t, floor = design.threshold, design.min_effect
     big = abs(main.center) >= math.log1p(floor)
     inside = lo >= 1.0 - t and hi <= 1.0 + t
@@ -462,7 +523,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     # The tails' guard: a change that slows only a few runs moves the mean, not the typical pair.
     tail = None
     if robust:
-        q_m, _ = _quantiles(n, design, TAIL_SHARE)
+        q_m, _ = _quantiles(mean.df, design, TAIL_SHARE)
         m_lo, m_hi = math.exp(mean.center - q_m * mean.se), math.exp(mean.center + q_m * mean.se)
         if (m_lo > 1.0 or m_hi < 1.0) and abs(mean.center) >= math.log1p(floor):
             tail = "worse" if m_lo > 1.0 else "improved"
@@ -489,50 +550,64 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
                      f"interval {main.inflation:.2f}x the independent-pairs one")
     if (said := probe_note(probe_info)) is not None:
         notes.append(said)
+    if (said := generations_note(main.generations)) is not None:
+        notes.append(said)
     return Paired(n, ratio, lo, hi, det, verdict, "; ".join(notes), mean.spread, main.inflation, main.autocorr,
-                  "huber" if robust else "mean", mean_ratio, main.spread, probe_info)
+                  "huber" if robust else "mean", mean_ratio, main.spread, probe_info, main.generations,
+                  main.df if main.generations and main.generations["used"] else None)
 
 
-def _p(reading: _Reading, n: int) -> float:
+def generations_note(info: dict | None) -> str | None:
+    """One clause for a verdict's note when the pairs' worker generations differed."""
+    if not info or not info.get("used"):
+        return None
+    return (f"the pairs' {info['count']} worker generations differ (p = {info['p']:.2g}): the interval rests "
+            f"on the generations, {info['count'] - 1} degrees of freedom (a per-process effect)")
+
+
+def _p(reading: _Reading) -> float:
     if reading.se == 0.0:
         return 0.0 if reading.center != 0.0 else 1.0
-    return float(2.0 * scipy_stats().t.sf(abs(reading.center) / reading.se, n - 1))
+    return float(2.0 * scipy_stats().t.sf(abs(reading.center) / reading.se, reading.df))
 
 
 def p_value(base: Sequence[float], head: Sequence[float], design: Design = Design(),
-            probe: tuple[Sequence[float], Sequence[float]] | None = None) -> float:
+            probe: tuple[Sequence[float], Sequence[float]] | None = None, blocks: Blocks = None) -> float:
     """Two-sided p-value against no change with analyze()'s readings: the mean's t test, or from
     MIN_ROBUST_PAIRS pairs the smaller of the robust location's and the tails' guard's p-values,
     each over its share of the level (Bonferroni); 1.0 without two usable pairs or spread. With a
     probe, on the adjusted ratios (whether to adjust is decided at the design's level)."""
-    logs, widen, _, _ = _logs(base, head, probe, design)
+    logs, widen, _, _, gens = _logs(base, head, probe, design, blocks)
     if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
         return 1.0
-    mean, robust = _mean_reading(logs, widen), _robust_reading(logs, widen)
+    mean, robust = _mean_reading(logs, widen, gens), _robust_reading(logs, widen, gens)
     if robust is None:
-        return _p(mean, logs.size)
-    return min(1.0, _p(robust, logs.size) / (1.0 - TAIL_SHARE), _p(mean, logs.size) / TAIL_SHARE)
+        return _p(mean)
+    return min(1.0, _p(robust) / (1.0 - TAIL_SHARE), _p(mean) / TAIL_SHARE)
 
 
 def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design,
-                 probes: Sequence[tuple[Sequence[float], Sequence[float]] | None] | None = None) -> list[Paired]:
+                 probes: Sequence[tuple[Sequence[float], Sequence[float]] | None] | None = None,
+                 blocks: Sequence[Blocks] | None = None) -> list[Paired]:
     """The gated figures of one check, judged together: Benjamini-Hochberg over their p-values,
     its k-th critical value this look's level for k of the m figures' share of alpha (k alpha / m
     with one look), selects R of them; a selected figure is judged at R figures' level (its
     interval then excludes no change: a false-coverage-rate interval), the others at one
     figure's. With every figure unchanged this is the family-wise level.
-    probes: each figure's dispatch-probe pairs, or None (analyze)."""
+    probes: each figure's dispatch-probe pairs, or None; blocks: each figure's pairs' worker
+    generations, or None (analyze)."""
     m = len(pairs)
     if m == 0:
         return []
     design = replace(design, figures=m, selected=1)
     probes = list(probes) if probes is not None else [None] * m
-    ps = [p_value(b, h, design, pr) for (b, h), pr in zip(pairs, probes)]
+    blocks = list(blocks) if blocks is not None else [None] * m
+    ps = [p_value(b, h, design, pr, bl) for (b, h), pr, bl in zip(pairs, probes, blocks)]
     ranked = sorted(range(m), key=lambda i: ps[i])
     r = max((k + 1 for k, i in enumerate(ranked) if ps[i] <= replace(design, selected=k + 1).alpha_per_test),
             default=0)
     chosen = set(ranked[:r])
-    return [analyze(b, h, replace(design, selected=r) if i in chosen else design, probes[i])
+    return [analyze(b, h, replace(design, selected=r) if i in chosen else design, probes[i], blocks[i])
             for i, (b, h) in enumerate(pairs)]
 
 

@@ -172,27 +172,31 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
     """Every paired figure of the two sides (gated first, in suite arm order)."""
     import statistics
 
-    table, probes = comparisons.between_sessions_probed(base_runs, head_runs)
+    pairs = comparisons.pair_sessions(base_runs, head_runs)
+    table, probes = pairs.table, pairs.probes
     order = {a: i for i, a in enumerate(arms)}
     items = sorted(table.items(), key=lambda kv: (kv[0][1] != comparisons.MS_PER_TOKEN,
                                                   order.get(kv[0][0], 99), kv[0][1]))
     gated = [(k, v) for k, v in items if k[1] == comparisons.MS_PER_TOKEN]
     # The gated figures together (Benjamini-Hochberg over them); diagnostics one by one.
     results = dict(zip([k for k, _ in gated], paired.judge_family([v for _, v in gated], design,
-                                                                  [probes.get(k) for k, _ in gated])))
+                                                                  [probes.get(k) for k, _ in gated],
+                                                                  [pairs.blocks.get(k) for k, _ in gated])))
     out = []
     for (arm, fig), (xs, ys) in items:
         is_gated = fig == comparisons.MS_PER_TOKEN
         if gated_only and not is_gated:
             continue
-        r = results[(arm, fig)] if is_gated else paired.analyze(xs, ys, design, probes.get((arm, fig)))
+        r = results[(arm, fig)] if is_gated else paired.analyze(xs, ys, design, probes.get((arm, fig)),
+                                                                  pairs.blocks.get((arm, fig)))
         out.append(Figure(arm, fig, is_gated, r, statistics.median(xs) if xs else None,
                           statistics.median(ys) if ys else None))
     if not gated_only:
         # The probe itself, shown: what it read on each side is what the verdicts subtracted.
         for arm in sorted({a for a, f in probes if f == comparisons.MS_PER_TOKEN}, key=lambda a: order.get(a, 99)):
             xs, ys = probes[(arm, comparisons.MS_PER_TOKEN)]
-            out.append(Figure(arm, comparisons.PROBE, False, paired.analyze(xs, ys, design),
+            out.append(Figure(arm, comparisons.PROBE, False,
+                              paired.analyze(xs, ys, design, None, pairs.blocks.get((arm, comparisons.MS_PER_TOKEN))),
                               statistics.median(xs), statistics.median(ys)))
         out += exact_figures(base_runs, head_runs, arms)
     return out
@@ -278,6 +282,7 @@ class _PairedSession:
                                        "paired_with": {"base": base_sha, "head": head_sha}})
             self.sides[side] = {"sha": sha, "record": rec, "worker": Worker(side, root, suite_dict, work / "logs")}
         self.pacer, self.ui, self.pair_no = runner.Pacer(), runner.NullUI(), 0
+        self.generation_started = time.monotonic()
 
     def record(self, side: str) -> Any:
         return self.sides[side]["record"]
@@ -287,14 +292,38 @@ class _PairedSession:
         sd = self.sides[side]
         run = runner.run_one(p, self.suite, sd["worker"], self.ui, None, self.pacer)
         run["side"] = side
+        run["worker_generation"] = sd["worker"].generation
         sd["record"].add_run(annotate_identity(annotate_label(run), self.store, self.settings_dict))
 
     def warm_up(self) -> None:
         for p in build_plan(self.suite, 0):
             for side in ("base", "head"):
                 self.run_on(side, p)
+        self.generation_started = time.monotonic()
+
+    def restart(self, before_round: int) -> None:
+        """Both workers anew (suite `restart_s`): stopped, started, and warmed up by the suite's
+        warm-up plan, whose runs are discarded (the record's plan indices are the measured runs'),
+        their time kept in each record's `worker_generations`."""
+        t0 = time.monotonic()
+        for sd in self.sides.values():
+            sd["worker"].stop()
+        walls: dict[str, float] = {"base": 0.0, "head": 0.0}
+        for p in build_plan(self.suite, 0):
+            for side in ("base", "head"):
+                run = runner.run_one(p, self.suite, self.sides[side]["worker"], self.ui, None, self.pacer)
+                walls[side] += float(run.get("wall_s") or 0.0)
+        for side, sd in self.sides.items():
+            sd["record"].data.setdefault("worker_generations", []).append(
+                {"generation": sd["worker"].generation, "before_round": before_round,
+                 "warmup_wall_s": round(walls[side], 3), "restart_s": round(time.monotonic() - t0, 3)})
+        self.generation_started = time.monotonic()
 
     def do_round(self, i: int) -> None:
+        every = self.suite.settings.restart_s
+        # A generation measures one round at least (the warm-ups' generation too).
+        if every is not None and i > 0 and time.monotonic() - self.generation_started >= every:
+            self.restart(i)
         plan = build_plan(self.suite, i + 1)
         for p in plan:
             done = [p.index in self.record(side).done_indices() for side in ("base", "head")]
@@ -352,6 +381,7 @@ def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budg
                  "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(duration_s, 3),
                                 "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None},
                  "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()},
+                 "worker_generations": {side: sd["worker"].generation for side, sd in sides.items()},
                  "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)]}
     for sd in sides.values():
         sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,

@@ -149,8 +149,23 @@ def _probe_sentence(c: Comparison) -> str:
                 f"different speeds in the two sides' workers. Unless this change touches how MLX work is issued, "
                 f"that is a per-process effect (two processes of one code can differ for their whole lives), "
                 f"which the figures' ratios may carry too, in either direction; a check run again starts new "
-                f"workers. ")
+                f"workers, and a suite's `restart_s` restarts them during a check so that the verdicts count it. ")
     return out
+
+
+def _generations_sentence(c: Comparison) -> str:
+    """Say that the workers were restarted during the check, and which gated figures' worker
+    generations differed (their intervals then rest on the generations)."""
+    gated = [f for f in c.figures if f.gated and f.result.generations]
+    counts = [f.result.generations["count"] for f in gated]
+    if not counts or max(counts) < 2:
+        return ""
+    differ = [f"{f.arm} {f.figure}" for f in gated if f.result.generations.get("used")]
+    out = (f"Both sides' workers were restarted during the check (`restart_s`), so the pairs came from "
+           f"{max(counts)} worker generations, each a fresh pair of processes; a figure whose generations differ "
+           f"(F test at {paired.GENERATIONS_PRETEST:.0%}) is judged on the generations, on {max(counts) - 1} degrees "
+           f"of freedom, so that a per-process effect widens its interval rather than reading as a change")
+    return out + (f": {', '.join(differ)}. " if differ else "; none did. ")
 
 
 def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] | None = None,
@@ -181,7 +196,7 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
               f"change of at least {d.min_effect:.0%}; unchanged needs the interval inside ±{d.threshold:.0%} "
               f"and a smallest detectable change below it; anything else is inconclusive. "
-              f"{_probe_sentence(c)}Exit status {st} ({EXIT_WORDS[st]}).", ""]
+              f"{_probe_sentence(c)}{_generations_sentence(c)}Exit status {st} ({EXIT_WORDS[st]}).", ""]
     lines += ["| verdict | figure | arm | base median | head median | pairs | change (interval) | "
               "smallest detectable | asv | note |", "|---|---|---|---|---|---|---|---|---|---|"]
     for f in c.figures:

@@ -111,7 +111,8 @@ class Worker:
         self._tmp = tempfile.TemporaryDirectory(prefix=f"harness-worker-{name}-")
         self._suite_file = Path(self._tmp.name) / "suite.json"
         self._suite_file.write_text(json.dumps(suite), encoding="utf-8")
-        self.restarts = 0
+        self.restarts = 0       # starts after the process died (a crash, a timeout)
+        self.generation = 0     # processes started so far: a run's worker_generation
 
     # An empty working directory: `python -m` puts it first on sys.path, and a checkout there
     # would shadow the driver's harness.
@@ -124,6 +125,7 @@ class Worker:
                                       stderr=log, text=True, start_new_session=True, bufsize=1)
         log.close()
         self._lines = queue.Queue()
+        self.generation += 1
         threading.Thread(target=self._read, args=(self._proc.stdout, self._lines),
                          name=f"worker-{self.name}", daemon=True).start()
         first = self._next(READY_TIMEOUT_S)

@@ -26,7 +26,11 @@ Format history:
   `arm.drafter_borrows` (an MTP head's borrowed target tensors), `engine.attention`, and the
   scaling probe's cold figures and dispatch floor; then a run's `dispatch_probe_ms` (suite
   `dispatch_probe = true`); then `sequential.design`'s `times` and `sizes` and each look's `time`
-  (alpha spending over the looks; before, the looks split alpha evenly and `look_share` was it).
+  (alpha spending over the looks; before, the looks split alpha evenly and `look_share` was it);
+  then a compare-commits run's `side` (written since that command began, declared now) and
+  `worker_generation`, the record's `worker_generations` (each restart of its worker, suite
+  `restart_s`), and a paired reading's `generations` and `df` (the interval rests on the worker
+  generations when they differ; before, every check had one worker per side).
 Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
@@ -288,6 +292,9 @@ class Run(_S, kw_only=True):
     text: str | None = None
     text_sha256: str | None = None
     dispatch_probe_ms: float | None = None   # the dispatch probe after the run (suite `dispatch_probe`)
+    side: str | None = None           # compare-commits: "base" or "head"
+    # compare-commits: which of its side's worker processes made the run (1, 2, ...: suite `restart_s`)
+    worker_generation: int | None = None
     overrides: dict[str, str] = {}
     shipping: bool | None = None
     label: str | None = None

@@ -75,6 +75,11 @@ class Settings:
     # Time the dispatch probe (harness.collect.host.probe) after every run, and let the paired
     # verdict subtract what it predicts of a pair's ratio (docs/statistics.md).
     dispatch_probe: bool = False
+    # Two commits compared run by run (compare-commits, pr-check): restart both sides' worker
+    # processes once they have served this many seconds (at the next round, then a warm-up round
+    # on each side), so that a per-process effect varies between the pairs' generations and the
+    # verdict's interval counts it (harness.analyze.paired, _generations). None: never.
+    restart_s: float | None = None
 
 
 @dataclass(frozen=True)

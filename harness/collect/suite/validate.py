@@ -103,8 +103,8 @@ class _V:
 _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "warmups",
         "cooldown_s", "cooldown_source", "cooldown_ratio", "cooldown_cap_s", "ignore_eos", "quiet",
         "watch", "spread_threshold", "contention_threshold", "override_prefixes", "override_ignore",
-        "scaling", "budget_s", "max_repetitions", "threshold", "thresholds", "alpha", "looks", "dispatch_probe", "pairings", "arms",
-        "prompts", "engines")
+        "scaling", "budget_s", "max_repetitions", "threshold", "thresholds", "alpha", "looks", "dispatch_probe",
+        "restart_s", "pairings", "arms", "prompts", "engines")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
 _WATCH = ("enabled", "threshold_pct", "interval_s")
 _PAIRING = ("name", "target", "drafter")
@@ -195,6 +195,7 @@ def _settings(v: _V, d: dict) -> Settings:
     # A record's settings say null for an unset optional value; TOML has no null.
     budget = d.get("budget_s")
     max_reps = d.get("max_repetitions")
+    restart = _given(d, "restart_s", base.restart_s)
     if max_reps is not None:
         max_reps = v.int_(max_reps, "max_repetitions")
         if max_reps < repetitions:
@@ -222,6 +223,7 @@ def _settings(v: _V, d: dict) -> Settings:
         alpha=v.num(_given(d, "alpha", base.alpha), "alpha", 0, 0.5, lo_open=True),
         looks=v.int_(_given(d, "looks", base.looks), "looks", 1),
         dispatch_probe=v.bool_(_given(d, "dispatch_probe", base.dispatch_probe), "dispatch_probe"),
+        restart_s=None if restart is None else v.num(restart, "restart_s", 0, lo_open=True),
     )
 
 

@@ -1,0 +1,134 @@
+"""Worker generations: a compare-commits check that restarts both sides' workers during its
+sampling (suite `restart_s`) tags every run with its worker's generation, and the paired verdict
+counts a per-process effect (the generations differ) instead of reading it as a change, while a
+check without one keeps its power."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from harness_helpers import REPO, command_arm, write_suite
+
+from harness.analyze import comparisons, paired
+from harness.ci import prcheck
+from harness.ci.commits import Comparison, compare_commits, judge
+from harness.collect.suite import load_suite
+from harness.core.errors import UserError
+
+D = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.01)
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("generations_level", REPO / "scripts" / "generations_level.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _verdicts(tau: float, shift: float, sims: int, seed: int, g: int = 8) -> dict[str, list[paired.Paired]]:
+    """scripts/generations_level.py's checks: the test and the benchmark simulate one thing."""
+    mod, rng = _script(), np.random.default_rng(seed)
+    out: dict[str, list[paired.Paired]] = {"generations": [], "one worker": []}
+    for _ in range(sims):
+        for k, r in mod.one(rng, 320, g, 0.15, tau, shift, 5.0, D).items():
+            out[k].append(r)
+    return out
+
+
+def _rate(rs: list[paired.Paired], *verdicts: str) -> float:
+    return sum(r.verdict in verdicts for r in rs) / len(rs)
+
+
+def test_a_per_process_effect_reads_as_a_change_unless_the_generations_are_counted():
+    # Two processes of one code 3% apart (sd) for their whole life: a check with one worker per
+    # side calls most A/A checks worse or improved; told the 8 generations, about its level.
+    rs = _verdicts(tau=0.03, shift=0.0, sims=150, seed=3)
+    assert _rate(rs["one worker"], "worse", "improved") > 0.4
+    assert _rate(rs["generations"], "worse", "improved") <= 0.10
+    used = [r for r in rs["generations"] if r.generations["used"]]
+    assert len(used) > 0.8 * len(rs["generations"])
+    assert all(r.df == 7 and r.generations["count"] == 8 for r in used)
+    assert all("8 worker generations differ" in r.note and "7 degrees of freedom" in r.note for r in used)
+
+
+def test_without_a_process_effect_counting_generations_costs_little():
+    rs = _verdicts(tau=0.0, shift=0.0, sims=150, seed=4)
+    # The pretest finds a difference at about its own level, and no more false alarms follow.
+    share = sum(r.generations["used"] for r in rs["generations"]) / 150
+    assert 0.1 <= share <= 0.4, share
+    assert _rate(rs["generations"], "worse", "improved") <= 0.08
+    # A real +3% is still caught about as often as by the check that ignores generations.
+    caught = _verdicts(tau=0.0, shift=0.03, sims=100, seed=5)
+    assert _rate(caught["generations"], "worse") >= _rate(caught["one worker"], "worse") - 0.1
+    assert _rate(caught["generations"], "worse") >= 0.85
+
+
+def test_one_generation_or_none_judges_the_pairs_as_before():
+    rng = np.random.default_rng(6)
+    base = np.exp(rng.normal(0, 0.1, 60))
+    head = base * np.exp(rng.normal(0.01, 0.1, 60))
+    plain = paired.analyze(base, head, D)
+    one = paired.analyze(base, head, D, blocks=["1/1"] * 60)
+    assert (one.lo, one.hi, one.verdict, one.detectable) == (plain.lo, plain.hi, plain.verdict, plain.detectable)
+    assert one.generations == {"count": 1, "used": False} and plain.generations is None and one.df is None
+    with pytest.raises(ValueError, match="generations must match"):
+        paired.analyze(base, head, D, blocks=["1/1"] * 59)
+
+
+def _run(arm: str, rep: int, mpt: float, gen: int | None) -> dict:
+    r = {"arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "ms_per_token": mpt,
+         "diagnostics": {"mode": "classic"}}
+    if gen is not None:
+        r["worker_generation"] = gen
+    return r
+
+
+def test_pairs_carry_their_generations_and_the_comment_says_what_they_did():
+    rng = np.random.default_rng(7)
+    gens = np.repeat(np.arange(1, 9), 40)
+    u = rng.normal(0, 0.04, 9)[gens]                       # the head's process effect, per generation
+    b = np.exp(rng.normal(0, 0.1, gens.size))
+    h = b * np.exp(u + rng.normal(0, 0.1, gens.size))
+    base = [_run("c", i, b[i], int(gens[i])) for i in range(gens.size)]
+    head = [_run("c", i, h[i], int(gens[i])) for i in range(gens.size)]
+    assert comparisons.pair_sessions(base, head).blocks[("c", "ms/token")][:2] == ["1/1", "1/1"]
+    fig = judge(base, head, ["c"], D)[0]
+    assert fig.result.generations["used"] and fig.result.df == 7
+    c = Comparison("b" * 40, "h" * 40, D, [fig], [], {}, {"base": "b", "head": "h"}, {"rounds": 320}, 1.0)
+    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0})
+    assert "the pairs came from 8 worker generations" in md and "on 7 degrees of freedom" in md
+    assert "rather than reading as a change: c ms/token." in md
+    # One run that names no generation: that figure is judged on its pairs alone.
+    head[5] = _run("c", 5, h[5], None)
+    assert comparisons.pair_sessions(base, head).blocks == {}
+    assert judge(base, head, ["c"], D)[0].result.generations is None
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "README").write_text("x\n")
+    _git(repo, "add", "README")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=4, warmups=1, restart_s=1e-6))
+    c = compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
+    assert c.notes["worker_generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
+    for side in ("base", "head"):
+        rec = json.loads(Path(c.records[side]).read_text())
+        measured = [r for r in rec["runs"] if not r.get("warmup")]
+        assert [r["worker_generation"] for r in measured] == [1, 2, 3, 4]
+        assert [g["before_round"] for g in rec["worker_generations"]] == [1, 2, 3]
+        assert all(g["warmup_wall_s"] > 0 for g in rec["worker_generations"])
+    assert [f for f in c.figures if f.gated][0].result.generations["count"] == 4
+    with pytest.raises(UserError, match="restart_s"):
+        load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", restart_s=0))
