@@ -84,7 +84,7 @@ def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, 
     for f in data["figures"]:
         if f["gated"] and f["arm"] == "classic":
             row.update(classic_verdict=f["verdict"], classic_ratio=f["ratio"], classic_n=f["n"],
-                       classic_detectable=f["detectable_value"])
+                       classic_detectable=f["detectable_value"], classic_generations=f.get("generations"))
     row["pairs"] = pair_stats(data.get("records") or {}, data.get("design"))
     return row
 

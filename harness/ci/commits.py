@@ -26,6 +26,7 @@ import math
 import subprocess
 import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from harness.analyze import comparisons, envdiff, paired, sequential
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
 from harness.collect import runner
+from harness.collect.engines import EngineFailure, RunRequest
 from harness.collect.plan import build_plan
 from harness.collect.record import Record
 from harness.collect.worker import Worker
@@ -303,16 +305,25 @@ class _PairedSession:
 
     def restart(self, before_round: int) -> None:
         """Both workers anew (suite `restart_s`): stopped, started, and warmed up by the suite's
-        warm-up plan, whose runs are discarded (the record's plan indices are the measured runs'),
-        their time kept in each record's `worker_generations`."""
+        warm-up plan, the two sides at once (nothing is measured, and a restart costs one side's
+        load and warm-up, not two). Those runs are discarded (the record's plan indices are the
+        measured runs'); each record's `worker_generations` keeps their time."""
         t0 = time.monotonic()
-        for sd in self.sides.values():
-            sd["worker"].stop()
-        walls: dict[str, float] = {"base": 0.0, "head": 0.0}
-        for p in build_plan(self.suite, 0):
-            for side in ("base", "head"):
-                run = runner.run_one(p, self.suite, self.sides[side]["worker"], self.ui, None, self.pacer)
-                walls[side] += float(run.get("wall_s") or 0.0)
+        plan = build_plan(self.suite, 0)
+
+        def warm(side: str) -> float:
+            w, t = self.sides[side]["worker"], time.monotonic()
+            w.stop()
+            for p in plan:
+                try:
+                    w.run(RunRequest(arm=self.suite.arm(p.arm), pairing=self.suite.pairing(p.pairing),
+                                     prompt=self.suite.prompt(p.prompt), settings=self.suite.settings))
+                except EngineFailure:
+                    pass   # the measured runs then fail (recorded) or start the worker again
+            return time.monotonic() - t
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            walls = dict(zip(("base", "head"), pool.map(warm, ("base", "head"))))
         for side, sd in self.sides.items():
             sd["record"].data.setdefault("worker_generations", []).append(
                 {"generation": sd["worker"].generation, "before_round": before_round,
@@ -402,7 +413,7 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
                      "note": r.note, "ratio": r.ratio, "lo": r.lo, "hi": r.hi,
                      "detectable_value": r.detectable, "serial_inflation": r.inflation,
                      "autocorr": r.autocorr, "location": r.location, "mean_ratio": r.mean_ratio,
-                     "acknowledged": f.ack})
+                     "generations": r.generations, "df": r.df, "acknowledged": f.ack})
     return rows
 
 
