@@ -132,3 +132,16 @@ def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
     assert [f for f in c.figures if f.gated][0].result.generations["count"] == 4
     with pytest.raises(UserError, match="restart_s"):
         load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", restart_s=0))
+
+
+def test_two_generations_at_an_early_look_give_an_unbounded_interval_not_an_error():
+    # Two generations 20% apart, judged at a first look's small level: one degree of freedom puts
+    # the interval past float range; the verdict says so instead of failing the check.
+    rng = np.random.default_rng(1)
+    b = np.exp(rng.normal(0, 0.1, 60))
+    h = b * np.exp(np.r_[np.full(30, 0.1), np.full(30, -0.1)] + rng.normal(0, 0.05, 60))
+    d = paired.Design(threshold=0.1, alpha=0.05, looks=4, figures=3, look=1)
+    r = paired.analyze(b, h, d, blocks=["1/1"] * 30 + ["2/2"] * 30)
+    assert r.verdict == "inconclusive" and r.df == 1 and r.hi == float("inf") and r.detectable == float("inf")
+    assert "no change is detectable from these pairs" in r.note and "1 degree of freedom" in r.note
+    assert paired.detectable_text(r) == "-"

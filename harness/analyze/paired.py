@@ -221,7 +221,13 @@ def detectable_change(spread: float, n: int, design: Design, share: float = 1.0)
 
 def _detectable(se: float, df: int, design: Design, share: float = 1.0) -> float:
     q_a, q_b = _quantiles(df, design, share)
-    return math.expm1(max(q_a * se, math.log1p(design.min_effect)) + q_b * se)
+    return _exp(max(q_a * se, math.log1p(design.min_effect)) + q_b * se) - 1.0
+
+
+def _exp(x: float) -> float:
+    """exp, inf past float range: an interval on one or two degrees of freedom at a small level
+    can reach that far (two worker generations at an early look)."""
+    return math.exp(x) if x < 700.0 else math.inf
 
 
 def pairs_needed(spread: float, design: Design, share: float = 1.0, limit: int = 100_000) -> int | None:
@@ -514,7 +520,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
         probe_info["variance_removed"] = _removed(main, robust is not None, raw, logs, widen)
     q_a, _ = _quantiles(main.df, design, share)
     ratio = math.exp(main.center)
-    lo, hi = math.exp(main.center - q_a * main.se), math.exp(main.center + q_a * main.se)
+    lo, hi = _exp(main.center - q_a * main.se), _exp(main.center + q_a * main.se)
     det = _detectable(main.se, main.df, design, share)
     t, floor = design.threshold, design.min_effect
     big = abs(main.center) >= math.log1p(floor)
@@ -524,7 +530,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     tail = None
     if robust:
         q_m, _ = _quantiles(mean.df, design, TAIL_SHARE)
-        m_lo, m_hi = math.exp(mean.center - q_m * mean.se), math.exp(mean.center + q_m * mean.se)
+        m_lo, m_hi = _exp(mean.center - q_m * mean.se), _exp(mean.center + q_m * mean.se)
         if (m_lo > 1.0 or m_hi < 1.0) and abs(mean.center) >= math.log1p(floor):
             tail = "worse" if m_lo > 1.0 else "improved"
     if lo > 1.0 and big:
@@ -541,8 +547,9 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
             notes.append(f"a significant {ratio - 1.0:+.1%}, below the {floor:.0%} floor")
     else:
         verdict = "inconclusive"
-        notes.append(f"smallest detectable change {det:.1%}, above the {t:.0%} threshold" if det > t
-                     else f"the interval reaches beyond ±{t:.0%}")
+        notes.append(f"the interval reaches beyond ±{t:.0%}" if det <= t
+                     else f"smallest detectable change {det:.1%}, above the {t:.0%} threshold" if math.isfinite(det)
+                     else "no change is detectable from these pairs")
     if robust and not tail and abs(mean.center - main.center) >= math.log1p(floor) / 2.0:
         notes.append(f"the mean of the pairs reads {mean_ratio - 1.0:+.1%}")   # shown, not judged alone
     if main.inflation >= 1.1:   # say why the interval is wider than the pairs' spread alone would make it
@@ -561,8 +568,9 @@ def generations_note(info: dict | None) -> str | None:
     """One clause for a verdict's note when the pairs' worker generations differed."""
     if not info or not info.get("used"):
         return None
+    df = info["count"] - 1
     return (f"the pairs' {info['count']} worker generations differ (p = {info['p']:.2g}): the interval rests "
-            f"on the generations, {info['count'] - 1} degrees of freedom (a per-process effect)")
+            f"on the generations, {df} degree{'s' if df > 1 else ''} of freedom (a per-process effect)")
 
 
 def _p(reading: _Reading) -> float:
