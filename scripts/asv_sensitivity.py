@@ -86,7 +86,21 @@ def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, 
             row.update(classic_verdict=f["verdict"], classic_ratio=f["ratio"], classic_n=f["n"],
                        classic_detectable=f["detectable_value"], classic_generations=f.get("generations"))
     row["pairs"] = pair_stats(data.get("records") or {}, data.get("design"))
+    row["restarts"] = restarts(data.get("records") or {})
     return row
+
+
+def restarts(records: dict) -> dict:
+    """Each side's worker restarts (suite restart_s): the round each came before and what it cost."""
+    out = {}
+    for side, path in records.items():
+        try:
+            gens = json.loads(Path(path).read_text()).get("worker_generations") or []
+        except (OSError, ValueError):
+            continue
+        if gens:
+            out[side] = [{k: g.get(k) for k in ("before_round", "warmup_wall_s", "restart_s")} for g in gens]
+    return out
 
 
 def pair_stats(records: dict, design: dict | None = None) -> dict:

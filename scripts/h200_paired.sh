@@ -8,6 +8,9 @@
 #   bash scripts/h200_paired.sh OUT fault T COOL BUDGET       # the calibrated F = 0.03 fault
 #   bash scripts/h200_paired.sh OUT aa T COOL BUDGET N        # N A/A checks (false alarms)
 #
+# With RESTART_S=SECONDS in the environment, resolve, fault and aa restart both workers that often
+# (the suite's restart_s: the verdicts count the worker generations, docs/statistics.md).
+#
 # T is max_tokens; COOL is "host" (the host profile's rule: 0.25 x the previous run, 0.05 s to
 # 30 s) or "floor" (0.05 s after every run; the thermal reading still makes the runner wait
 # while the GPU reports a slowdown). Each step writes its suites under build/suites/ (derived
@@ -22,9 +25,10 @@ mkdir -p "$out" build/suites
 
 # derive SRC T COOL -> prints the derived suite's path
 derive() {
-  local src=$1 t=$2 cool=$3 dst
-  dst=build/suites/$(basename "$src" .toml)-t$t-$cool.toml
-  sed -e "s/^max_tokens = .*/max_tokens = $t/" -e "0,/^name = /s/^name = \"\(.*\)\"/name = \"\1-t$t-$cool\"/" "$src" > "$dst"
+  local src=$1 t=$2 cool=$3 dst tag=-t$2-$3${RESTART_S:+-r$RESTART_S}
+  dst=build/suites/$(basename "$src" .toml)$tag.toml
+  sed -e "s/^max_tokens = .*/max_tokens = $t/" -e "0,/^name = /s/^name = \"\(.*\)\"/name = \"\1$tag\"/" "$src" > "$dst"
+  [ -z "${RESTART_S:-}" ] || echo "restart_s = $RESTART_S" | sed -i "/^looks = /r /dev/stdin" "$dst"
   if [ "$cool" = floor ]; then
     sed -i -e 's/^cooldown_s = .*/cooldown_s = 0.05\ncooldown_ratio = 0.0/' "$dst"
   elif [ "$cool" != host ]; then
@@ -34,7 +38,7 @@ derive() {
 }
 
 check() {   # check NAME T COOL BUDGET ARGS...
-  local name=$1 t=$2 cool=$3 budget=$4; shift 4
+  local name=$1${RESTART_S:+-r$RESTART_S} t=$2 cool=$3 budget=$4; shift 4
   local suite; suite=$(derive scripts/suites/paired-random-8b.toml "$t" "$cool")
   # The scratch project stays under OUT: each check's two side records (every run, its load
   # and thermal readings) are then at OUT/NAME-T-COOL-work/project/.harness/compare/*/records/.

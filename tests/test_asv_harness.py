@@ -325,7 +325,7 @@ def test_the_project_config_loads_and_names_its_dirs():
 def test_unknown_profile_is_one_line_exit_2(tmp_path):
     r = _cli("host", "register", "--profile", "no-such-host", "--machine-file", str(tmp_path / "m.json"))
     assert r.returncode == 2
-    assert r.stderr.strip() == ("harness: unknown host profile 'no-such-host' (known: gb10, h200, linux-cpu, "
+    assert r.stderr.strip() == ("harness: unknown host profile 'no-such-host' (known: gb10, h100, h200, linux-cpu, "
                                 "m1-ultra, m3-ultra, m5-max)") or "unknown host profile 'no-such-host'" in r.stderr
     assert r.stderr.strip().count("\n") == 0 and not (tmp_path / "m.json").exists()
 

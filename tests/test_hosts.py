@@ -8,7 +8,7 @@ from harness.collect.host import profiles as hosts
 from harness.collect.host.info import collect_host
 from harness.core.errors import UserError
 
-LAB = {"m1-ultra", "m3-ultra", "m5-max", "gb10", "h200", "linux-cpu"}
+LAB = {"m1-ultra", "m3-ultra", "m5-max", "gb10", "h100", "h200", "linux-cpu"}
 
 
 def _host(system="Linux", model="Intel(R) Xeon(R) Processor", chip="unknown",
@@ -23,7 +23,7 @@ def test_every_lab_host_has_a_valid_profile():
     cooldown = {p["name"]: tuple(p["cooldown"][k] for k in ("floor_s", "ratio", "cap_s"))
                 for p in profiles.values()}
     mac, gpu = (5, 9, 90), (0.05, 0.25, 30)
-    assert cooldown == {"m1-ultra": mac, "m3-ultra": mac, "m5-max": mac, "gb10": gpu, "h200": gpu,
+    assert cooldown == {"m1-ultra": mac, "m3-ultra": mac, "m5-max": mac, "gb10": gpu, "h100": gpu, "h200": gpu,
                         "linux-cpu": (0.05, 0.25, 2)}
     assert all("default_cooldown_s" not in json.loads((hosts.PROFILES_DIR / f"{n}.json").read_text())
                for n in LAB)
@@ -35,7 +35,7 @@ def test_every_lab_host_has_a_valid_profile():
 
 def test_vendor_bandwidth_figures():
     bw = {n: p["peak_bandwidth_gbs"] for n, p in hosts.load_profiles().items()}
-    assert (bw["m1-ultra"], bw["m3-ultra"], bw["h200"], bw["gb10"]) == (800, 819, 4800, 273)
+    assert (bw["m1-ultra"], bw["m3-ultra"], bw["h100"], bw["h200"], bw["gb10"]) == (800, 819, 3350, 4800, 273)
     assert bw["linux-cpu"] is None
 
 
@@ -43,6 +43,13 @@ def test_h200_gpu_name_picks_h200():
     nv = [{"name": "NVIDIA H200", "compute_cap": "9.0", "generation": "sm_90"}]
     p = hosts.match_profile(_host(gpu_name="NVIDIA H200", nvidia=nv))
     assert p["name"] == "h200" and p["gpu_generation"] == "sm_90"
+
+
+def test_an_h100_sxm_picks_h100_and_another_h100_card_nothing():
+    nv = [{"name": "NVIDIA H100 80GB HBM3", "compute_cap": "9.0", "generation": "sm_90"}]
+    assert hosts.match_profile(_host(gpu_name="NVIDIA H100 80GB HBM3", nvidia=nv))["name"] == "h100"
+    # The PCIe card has half the bandwidth: the SXM's figures must not be quoted for it.
+    assert hosts.match_profile(_host(gpu_name="NVIDIA H100 PCIe", nvidia=[{"name": "NVIDIA H100 PCIe"}])) is None
 
 
 def test_gb10_from_nvidia_list_only():
