@@ -145,3 +145,22 @@ def test_two_generations_at_an_early_look_give_an_unbounded_interval_not_an_erro
     assert r.verdict == "inconclusive" and r.df == 1 and r.hi == float("inf") and r.detectable == float("inf")
     assert "no change is detectable from these pairs" in r.note and "1 degree of freedom" in r.note
     assert paired.detectable_text(r) == "-"
+
+
+def test_the_tails_guard_follows_the_judged_readings_generations():
+    # A fault check on a lent H100 with restart_s = 20 (docs/measurements/h100-paired-check-
+    # 2026-12-06c.json): +2.4% over two generations. The judged (Huber) reading found the
+    # generations differ and could not see the change on 1 degree of freedom, while the tails'
+    # guard judged the same pairs alone and called them worse: "FAIL ... (-23.1% to +36.3%)".
+    # Both readings now take the judged one's answer.
+    stored = json.loads((REPO / "docs" / "measurements" / "h100-paired-check-2026-12-06c.json").read_text())
+    pairs = stored["checks"]["fault"]["rows"][0]["pairs"]["classic"]
+    logs, probe, gens = (np.asarray(pairs[k]) for k in ("logs", "probe_logs", "generations"))
+    ones = np.ones(logs.size)
+    d = paired.Design(threshold=0.02, alpha=0.05, looks=4, figures=1, look=2)
+    r = paired.analyze(ones, np.exp(logs), d, (ones, np.exp(probe)), list(gens))
+    assert r.generations["count"] == 2 and r.generations["used"], r.generations
+    assert r.verdict == "inconclusive" and r.lo < 1.0 < r.hi, (r.verdict, r.lo, r.hi, r.note)
+    # Told nothing of the generations, the same pairs are a caught fault (the typical pair +2.4%).
+    alone = paired.analyze(ones, np.exp(logs), d, (ones, np.exp(probe)))
+    assert alone.verdict == "worse" and alone.lo > 1.0

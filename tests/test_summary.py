@@ -109,14 +109,15 @@ def test_duty_in_the_json_line_and_the_line_under_the_table() -> None:
                    "duty_cycle": 112 / 178, "waiting_s": 21.0, "runs": 2}
     assert machine_summary(rec, summarize(rec), "r.json")["duty"]["duty_cycle"] == 112 / 178
     assert duty_line(rec) == ("duty cycle 63%: 112 s of measured runs in 178 s of session wall "
-                              "(waiting 21 s)")
+                              "(warm-ups 18 s, waiting 21 s)")
     old = _rec({"classic": [100, 100]})
     assert duty_line(old) == "" and machine_summary(old, summarize(old), "r.json")["duty"] is None
     # A record written before finish: computed from its session wall time.
     old["session_wall_s"] = 8.0
     for r in old["runs"]:
         r["wall_s"] = 2.0
-    assert duty_line(old) == "duty cycle 50%: 4.0 s of measured runs in 8.0 s of session wall (waiting 0.0 s)"
+    assert duty_line(old) == ("duty cycle 50%: 4.0 s of measured runs in 8.0 s of session wall "
+                              "(warm-ups 0.0 s, waiting 0.0 s)")
 
 
 def test_sequential_lines_say_why_sampling_stopped_and_each_arm_against_classic() -> None:

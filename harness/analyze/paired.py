@@ -389,10 +389,14 @@ def probe_note(info: dict | None) -> str | None:
 GENERATIONS_PRETEST = 0.25
 
 
-def _generations(values: np.ndarray, blocks: np.ndarray | None, se: float) -> tuple[float, int | None, dict | None]:
+def _generations(values: np.ndarray, blocks: np.ndarray | None, se: float,
+                 decided: dict | None = None) -> tuple[float, int | None, dict | None]:
     """(standard error, degrees of freedom or None for the pairs' n - 1, what the generations
     said) for a location whose per-pair values (log ratios or influence values) are `values`,
-    each pair's generation `blocks`, and whose standard error from the pairs alone is `se`."""
+    each pair's generation `blocks`, and whose standard error from the pairs alone is `se`.
+    decided: another reading's answer for the same pairs (the judged reading's, for the tails'
+    guard), taken instead of a test of its own, so that one figure's two readings never
+    disagree on whether its generations differ."""
     if blocks is None:
         return se, None, None
     labels, idx = np.unique(blocks, return_inverse=True)
@@ -407,7 +411,7 @@ def _generations(values: np.ndarray, blocks: np.ndarray | None, se: float) -> tu
     msw = float(((values - means[idx]) ** 2).sum()) / (n - g)
     p = float(scipy_stats().f.sf(msb / msw, g - 1, n - g)) if msw > 0.0 else (0.0 if msb > 0.0 else 1.0)
     info["p"] = p
-    if p >= GENERATIONS_PRETEST:
+    if not (decided["used"] if decided is not None else p < GENERATIONS_PRETEST):
         return se, None, info
     dev = np.bincount(idx, weights=values - grand)
     between = math.sqrt(g / (g - 1.0) * float(dev @ dev)) / n
@@ -428,10 +432,11 @@ class _Reading:
     generations: dict | None = None
 
 
-def _mean_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | None = None) -> _Reading:
+def _mean_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | None = None,
+                  decided: dict | None = None) -> _Reading:
     sd = float(logs.std(ddof=1)) * widen
     infl, r1 = serial_inflation(logs)
-    se, df, gens = _generations(logs * widen, blocks, sd * infl / math.sqrt(logs.size))
+    se, df, gens = _generations(logs * widen, blocks, sd * infl / math.sqrt(logs.size), decided)
     return _Reading(float(logs.mean()), se, sd, infl, r1, logs.size - 1 if df is None else df, gens)
 
 
@@ -512,8 +517,8 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     if n < 2:
         return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
                       mean_ratio=mean_ratio, dispatch_probe=probe_info)
-    mean = _mean_reading(logs, widen, gens)
     robust = _robust_reading(logs, widen, gens)
+    mean = _mean_reading(logs, widen, gens, robust.generations if robust else None)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
     main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
     if probe_info and probe_info["used"]:
@@ -588,7 +593,8 @@ def p_value(base: Sequence[float], head: Sequence[float], design: Design = Desig
     logs, widen, _, _, gens = _logs(base, head, probe, design, blocks)
     if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
         return 1.0
-    mean, robust = _mean_reading(logs, widen, gens), _robust_reading(logs, widen, gens)
+    robust = _robust_reading(logs, widen, gens)
+    mean = _mean_reading(logs, widen, gens, robust.generations if robust else None)
     if robust is None:
         return _p(mean)
     return min(1.0, _p(robust) / (1.0 - TAIL_SHARE), _p(mean) / TAIL_SHARE)

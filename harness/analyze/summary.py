@@ -236,16 +236,19 @@ def _secs(x: float) -> str:
 
 def duty_line(record: Any) -> str:
     """One line for people under the table: "duty cycle 63%: 112 s of measured runs in 178 s of
-    session wall (waiting 21 s)". record: a Record or its data; "" for a record from before
-    session wall time."""
+    session wall (warm-ups 18 s, waiting 21 s)". The warm-ups (loads, first-use compiles) are
+    named because in a short session of short runs they can be most of what is not measuring.
+    record: a Record or its data; "" for a record from before session wall time."""
     data = getattr(record, "data", record)
     duty = record_duty(data) if isinstance(data, dict) else None
     if not duty or not duty.get("session_wall_s"):
         return ""
     cycle = duty.get("duty_cycle")
     head = "duty cycle -" if cycle is None else f"duty cycle {cycle:.0%}"
+    warm = max(0.0, float(duty.get("run_s") or 0.0) - float(duty["measured_run_s"]))
     return (f"{head}: {_secs(duty['measured_run_s'])} of measured runs in "
-            f"{_secs(duty['session_wall_s'])} of session wall (waiting {_secs(duty['waiting_s'])})")
+            f"{_secs(duty['session_wall_s'])} of session wall (warm-ups {_secs(warm)}, "
+            f"waiting {_secs(duty['waiting_s'])})")
 
 
 _VS_CLASSIC = {"worse": "slower than classic", "improved": "faster than classic",
