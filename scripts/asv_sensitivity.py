@@ -95,11 +95,11 @@ def restarts(records: dict) -> dict:
     out = {}
     for side, path in records.items():
         try:
-            gens = json.loads(Path(path).read_text()).get("worker_generations") or []
+            gens = json.loads(Path(path).read_text()).get("restarts") or []
         except (OSError, ValueError):
             continue
         if gens:
-            out[side] = [{k: g.get(k) for k in ("before_round", "warmup_wall_s", "restart_s")} for g in gens]
+            out[side] = [{k: g.get(k) for k in ("before_round", "warmup_wall_s", "wall_s")} for g in gens]
     return out
 
 

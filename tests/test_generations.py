@@ -100,9 +100,12 @@ def test_pairs_carry_their_generations_and_the_comment_says_what_they_did():
     fig = judge(base, head, ["c"], D)[0]
     assert fig.result.generations["used"] and fig.result.df == 7
     c = Comparison("b" * 40, "h" * 40, D, [fig], [], {}, {"base": "b", "head": "h"}, {"rounds": 320}, 1.0)
-    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0})
-    assert "the pairs came from 8 worker generations" in md and "on 7 degrees of freedom" in md
-    assert "rather than reading as a change: c ms/token." in md
+    meta = {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0}
+    assert "restarted every" not in prcheck.render_markdown(c, meta)   # no restart_s: a crash restart
+    c.notes = {"restart_s": 20.0}
+    md = prcheck.render_markdown(c, meta)
+    assert "restarted every 20 s during the check (`restart_s`), so the pairs came from 8 worker generations" in md
+    assert "rather than reading as a change: c ms/token (7 degrees of freedom)." in md
     # One run that names no generation: that figure is judged on its pairs alone.
     head[5] = _run("c", 5, h[5], None)
     assert comparisons.pair_sessions(base, head).blocks == {}
@@ -122,13 +125,17 @@ def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=4, warmups=1, restart_s=1e-6))
     c = compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
-    assert c.notes["worker_generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
+    assert c.notes["generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
+    assert c.notes["restart_s"] == 1e-6
     for side in ("base", "head"):
         rec = json.loads(Path(c.records[side]).read_text())
         measured = [r for r in rec["runs"] if not r.get("warmup")]
         assert [r["worker_generation"] for r in measured] == [1, 2, 3, 4]
-        assert [g["before_round"] for g in rec["worker_generations"]] == [1, 2, 3]
-        assert all(g["warmup_wall_s"] > 0 for g in rec["worker_generations"])
+        # The restarts' warm-ups are not runs of the record: one warm-up and four measured runs.
+        assert len(rec["runs"]) == 5 and [r["index"] for r in rec["runs"]] == [0, 1, 2, 3, 4]
+        assert [g["before_round"] for g in rec["restarts"]] == [1, 2, 3]
+        assert [g["generation"] for g in rec["restarts"]] == [2, 3, 4]
+        assert all(g["warmup_wall_s"] > 0 for g in rec["restarts"])
     assert [f for f in c.figures if f.gated][0].result.generations["count"] == 4
     with pytest.raises(UserError, match="restart_s"):
         load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", restart_s=0))
@@ -164,3 +171,28 @@ def test_the_tails_guard_follows_the_judged_readings_generations():
     # Told nothing of the generations, the same pairs are a caught fault (the typical pair +2.4%).
     alone = paired.analyze(ones, np.exp(logs), d, (ones, np.exp(probe)))
     assert alone.verdict == "worse" and alone.lo > 1.0
+
+
+def test_the_interval_on_generations_is_the_cluster_robust_one_on_g_minus_1_df():
+    # Three generations of unequal size, far apart, and one pair with no reading (dropped, its
+    # generation with it): the standard error is sqrt(G / (G - 1) sum_g S_g^2) / n, S_g the sum of
+    # a generation's centred log ratios, and the t quantile has G - 1 = 2 degrees of freedom.
+    from scipy import stats
+
+    rng = np.random.default_rng(12)
+    gens = ["1/1"] * 5 + ["2/2"] * 5 + ["3/3"] * 6
+    logs = np.r_[rng.normal(0.03, 0.01, 5), rng.normal(-0.02, 0.01, 5), rng.normal(0.01, 0.01, 6)]
+    base = np.ones(16)
+    base[0] = np.nan
+    r = paired.analyze(base, np.exp(logs), D, blocks=gens)
+    kept, g = logs[1:], np.asarray(gens[1:])
+    dev = np.array([(kept[g == k] - kept.mean()).sum() for k in ("1/1", "2/2", "3/3")])
+    se = np.sqrt(3 / 2 * (dev @ dev)) / kept.size
+    q = stats.t.ppf(1 - D.alpha / 2, 2)
+    assert r.n == 15 and r.location == "mean" and r.df == 2 and r.generations["used"]
+    assert r.lo == pytest.approx(np.exp(kept.mean() - q * se)) and r.hi == pytest.approx(np.exp(kept.mean() + q * se))
+    # The pairs' own standard error (no generations) is the plain one, n - 1 degrees of freedom.
+    plain = paired.analyze(base, np.exp(logs), D)
+    q_plain = stats.t.ppf(1 - D.alpha / 2, 14)
+    assert plain.hi == pytest.approx(np.exp(kept.mean() + q_plain * kept.std(ddof=1) / np.sqrt(15)))
+

@@ -136,7 +136,8 @@ class Paired:
     note: str = ""
     sd_log: float | None = None    # standard deviation of the per-pair log ratios
     # The standard error of the mean log ratio is sd_log / sqrt(n) x inflation: the factor (>= 1)
-    # by which the pairs' serial correlation widens it (1.0 in records written before 2026-12-05).
+    # by which the pairs' serial correlation widens it (1.0 in records written before 2026-12-05);
+    # unless the interval rests on the worker generations (`generations["used"]`, then `df` is set).
     inflation: float = 1.0
     autocorr: float | None = None  # lag-1 autocorrelation of the series the interval rests on
     # What `ratio` is: "mean" (the geometric mean of the per-pair ratios: any check of fewer than
@@ -221,7 +222,8 @@ def detectable_change(spread: float, n: int, design: Design, share: float = 1.0)
 
 def _detectable(se: float, df: int, design: Design, share: float = 1.0) -> float:
     q_a, q_b = _quantiles(df, design, share)
-    return _exp(max(q_a * se, math.log1p(design.min_effect)) + q_b * se) - 1.0
+    x = max(q_a * se, math.log1p(design.min_effect)) + q_b * se
+    return math.expm1(x) if x < 700.0 else math.inf
 
 
 def _exp(x: float) -> float:
@@ -389,11 +391,14 @@ def probe_note(info: dict | None) -> str | None:
 GENERATIONS_PRETEST = 0.25
 
 
-def _generations(values: np.ndarray, blocks: np.ndarray | None, se: float,
+def _generations(values: np.ndarray, blocks: np.ndarray | None, se: float, inflation: float = 1.0,
                  decided: dict | None = None) -> tuple[float, int | None, dict | None]:
     """(standard error, degrees of freedom or None for the pairs' n - 1, what the generations
     said) for a location whose per-pair values (log ratios or influence values) are `values`,
     each pair's generation `blocks`, and whose standard error from the pairs alone is `se`.
+    inflation: the pairs' serial inflation (serial_inflation): successive pairs alike make the
+    generations' means differ by more than independent pairs would, so the F ratio is divided by
+    its square; the test then asks for a difference beyond what the interval already allows.
     decided: another reading's answer for the same pairs (the judged reading's, for the tails'
     guard), taken instead of a test of its own, so that one figure's two readings never
     disagree on whether its generations differ."""
@@ -409,7 +414,8 @@ def _generations(values: np.ndarray, blocks: np.ndarray | None, se: float,
     means = np.bincount(idx, weights=values) / sizes
     msb = float(sizes @ (means - grand) ** 2) / (g - 1)
     msw = float(((values - means[idx]) ** 2).sum()) / (n - g)
-    p = float(scipy_stats().f.sf(msb / msw, g - 1, n - g)) if msw > 0.0 else (0.0 if msb > 0.0 else 1.0)
+    p = (float(scipy_stats().f.sf(msb / msw / inflation ** 2, g - 1, n - g)) if msw > 0.0
+         else (0.0 if msb > 0.0 else 1.0))
     info["p"] = p
     if not (decided["used"] if decided is not None else p < GENERATIONS_PRETEST):
         return se, None, info
@@ -436,7 +442,7 @@ def _mean_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | Non
                   decided: dict | None = None) -> _Reading:
     sd = float(logs.std(ddof=1)) * widen
     infl, r1 = serial_inflation(logs)
-    se, df, gens = _generations(logs * widen, blocks, sd * infl / math.sqrt(logs.size), decided)
+    se, df, gens = _generations(logs * widen, blocks, sd * infl / math.sqrt(logs.size), infl, decided)
     return _Reading(float(logs.mean()), se, sd, infl, r1, logs.size - 1 if df is None else df, gens)
 
 
@@ -449,7 +455,7 @@ def _robust_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | N
     mu, influence = h
     spread = float(influence.std(ddof=1)) * widen
     infl, r1 = serial_inflation(influence)
-    se, df, gens = _generations(influence * widen, blocks, spread * infl / math.sqrt(logs.size))
+    se, df, gens = _generations(influence * widen, blocks, spread * infl / math.sqrt(logs.size), infl)
     return _Reading(mu, se, spread, infl, r1, logs.size - 1 if df is None else df, gens)
 
 
@@ -557,7 +563,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
                      else "no change is detectable from these pairs")
     if robust and not tail and abs(mean.center - main.center) >= math.log1p(floor) / 2.0:
         notes.append(f"the mean of the pairs reads {mean_ratio - 1.0:+.1%}")   # shown, not judged alone
-    if main.inflation >= 1.1:   # say why the interval is wider than the pairs' spread alone would make it
+    if main.inflation >= 1.1 and main.df == n - 1:   # why the interval is wider than the pairs' spread makes it
         notes.append(f"successive pairs alike (lag-1 autocorrelation {main.autocorr:+.2f}): "
                      f"interval {main.inflation:.2f}x the independent-pairs one")
     if (said := probe_note(probe_info)) is not None:

@@ -36,7 +36,7 @@ from harness.analyze import comparisons, envdiff, paired, sequential
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
 from harness.collect import runner
-from harness.collect.engines import EngineFailure, RunRequest
+from harness.collect.engines import RunRequest
 from harness.collect.plan import build_plan
 from harness.collect.record import Record
 from harness.collect.worker import Worker
@@ -307,27 +307,30 @@ class _PairedSession:
         """Both workers anew (suite `restart_s`): stopped, started, and warmed up by the suite's
         warm-up plan, the two sides at once (nothing is measured, and a restart costs one side's
         load and warm-up, not two). Those runs are discarded (the record's plan indices are the
-        measured runs'); each record's `worker_generations` keeps their time."""
+        measured runs'); each record's `restarts` keeps their time."""
         t0 = time.monotonic()
         plan = build_plan(self.suite, 0)
 
         def warm(side: str) -> float:
             w, t = self.sides[side]["worker"], time.monotonic()
             w.stop()
-            for p in plan:
-                try:
+            # Any failure here, as in a measured run (runner._attempt): the measured runs then fail
+            # (recorded) or start the worker again; the check goes on.
+            try:
+                w.start()   # now, not in the first measured run (a suite may have no warm-ups)
+                for p in plan:
                     w.run(RunRequest(arm=self.suite.arm(p.arm), pairing=self.suite.pairing(p.pairing),
                                      prompt=self.suite.prompt(p.prompt), settings=self.suite.settings))
-                except EngineFailure:
-                    pass   # the measured runs then fail (recorded) or start the worker again
+            except Exception:  # noqa: BLE001 - recorded by the measured runs that follow
+                pass
             return time.monotonic() - t
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             walls = dict(zip(("base", "head"), pool.map(warm, ("base", "head"))))
         for side, sd in self.sides.items():
-            sd["record"].data.setdefault("worker_generations", []).append(
+            sd["record"].data.setdefault("restarts", []).append(
                 {"generation": sd["worker"].generation, "before_round": before_round,
-                 "warmup_wall_s": round(walls[side], 3), "restart_s": round(time.monotonic() - t0, 3)})
+                 "warmup_wall_s": round(walls[side], 3), "wall_s": round(time.monotonic() - t0, 3)})
         self.generation_started = time.monotonic()
 
     def do_round(self, i: int) -> None:
@@ -392,7 +395,8 @@ def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budg
                  "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(duration_s, 3),
                                 "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None},
                  "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()},
-                 "worker_generations": {side: sd["worker"].generation for side, sd in sides.items()},
+                 "generations": {side: sd["worker"].generation for side, sd in sides.items()},
+                 "restart_s": session.suite.settings.restart_s,
                  "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)]}
     for sd in sides.values():
         sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
@@ -403,6 +407,11 @@ def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budg
 
 # --- rendering for people and machines -----------------------------------------------------
 
+def _finite(x: Any) -> Any:
+    """None for inf or nan (an unbounded interval): JSON has no such numbers, and jq rejects them."""
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
 def figure_rows(c: Comparison) -> list[dict[str, Any]]:
     rows = []
     for f in c.figures:
@@ -410,8 +419,8 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
         rows.append({"arm": f.arm, "figure": f.figure, "gated": f.gated, "verdict": r.verdict,
                      "n": r.n, "base_median": f.base_median, "head_median": f.head_median,
                      "change": paired.ratio_text(r), "detectable": paired.detectable_text(r),
-                     "note": r.note, "ratio": r.ratio, "lo": r.lo, "hi": r.hi,
-                     "detectable_value": r.detectable, "serial_inflation": r.inflation,
+                     "note": r.note, "ratio": r.ratio, "lo": _finite(r.lo), "hi": _finite(r.hi),
+                     "detectable_value": _finite(r.detectable), "serial_inflation": r.inflation,
                      "autocorr": r.autocorr, "location": r.location, "mean_ratio": r.mean_ratio,
                      "generations": r.generations, "df": r.df, "acknowledged": f.ack})
     return rows

@@ -154,17 +154,20 @@ def _probe_sentence(c: Comparison) -> str:
 
 
 def _generations_sentence(c: Comparison) -> str:
-    """Say that the workers were restarted during the check, and which gated figures' worker
-    generations differed (their intervals then rest on the generations)."""
+    """Say that the suite restarted the workers during the check (`restart_s`), and which gated
+    figures' worker generations differed (their intervals then rest on the generations)."""
+    every = c.notes.get("restart_s")
     gated = [f for f in c.figures if f.gated and f.result.generations]
-    counts = [f.result.generations["count"] for f in gated]
-    if not counts or max(counts) < 2:
+    if not every or not gated:
         return ""
-    differ = [f"{f.arm} {f.figure}" for f in gated if f.result.generations.get("used")]
-    out = (f"Both sides' workers were restarted during the check (`restart_s`), so the pairs came from "
-           f"{max(counts)} worker generations, each a fresh pair of processes; a figure whose generations differ "
-           f"(F test at {paired.GENERATIONS_PRETEST:.0%}) is judged on the generations, on {max(counts) - 1} degrees "
-           f"of freedom, so that a per-process effect widens its interval rather than reading as a change")
+    counts = sorted({f.result.generations["count"] for f in gated})
+    said = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    differ = [f"{f.arm} {f.figure} ({f.result.df} degrees of freedom)" if f.result.df != 1
+              else f"{f.arm} {f.figure} (1 degree of freedom)" for f in gated if f.result.generations.get("used")]
+    out = (f"Both sides' workers were restarted every {every:g} s during the check (`restart_s`), so the pairs came "
+           f"from {said} worker generations, each a fresh pair of processes; a figure whose generations differ "
+           f"(F test at {paired.GENERATIONS_PRETEST:.0%}) is judged on the generations, on their number less one "
+           f"degrees of freedom, so that a per-process effect widens its interval rather than reading as a change")
     return out + (f": {', '.join(differ)}. " if differ else "; none did. ")
 
 

@@ -111,7 +111,7 @@ class Worker:
         self._tmp = tempfile.TemporaryDirectory(prefix=f"harness-worker-{name}-")
         self._suite_file = Path(self._tmp.name) / "suite.json"
         self._suite_file.write_text(json.dumps(suite), encoding="utf-8")
-        self.restarts = 0       # starts after the process died (a crash, a timeout)
+        self.restarts = 0       # starts after the process was found dead (a crash)
         self.generation = 0     # processes started so far: a run's worker_generation
 
     # An empty working directory: `python -m` puts it first on sys.path, and a checkout there

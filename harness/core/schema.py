@@ -28,7 +28,7 @@ Format history:
   `dispatch_probe = true`); then `sequential.design`'s `times` and `sizes` and each look's `time`
   (alpha spending over the looks; before, the looks split alpha evenly and `look_share` was it);
   then a compare-commits run's `side` (written since that command began, declared now) and
-  `worker_generation`, the record's `worker_generations` (each restart of its worker, suite
+  `worker_generation`, the record's `restarts` (each restart of its worker, suite
   `restart_s`), and a paired reading's `generations` and `df` (the interval rests on the worker
   generations when they differ; before, every check had one worker per side).
 Readers then see dicts of that shape (the report and its analyses read dicts).
