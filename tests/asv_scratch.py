@@ -85,15 +85,15 @@ def make_scratch(root: Path, work: float = 1.0) -> dict[str, str]:
 def fast_suite(path: Path, repetitions: int = 7) -> Path:
     """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate), 24 tokens a run, and a
     fixed number of runs (no time budget; 7, the fewest with which asv's Mann-Whitney test can
-    call a change significant): the protocol is the same, the session takes seconds.
-    The contention watch still records load."""
+    call a change significant): the protocol is the same, the session takes seconds (so one
+    worker generation: no restart_s). The contention watch still records load."""
     text = (REPO / "benchmarks" / "suite.toml").read_text()
     out = []
     in_quiet = False
     for line in text.splitlines():
         if line.startswith("["):
             in_quiet = line.startswith("[quiet]")
-        if line.startswith(("budget_s", "max_repetitions", "cooldown_ratio", "cooldown_cap_s")):
+        if line.startswith(("budget_s", "max_repetitions", "cooldown_ratio", "cooldown_cap_s", "restart_s")):
             continue
         if line.startswith("cooldown_s"):
             line = "cooldown_s = 0.2"
