@@ -127,6 +127,9 @@ def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
     c = compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
     assert c.notes["generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
     assert c.notes["restart_s"] == 1e-6
+    assert c.notes["check_duty"]["restarts"] == 3 and c.notes["check_duty"]["restart_wall_s"] > 0
+    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0})
+    assert "3 restarts of both workers took" in md, md
     for side in ("base", "head"):
         rec = json.loads(Path(c.records[side]).read_text())
         measured = [r for r in rec["runs"] if not r.get("warmup")]

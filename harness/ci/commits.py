@@ -391,9 +391,12 @@ def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budg
                      labels={a: sorted(v) for a, v in labels.items()})
     sides = session.sides
     measured = sum((sd["record"].data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
+    restarts = base_rec.data.get("restarts") or []   # both sides restart together: one list's time
     out.notes = {"duty": {side: sd["record"].data.get("duty") for side, sd in sides.items()},
                  "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(duration_s, 3),
-                                "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None},
+                                "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None,
+                                "restarts": len(restarts),
+                                "restart_wall_s": round(sum(float(r.get("wall_s") or 0.0) for r in restarts), 3)},
                  "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()},
                  "generations": {side: sd["worker"].generation for side, sd in sides.items()},
                  "restart_s": session.suite.settings.restart_s,

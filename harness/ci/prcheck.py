@@ -243,8 +243,10 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
                          f"{n['quiet_gate_timeouts']} quiet-gate timeouts")
     duty = c.notes.get("check_duty") or {}
     if duty.get("duty_cycle") is not None:
+        restarts = (f"; {duty['restarts']} restarts of both workers took {duty['restart_wall_s']:.0f} s"
+                    if duty.get("restarts") else "")
         lines.append(f"- duty cycle {duty['duty_cycle']:.0%}: {duty['measured_run_s']:.0f} s of measured runs "
-                     f"(both sides) in {duty['wall_s']:.0f} s, exports and model loads included")
+                     f"(both sides) in {duty['wall_s']:.0f} s, exports and model loads included{restarts}")
     if asv_table.strip():
         lines += ["", "<details><summary>asv compare over the same samples (Mann-Whitney U)</summary>", "",
                   "```", asv_table.strip(), "```", "", "</details>"]
