@@ -325,8 +325,12 @@ class _PairedSession:
                 pass
             return time.monotonic() - t
 
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        pool = ThreadPoolExecutor(max_workers=2)
+        try:
             walls = dict(zip(("base", "head"), pool.map(warm, ("base", "head"))))
+        finally:
+            # On Ctrl-C, not waiting for the warm-ups: close() then stops the workers, which ends them.
+            pool.shutdown(wait=False, cancel_futures=True)
         for side, sd in self.sides.items():
             sd["record"].data.setdefault("restarts", []).append(
                 {"generation": sd["worker"].generation, "before_round": before_round,
