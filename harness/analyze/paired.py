@@ -381,13 +381,13 @@ def probe_note(info: dict | None) -> str | None:
 # effect (two processes of the same code that run at different speeds for their whole life: on a
 # lent H100 the dispatch probe's fixed work ran 29-39% apart between two workers in 3 of 5 checks,
 # docs/asv.md) is then constant within a generation and varies between generations; successive
-# pairs cannot see it, however many there are. Each reading tests whether its generations differ
-# (one-way analysis of variance of the values it rests on, F test at GENERATIONS_PRETEST); where
-# they do, its standard error is the cluster-robust one over generations (never narrower than the
-# pairs' own), on G - 1 degrees of freedom. Where they do not, the pairs' own (the "sometimes
-# pool" rule of Bozivich, Bancroft and Hartley, 1956, who recommend a pretest at 0.25: pooling
-# then costs little level, and a check without a per-process effect loses no power);
-# scripts/generations_level.py measures both.
+# pairs cannot see it, however many there are. The judged reading tests whether its generations
+# differ (one-way analysis of variance of the values it rests on, F test at GENERATIONS_PRETEST),
+# and the tails' guard takes its answer; where they do, the standard error is the cluster-robust
+# one over generations (never narrower than the pairs' own), on G - 1 degrees of freedom. Where
+# they do not, the pairs' own (the "sometimes pool" rule of Bozivich, Bancroft and Hartley, 1956,
+# who recommend a pretest at 0.25: pooling then costs a little level at small effects, and a check
+# without a per-process effect keeps most of its power); scripts/generations_level.py measures both.
 GENERATIONS_PRETEST = 0.25
 
 
@@ -436,6 +436,18 @@ class _Reading:
     autocorr: float | None
     df: int                        # of the standard error: n - 1, or generations - 1
     generations: dict | None = None
+
+    @property
+    def on_generations(self) -> bool:
+        """The standard error is the generations' (they differ), not the pairs'."""
+        return bool(self.generations and self.generations["used"])
+
+
+def _readings(logs: np.ndarray, widen: float, gens: np.ndarray | None) -> tuple[_Reading, _Reading | None]:
+    """(the mean's reading, the robust one or None): the tails' guard (the mean) takes the judged
+    (robust) reading's answer on the generations."""
+    robust = _robust_reading(logs, widen, gens)
+    return _mean_reading(logs, widen, gens, robust.generations if robust else None), robust
 
 
 def _mean_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | None = None,
@@ -523,8 +535,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     if n < 2:
         return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
                       mean_ratio=mean_ratio, dispatch_probe=probe_info)
-    robust = _robust_reading(logs, widen, gens)
-    mean = _mean_reading(logs, widen, gens, robust.generations if robust else None)
+    mean, robust = _readings(logs, widen, gens)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
     main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
     if probe_info and probe_info["used"]:
@@ -563,7 +574,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
                      else "no change is detectable from these pairs")
     if robust and not tail and abs(mean.center - main.center) >= math.log1p(floor) / 2.0:
         notes.append(f"the mean of the pairs reads {mean_ratio - 1.0:+.1%}")   # shown, not judged alone
-    if main.inflation >= 1.1 and main.df == n - 1:   # why the interval is wider than the pairs' spread makes it
+    if main.inflation >= 1.1 and not main.on_generations:   # why the interval is wider than the spread makes it
         notes.append(f"successive pairs alike (lag-1 autocorrelation {main.autocorr:+.2f}): "
                      f"interval {main.inflation:.2f}x the independent-pairs one")
     if (said := probe_note(probe_info)) is not None:
@@ -572,7 +583,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
         notes.append(said)
     return Paired(n, ratio, lo, hi, det, verdict, "; ".join(notes), mean.spread, main.inflation, main.autocorr,
                   "huber" if robust else "mean", mean_ratio, main.spread, probe_info, main.generations,
-                  main.df if main.generations and main.generations["used"] else None)
+                  main.df if main.on_generations else None)
 
 
 def generations_note(info: dict | None) -> str | None:
@@ -599,8 +610,7 @@ def p_value(base: Sequence[float], head: Sequence[float], design: Design = Desig
     logs, widen, _, _, gens = _logs(base, head, probe, design, blocks)
     if logs.size < 2 or float(logs.std(ddof=1)) == 0.0:
         return 1.0
-    robust = _robust_reading(logs, widen, gens)
-    mean = _mean_reading(logs, widen, gens, robust.generations if robust else None)
+    mean, robust = _readings(logs, widen, gens)
     if robust is None:
         return _p(mean)
     return min(1.0, _p(robust) / (1.0 - TAIL_SHARE), _p(mean) / TAIL_SHARE)
