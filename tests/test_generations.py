@@ -199,3 +199,60 @@ def test_the_interval_on_generations_is_the_cluster_robust_one_on_g_minus_1_df()
     q_plain = stats.t.ppf(1 - D.alpha / 2, 14)
     assert plain.hi == pytest.approx(np.exp(kept.mean() + q_plain * kept.std(ddof=1) / np.sqrt(15)))
 
+
+
+def _left_behind(work: Path) -> list[str]:
+    """Processes whose command line names the check's work directory (its workers, their engines)."""
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if p.name.isdigit() and str(work) in cmd:
+            found.append(f"{p.name}: {cmd[:200]}")
+    return found
+
+
+def test_ctrl_c_during_a_restart_ends_the_check_keeps_its_runs_and_leaves_no_worker(tmp_path: Path):
+    import signal
+    import time
+
+    from harness_helpers import clean_env, harness_argv, load
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "README").write_text("x\n")
+    _git(repo, "add", "README")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    # Every run takes 2 s, and both workers are restarted before every round after the first.
+    suite = write_suite(tmp_path, [command_arm("a", env={"FAKE_SLEEP_S": "2"})], repetitions=3, warmups=1,
+                        restart_s=1e-6)
+    work = tmp_path / "work"
+    proc = subprocess.Popen(harness_argv("compare-commits", "HEAD", "HEAD", "--repo", str(repo), "--suite", str(suite),
+                                         "--work", str(work)),
+                            cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def measured() -> list[int]:
+        recs = sorted((work / "records").glob("*.json")) if (work / "records").exists() else []
+        return [sum(1 for r in load(p)["runs"] if not r.get("warmup")) for p in recs]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (len(measured()) == 2 and min(measured()) >= 1):
+        time.sleep(0.05)
+    assert measured() == [1, 1], measured()
+    # The first round is recorded on both sides, so the restart has begun: the new workers start
+    # and run their 2 s warm-up. Interrupt it there.
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, (proc.returncode, err[-2000:])
+    assert err.strip().splitlines()[-1] == (f"harness: interrupted; the runs so far are kept in {work / 'records'} "
+                                            "(complete: false); a check does not resume: run it again"), err[-500:]
+    for p in sorted((work / "records").glob("*.json")):
+        rec = load(p)
+        assert rec["complete"] is False and [r["status"] for r in rec["runs"]] == ["ok", "ok"], rec["runs"]
+        assert "restarts" not in rec   # the signal came while the restart was under way
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _left_behind(work):
+        time.sleep(0.1)
+    assert not _left_behind(work), _left_behind(work)

@@ -254,13 +254,23 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     session = _PairedSession(repo, suite, work, store, design, base_sha, head_sha,
                              command or ["harness", "compare-commits", base, head], host or {})
     max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
+    interrupted = False
     try:
         session.warm_up()   # both sides load and compile before the budget's clock starts
         outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, session.do_round,
                                  lambda times, sizes: session.look(console, t0, times, sizes))
+    except KeyboardInterrupt:
+        interrupted = True
+        raise CheckInterrupted(f"the runs so far are kept in {work / 'records'} (complete: false); "
+                               "a check does not resume: run it again") from None
     finally:
-        session.close()
+        session.close(interrupted)
     return _conclude(session, design, outcome, s.budget_s, time.monotonic() - t0)
+
+
+class CheckInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a check, after both workers were ended and both records written; its text
+    says where the runs are, for the command's one line."""
 
 
 class _PairedSession:
@@ -367,10 +377,12 @@ class _PairedSession:
                           highlight=False, soft_wrap=True)
         return {f"{f.arm} {f.figure}": f.result for f in figs}
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
+        """Both workers ended (at once on Ctrl-C: a run in flight is not waited for) and both
+        records written."""
         for sd in self.sides.values():
-            sd["worker"].close()
-            sd["record"].finish(sd["record"].data.get("planned_runs", 0))
+            sd["worker"].close(grace_s=0.0 if interrupted else 5.0)
+            sd["record"].finish(sd["record"].data.get("planned_runs", 0), interrupted)
 
 
 def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budget_s: float | None,

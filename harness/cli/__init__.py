@@ -76,6 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"harness: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:   # its text, if any, says what was kept
+        print("harness: interrupted" + (f"; {e}" if str(e) else ""), file=sys.stderr)
         return 130

@@ -254,8 +254,10 @@ class Record:
                                                            "host": host}))
         self.write()
 
-    def finish(self, planned: int) -> None:
-        self.data["complete"] = len(self.done_indices()) >= planned
+    def finish(self, planned: int, interrupted: bool = False) -> None:
+        """Write the record with its duty; complete when every planned run landed and the
+        session was not interrupted (a check stopped between two rounds had more to run)."""
+        self.data["complete"] = not interrupted and len(self.done_indices()) >= planned
         self.data["finished"] = now_iso() if self.data["complete"] else None
         self._update_wall()
         tracked = self.runs[int(self.data.get("session_wall_from_run") or 0):]

@@ -113,6 +113,10 @@ class Worker:
         self._suite_file.write_text(json.dumps(suite), encoding="utf-8")
         self.restarts = 0       # starts after the process was found dead (a crash)
         self.generation = 0     # processes started so far: a run's worker_generation
+        # Held while a process is started or taken to be stopped: a thread starting the worker
+        # (a restart's warm-up) and the driver closing it on Ctrl-C never leave one running.
+        self._lock = threading.Lock()
+        self._closed = False
 
     # An empty working directory: `python -m` puts it first on sys.path, and a checkout there
     # would shadow the driver's harness.
@@ -121,13 +125,17 @@ class Worker:
         log = open(self.log_path, "a", encoding="utf-8")
         argv = [sys.executable, "-m", "harness.collect.worker", "--suite-json", str(self._suite_file),
                 "--engine-root", str(self.engine_root)]
-        self._proc = subprocess.Popen(argv, cwd=self._tmp.name, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=log, text=True, start_new_session=True, bufsize=1)
+        with self._lock:
+            if self._closed:
+                log.close()
+                raise EngineFailure(f"worker {self.name} was closed")
+            self._proc = subprocess.Popen(argv, cwd=self._tmp.name, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=log, text=True, start_new_session=True, bufsize=1)
+            self._lines = queue.Queue()
+            self.generation += 1
+            threading.Thread(target=self._read, args=(self._proc.stdout, self._lines),
+                             name=f"worker-{self.name}", daemon=True).start()
         log.close()
-        self._lines = queue.Queue()
-        self.generation += 1
-        threading.Thread(target=self._read, args=(self._proc.stdout, self._lines),
-                         name=f"worker-{self.name}", daemon=True).start()
         first = self._next(READY_TIMEOUT_S)
         if first is None:
             raise EngineFailure(f"worker {self.name} did not start: {self.log_tail()}")
@@ -155,21 +163,25 @@ class Worker:
             return ""
 
     def run(self, req: RunRequest) -> EngineOutput:
-        if self._proc is None or self._proc.poll() is not None:
-            if self._proc is not None:
+        now = self._proc
+        if now is None or now.poll() is not None:
+            if now is not None:
                 self.restarts += 1
             self.start()
-        assert self._proc is not None and self._proc.stdin is not None
+        # This call's process: close() from another thread may take self._proc away meanwhile.
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise EngineFailure(f"worker {self.name} was closed")
         msg = {"arm": req.arm.name, "pairing": req.pairing.name, "prompt": req.prompt.name}
         try:
-            self._proc.stdin.write(json.dumps(msg) + "\n")
-            self._proc.stdin.flush()
-        except OSError:
+            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+        except (OSError, ValueError):   # ValueError: the pipe was closed under us
             self.stop()
             raise EngineFailure(f"worker {self.name} is gone: {self.log_tail()}") from None
         line = self._next(req.arm.timeout_s + 30.0)
         if line is None:
-            alive = self._proc.poll() is None
+            alive = proc.poll() is None
             self.stop()
             raise EngineFailure(f"worker {self.name} timed out after {req.arm.timeout_s:g} s" if alive
                                 else f"worker {self.name} exited: {self.log_tail(300)}", self.log_tail())
@@ -179,9 +191,11 @@ class Worker:
         return EngineOutput(result=schema.decode_engine_result(ans["result"]), overrides=ans.get("overrides") or {},
                             stderr_tail=ans.get("stderr_tail"), dispatch_probe_ms=ans.get("dispatch_probe_ms"))
 
-    def stop(self) -> None:
-        """End the worker and everything it started (its own process group)."""
-        proc, self._proc = self._proc, None
+    def stop(self, grace_s: float = 5.0) -> None:
+        """End the worker and everything it started (its own process group): its input closed,
+        then killed if it has not ended within grace_s (0: at once)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
         if proc is None:
             return
         try:
@@ -190,7 +204,7 @@ class Worker:
         except OSError:
             pass
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -198,8 +212,11 @@ class Worker:
                 pass
             proc.wait()
 
-    def close(self) -> None:
-        self.stop()
+    def close(self, grace_s: float = 5.0) -> None:
+        """Stop the worker for good: no thread can start it again after this."""
+        with self._lock:
+            self._closed = True
+        self.stop(grace_s)
         self._tmp.cleanup()
 
 
