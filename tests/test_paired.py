@@ -405,3 +405,18 @@ def test_rejudge_pairs_replays_a_stored_checks_looks(tmp_path, capsys):
     finally:
         sys.argv = argv
     assert "no per-pair logs" in capsys.readouterr().err
+
+
+def test_a_caught_change_is_sampled_on_until_its_size_is_known_to_within_the_threshold():
+    # +30% in noisy pairs: caught ("worse") long before the interval is narrow. Sampling stops
+    # only once the smallest detectable change is within the 10% threshold too.
+    out = _seq(np.random.default_rng(3), 0.30, 0.5)
+    early = [lk for lk in out.looks if lk.figures["x"]["verdict"] == "worse"
+             and lk.figures["x"]["detectable"] > 0.10]
+    assert early and not any(lk.resolved for lk in early)
+    assert out.final["x"]["verdict"] == "worse"
+    assert out.stopped != "resolved" or out.final["x"]["detectable"] <= 0.10
+    # A reading from before the rule (no threshold kept) stays resolved once decided.
+    old = paired.Paired(50, 1.3, 1.01, 1.6, 0.4, "worse")
+    assert old.resolved and not replace(old, threshold=0.10).resolved
+    assert replace(old, threshold=0.10, detectable=0.08).resolved

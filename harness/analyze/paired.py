@@ -156,11 +156,21 @@ class Paired:
     # for the whole check (every record before 2026-12-06).
     generations: dict | None = None
     df: int | None = None          # the interval's degrees of freedom (None: n - 1)
+    # The threshold the verdict was judged against (None in records written before the stopping
+    # rule asked a decided figure for its size too, 2026-12-06).
+    threshold: float | None = None
 
     @property
     def resolved(self) -> bool:
-        """Needs no more data: decided, or able to see the threshold."""
-        return self.verdict in ("worse", "improved", "unchanged")
+        """Needs no more data: unchanged (so the check could see the threshold), or worse or
+        improved with a smallest detectable change within the threshold. A change is caught
+        before its size is known ("+14.6% (+0.4% to +30.7%)"), and sampling goes on until the
+        interval says how big it is to within the threshold, or the budget is spent."""
+        if self.verdict == "unchanged":
+            return True
+        if self.verdict not in ("worse", "improved"):
+            return False
+        return self.threshold is None or (self.detectable is not None and self.detectable <= self.threshold)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -583,7 +593,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
         notes.append(said)
     return Paired(n, ratio, lo, hi, det, verdict, "; ".join(notes), mean.spread, main.inflation, main.autocorr,
                   "huber" if robust else "mean", mean_ratio, main.spread, probe_info, main.generations,
-                  main.df if main.on_generations else None)
+                  main.df if main.on_generations else None, t)
 
 
 def generations_note(info: dict | None) -> str | None:
