@@ -8,8 +8,10 @@ rounds always runs first. Each look is judged at its alpha-spending boundary
 (harness.analyze.spending), from the share of the budget spent when it was taken (1.0 for the
 look the check ends on for want of budget or rounds: it spends what is left) and the rounds
 complete at each look so far; so the chance of any false alarm over all looks stays at alpha
-whatever the looks saw. A figure that is already decided (worse, improved) or resolved
-(unchanged within the threshold) needs no more data; when every figure is, sampling stops.
+whatever the looks saw. A figure needs no more data once it is unchanged within the threshold,
+or worse or improved with a smallest detectable change within the threshold (a change caught
+before the check could see the threshold, "+14.6% (+0.4% to +30.7%)", is sampled on until its
+size is known to within it); when every figure needs no more, sampling stops.
 """
 
 from __future__ import annotations

@@ -30,7 +30,10 @@ Format history:
   then a compare-commits run's `side` (written since that command began, declared now) and
   `worker_generation`, the record's `restarts` (each restart of its worker, suite
   `restart_s`), and a paired reading's `generations` and `df` (the interval rests on the worker
-  generations when they differ; before, every check had one worker per side).
+  generations when they differ; before, every check had one worker per side); then a paired
+  reading's `threshold` (the threshold its verdict was judged against: a worse or improved
+  figure is resolved, and stops sampling, only once its smallest detectable change is within
+  it; before, once decided), and `complete: false` in both records of an interrupted check.
 Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
