@@ -116,13 +116,19 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
+def _one_commit_repo(tmp_path: Path) -> Path:
+    """A git repository with one commit: a check of HEAD against itself."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
     (repo / "README").write_text("x\n")
     _git(repo, "add", "README")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    return repo
+
+
+def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
+    repo = _one_commit_repo(tmp_path)
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=4, warmups=1, restart_s=1e-6))
     c = compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
     assert c.notes["generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
@@ -219,12 +225,7 @@ def test_ctrl_c_during_a_restart_ends_the_check_keeps_its_runs_and_leaves_no_wor
     import time
 
     from harness_helpers import clean_env, harness_argv, load
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "README").write_text("x\n")
-    _git(repo, "add", "README")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    repo = _one_commit_repo(tmp_path)
     # Every run takes 2 s, and both workers are restarted before every round after the first.
     suite = write_suite(tmp_path, [command_arm("a", env={"FAKE_SLEEP_S": "2"})], repetitions=3, warmups=1,
                         restart_s=1e-6)
