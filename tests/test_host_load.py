@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from harness.collect.host import load, processes, thermal
+from harness.collect.host import load, processes, thermal, watcher
 from harness.collect.host.info import UNKNOWN
 from harness.collect.host.load import ForeignCpuSampler, ForeignSample
 from harness.collect.host.processes import ProcessSampler, Reading
@@ -120,6 +120,79 @@ def test_watch_sees_a_foreign_process_and_ignores_our_child(foreign_busy, child_
     assert foreign_busy in _pids(res)
     assert child_busy not in _pids(res) and res["busiest"]["pid"] != child_busy
     assert res["watch_cpu_s"] >= 0
+
+
+def test_the_watch_process_sees_a_foreign_process_and_counts_our_child_as_ours(foreign_busy, child_busy):
+    w = watcher.Watcher(ForeignCpuSampler)
+    try:
+        with w.watch(15.0, 0.05, None) as one:
+            time.sleep(1.2)
+        res = one.result()
+    finally:
+        w.close()
+    assert res["watcher"] == "process" and res["samples"] >= 10
+    assert res["contended_fraction"] >= 0.5
+    assert foreign_busy in _pids(res) and child_busy not in _pids(res)
+
+
+def _hold_the_gil(seconds: float) -> None:
+    """A decode loop that never gives the GIL back of its own accord (pure Python)."""
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        for i in range(200):
+            x += i
+
+
+def test_an_engine_holding_the_gil_starves_a_thread_watch_but_not_the_watch_process():
+    thread = ContentionWatch(interval_s=0.25, predicted_s=0.5)
+    with thread:
+        _hold_the_gil(0.5)
+    w = watcher.Watcher(ForeignCpuSampler)
+    try:
+        with w.watch(15.0, 0.25, 0.5) as one:
+            _hold_the_gil(0.5)
+        res = one.result()
+    finally:
+        w.close()
+    # Due: about 25 samples. A thread gets a few (it waits for the GIL at every read of /proc).
+    assert res["watcher"] == "process" and res["samples"] >= 15
+    assert thread.result()["samples"] < res["samples"] / 2
+
+
+def test_a_lost_watch_process_falls_back_to_a_thread_and_says_so():
+    w = watcher.Watcher(ForeignCpuSampler)
+    try:
+        with w.watch(15.0, 0.05, 0.2) as one:
+            time.sleep(0.2)
+        assert one.result()["watcher"] == "process"
+        helper = w._proc._proc
+        with w.watch(15.0, 0.05, 0.2) as one:
+            helper.kill()      # dies during the run: nothing watched it
+            helper.wait()
+            time.sleep(0.1)
+        assert one.result()["samples"] == 0
+        assert one.result()["watcher"].startswith("lost during this run: the watch process")
+        with w.watch(15.0, 0.05, 0.2) as one:
+            time.sleep(0.2)
+        got = one.result()
+        assert got["watcher"].startswith("thread: the watch process") and got["samples"] >= 10
+    finally:
+        w.close()
+
+
+def test_the_watch_process_ends_with_the_session_and_lets_ctrl_c_through():
+    w = watcher.Watcher(ForeignCpuSampler)
+    with pytest.raises(KeyboardInterrupt):
+        with w.watch(15.0, 0.05, 0.2):
+            raise KeyboardInterrupt
+    helper = w._proc._proc
+    assert helper is not None and helper.poll() is None
+    with w.watch(15.0, 0.05, 0.2) as one:   # still serving after an interrupted run
+        time.sleep(0.1)
+    assert one.result()["watcher"] == "process"
+    w.close()
+    assert helper.wait(timeout=5) == 0
 
 
 def test_the_cheap_sampler_counts_our_child_as_ours(child_busy):

@@ -15,6 +15,7 @@ from rich.console import Console
 from harness.analyze.labels import annotate_label
 from harness.collect import runner
 from harness.collect.engines import Engines
+from harness.collect.host.quiet import watch_interval
 from harness.collect.plan import PlannedRun, build_plan
 from harness.collect.record import Record
 from harness.collect.suite import load_suite
@@ -124,7 +125,7 @@ class _QuietGate(_Gate):
 
 
 def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.host_quiet, "ContentionWatch", _Watch)
+    monkeypatch.setattr(runner.Pacer, "contention_watch", lambda self, *a: _Watch())
     monkeypatch.setattr(runner.host_quiet, "QuietGate", _Gate)
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1, quiet={"enabled": True, "timeout_s": 1},
                     watch={"enabled": True})
@@ -143,7 +144,7 @@ class _WellSampledWatch(_Watch):
 
 
 def test_ten_samples_are_enough(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.host_quiet, "ContentionWatch", _WellSampledWatch)
+    monkeypatch.setattr(runner.Pacer, "contention_watch", lambda self, *a: _WellSampledWatch())
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1, watch={"enabled": True})
     assert _session(tmp_path, p).runs[0]["marks"] == []
 
@@ -155,8 +156,10 @@ def test_real_load_watch_runs(tmp_path: Path) -> None:
     r = _session(tmp_path, p).runs[0]
     c = r["load"]["contention"]
     assert r["status"] == "ok" and c["samples"] >= 1 and c["sampler"] == "foreign_cpu"
-    # The first run of an arm is predicted at 0.01 s: the watch samples every 5 ms.
-    assert c["predicted_wall_s"] == 0.01 and c["interval_s"] == 0.005
+    # Watched from the watch's own process; the first run of an arm is predicted at 0.01 s, and
+    # the suite's interval is the most between two samples.
+    assert c["watcher"] == "process"
+    assert c["predicted_wall_s"] == 0.01 and c["interval_s"] == 0.05
     assert ("watch_undersampled" in r["marks"]) == (c["samples"] < 10)
     assert r["load"]["quiet_gate"]["sampler"] == "foreign_cpu"
     before = r["load"]["before"]
@@ -202,16 +205,32 @@ def test_cooldown_rule_clamps_ratio_times_the_previous_run() -> None:
     assert runner.cooldown_for(Settings(cooldown_s=10.0), 60.0) == 10.0                       # ratio 0: fixed
 
 
-def test_watch_interval_aims_at_twenty_samples() -> None:
-    assert runner.watch_interval(0.01, 0.25) == 0.005         # floor
-    assert runner.watch_interval(0.24, 0.25) == pytest.approx(0.012)
-    assert runner.watch_interval(60.0, 0.25) == 0.25          # the suite's interval caps it
+def _samples_by(run_s: float, predicted_s: float, cap_s: float = 0.25) -> int:
+    """How many samples watch_interval's schedule takes in a run of run_s (the tail one included)."""
+    t, n = 0.0, 0
+    while (t := t + watch_interval(predicted_s, t, cap_s)) <= run_s:
+        n += 1
+    return n + 1
+
+
+def test_the_watch_schedule_samples_any_run_at_least_ten_times_and_a_long_one_sparsely() -> None:
+    assert watch_interval(0.24, 0.0, 0.25) == 0.005            # every run starts at the floor
+    assert watch_interval(0.24, 0.1, 0.25) == pytest.approx(0.012)   # then its prediction / 20
+    assert watch_interval(0.24, 1.0, 0.25) == pytest.approx(0.05)    # past it, the time watched / 20
+    assert watch_interval(60.0, 30.0, 0.25) == 0.25            # the suite's interval caps it
+    assert watch_interval(None, 0.0, 0.1) == 0.1               # no prediction: a fixed interval
+    # As predicted: about 20 samples. Predicted from a warm-up that loaded the model (27 s) but
+    # 0.15 s long: still at least 10 (one sample, under the old schedule).
+    assert 20 <= _samples_by(0.4, 0.4) <= 30
+    assert _samples_by(0.05, 27.0) >= 9 and _samples_by(0.15, 27.0) >= 14
+    # Predicted at 0.01 s but 3 s long: the interval grows with the time watched (600 samples
+    # at a fixed 5 ms).
+    assert _samples_by(3.0, 0.01) <= 110
     pacer = runner.Pacer()
-    assert pacer.predicted_wall_s("a") == 0.01 and pacer.watch_interval_s("a", 0.25) == 0.005
+    assert pacer.predicted_wall_s("a") == 0.01
     pacer.note({"arm": "a", "wall_s": 1.2})
     pacer.note({"arm": "b", "wall_s": 0.06})
-    assert pacer.watch_interval_s("a", 0.25) == pytest.approx(0.06)
-    assert pacer.watch_interval_s("b", 0.25) == 0.005
+    assert pacer.predicted_wall_s("a") == 1.2 and pacer.predicted_wall_s("b") == 0.06
     assert pacer.last_wall_s == 0.06
     resumed = runner.Pacer.from_runs([{"arm": "a", "wall_s": 3.0}, {"arm": "b", "wall_s": 1.0}])
     assert resumed.arm_wall_s == {"a": 3.0, "b": 1.0} and resumed.last_wall_s == 1.0

@@ -380,6 +380,7 @@ class _PairedSession:
     def close(self, interrupted: bool = False) -> None:
         """Both workers ended (at once on Ctrl-C: a run in flight is not waited for) and both
         records written."""
+        self.pacer.close()
         for sd in self.sides.values():
             sd["worker"].close(grace_s=0.0 if interrupted else 5.0)
             sd["record"].finish(sd["record"].data.get("planned_runs", 0), interrupted)

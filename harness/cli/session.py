@@ -137,6 +137,8 @@ def execute(record: Any, suite: Any, store: Any) -> None:
         print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
               f"finish with: harness run --resume {record.path}", file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        pacer.close()
     if not resumed:
         last = design.at_looks(*outcome.schedule()) if outcome.looks else design   # the look it stopped at
         record.data["sequential"] = {"design": last.to_dict(), "budget_s": budget,

@@ -4,8 +4,10 @@ Before a measured run the runner cools down for clamp(cooldown_ratio x the previ
 wall_s, cooldown_s, cooldown_cap_s) while the quiet gate samples foreign CPU: on a quiet host
 the run starts when the cooldown ends; after a busy sample it waits on until the host has been
 quiet for settle_s. Where thermal state is readable it keeps cooling until it reads nominal.
-During the run the contention watch samples about a dozen times, paced from the previous run
-of the same arm. A `Pacer` holds that waiting state, so several drivers can share it.
+During the run the contention watch samples about 20 times, paced from the previous run of the
+same arm and densely from the run's start (host/quiet.py, watch_interval), in a process of its
+own (host/watcher.py) so that an in-process engine's GIL cannot starve it. A `Pacer` holds that
+waiting state, so several drivers can share it.
 
 Each run is wrapped in load snapshots (before/after), the quiet gate's verdict, the
 contention watch's samples and a thermal reading, then appended to the record at once.
@@ -25,6 +27,7 @@ from harness.collect.engines import EngineFailure, Engines, RunRequest
 from harness.collect.host import load as host_load
 from harness.collect.host import quiet as host_quiet
 from harness.collect.host import thermal as host_thermal
+from harness.collect.host import watcher as host_watcher
 from harness.collect.plan import PlannedRun
 from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
@@ -34,8 +37,6 @@ from harness.core.errors import UserError
 UIFactory = Callable[[int, int], Any]   # (total runs, done before) -> a context-managed UI
 Annotate = Callable[[dict[str, Any]], dict[str, Any]]
 WATCH_MIN_SAMPLES = 10          # fewer samples than this: the run is marked watch_undersampled
-WATCH_TARGET_SAMPLES = 20       # aim at 20 samples per run: runs vary, at least 10 must land
-WATCH_MIN_INTERVAL_S = 0.005
 FIRST_RUN_PREDICTED_S = 0.01    # an arm's first run: no previous run to predict its length from
 THERMAL_WAIT_MAX_S = 120.0
 
@@ -52,12 +53,6 @@ def cooldown_for(settings: Any, prev_wall_s: float | None) -> float:
     return min(x, float(cap)) if cap is not None else x
 
 
-def watch_interval(predicted_wall_s: float, interval_s: float) -> float:
-    """clamp(predicted_wall_s / 20, 0.005 s, interval_s): about 20 samples per run, so that a run
-    shorter than predicted still rests on at least 10."""
-    return min(interval_s, max(WATCH_MIN_INTERVAL_S, predicted_wall_s / WATCH_TARGET_SAMPLES))
-
-
 def thermal_limit_s(settings: Any) -> float:
     """How long the thermal wait may keep cooling: the cooldown cap, 120 s at most."""
     cap = getattr(settings, "cooldown_cap_s", None)
@@ -70,12 +65,14 @@ class Pacer:
 
     last_wall_s: the previous run's wall time, any arm, warm-ups and failures included (it
     heated the machine all the same): the cooldown rule's input. arm_wall_s: the previous run
-    of each arm: the watch interval's prediction. sampler: the foreign-CPU sampler the quiet
-    gate and the watch share, so each reading can look back into the previous ones.
+    of each arm: the watch's prediction. sampler: the quiet gate's foreign-CPU sampler (a thread
+    watch shares it, so each reading can look back into the previous ones). watcher: the
+    watch's own process (host.watcher.Watcher), started on first use; close() stops it.
     """
     last_wall_s: float | None = None
     arm_wall_s: dict[str, float] = field(default_factory=dict)
     sampler: Any = None
+    watcher: Any = None
 
     @classmethod
     def from_runs(cls, runs: list[dict[str, Any]]) -> Pacer:
@@ -97,14 +94,24 @@ class Pacer:
     def predicted_wall_s(self, arm: str) -> float:
         return self.arm_wall_s.get(arm, FIRST_RUN_PREDICTED_S)
 
-    def watch_interval_s(self, arm: str, interval_s: float) -> float:
-        return watch_interval(self.predicted_wall_s(arm), interval_s)
-
     def foreign_sampler(self) -> Any:
         if self.sampler is None:
             self.sampler = host_load.ForeignCpuSampler()
             self.sampler.prime()
         return self.sampler
+
+    def contention_watch(self, threshold_pct: float, interval_s: float, predicted_s: float) -> Any:
+        """A context manager that watches one run: in the watch's own process (started on first
+        use; host/watcher.py says why), else in a thread; its result() says which."""
+        if self.watcher is None:
+            self.watcher = host_watcher.Watcher(self.foreign_sampler)
+        return self.watcher.watch(threshold_pct, interval_s, predicted_s)
+
+    def close(self) -> None:
+        """Stop the watch's process, if one was started."""
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
 
 
 class NullUI:
@@ -175,19 +182,24 @@ def execute(plan: list[PlannedRun], suite: Suite, record: Record, annotate: Anno
     """
     engines = engines or Engines()
     ui = ui or NullUI.factory
+    own_pacer = pacer is None
     pacer = pacer if pacer is not None else Pacer.from_runs(record.runs)
     done = record.done_indices()
     todo = [p for p in plan if p.index not in done]
     added: list[dict[str, Any]] = []
-    with ui(len(plan), len(plan) - len(todo)) as shown:
-        for i, planned in enumerate(todo):
-            history = [r for r in record.runs if r["status"] == "ok"]
-            eta = estimate_remaining_s(todo[i:], history, suite, pacer)
-            run = run_one(planned, suite, engines, shown, eta, pacer)
-            run = annotate(run)
-            record.add_run(run)
-            added.append(run)
-            shown.finished_run(run, estimate_remaining_s(todo[i + 1:], history + [run], suite, pacer))
+    try:
+        with ui(len(plan), len(plan) - len(todo)) as shown:
+            for i, planned in enumerate(todo):
+                history = [r for r in record.runs if r["status"] == "ok"]
+                eta = estimate_remaining_s(todo[i:], history, suite, pacer)
+                run = run_one(planned, suite, engines, shown, eta, pacer)
+                run = annotate(run)
+                record.add_run(run)
+                added.append(run)
+                shown.finished_run(run, estimate_remaining_s(todo[i + 1:], history + [run], suite, pacer))
+    finally:
+        if own_pacer:
+            pacer.close()
     return added
 
 
@@ -202,8 +214,13 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
             eta: float | None, pacer: Pacer | None = None) -> dict[str, Any]:
     """One planned run, waits included; updates the pacer. ui: RunnerUI or NullUI (anything
     with status(text, eta) and finished_run(run, eta))."""
+    if pacer is None:   # a pacer for this run only, and its watch process with it
+        pacer = Pacer()
+        try:
+            return run_one(planned, suite, engines, ui, eta, pacer)
+        finally:
+            pacer.close()
     s = suite.settings
-    pacer = pacer if pacer is not None else Pacer()
     arm, pairing, prompt = suite.arm(planned.arm), suite.pairing(planned.pairing), suite.prompt(planned.prompt)
     begun = time.monotonic()
 
@@ -294,9 +311,7 @@ def _measure(engines: Engines, req: RunRequest, s: Any,
         out, failure = _attempt(engines, req)
         return out, failure, time.perf_counter() - t0, {"enabled": False}
     predicted = pacer.predicted_wall_s(req.arm.name)
-    with host_quiet.ContentionWatch(threshold_pct=s.watch.threshold_pct,
-                                    interval_s=watch_interval(predicted, s.watch.interval_s),
-                                    sampler=pacer.foreign_sampler()) as w:
+    with pacer.contention_watch(s.watch.threshold_pct, s.watch.interval_s, predicted) as w:
         t0 = time.perf_counter()
         out, failure = _attempt(engines, req)
         wall_s = time.perf_counter() - t0

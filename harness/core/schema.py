@@ -33,7 +33,12 @@ Format history:
   generations when they differ; before, every check had one worker per side); then a paired
   reading's `threshold` (the threshold its verdict was judged against: a worse or improved
   figure is resolved, and stops sampling, only once its smallest detectable change is within
-  it; before, once decided), and `complete: false` in both records of an interrupted check.
+  it; before, once decided), and `complete: false` in both records of an interrupted check;
+  then the contention watch's `watcher` ("process": sampled from a process of its own;
+  "thread: why" where that process could not start or stopped answering) and `predicted_wall_s`
+  (the run's predicted length, which paces it). From then `interval_s` is the most between two
+  samples (the watch samples densely from a run's start); before, it was the one interval
+  used, and every watch ran in a thread of the harness's process.
 Readers then see dicts of that shape (the report and its analyses read dicts).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):

@@ -177,8 +177,11 @@ class ForeignCpuSampler:
 
     def __init__(self, exclude_pids: Iterable[int] | None = None, min_window_s: float | None = None, *,
                  counters: Callable[[], tuple[float, float]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.own_pid = os.getpid()
+                 clock: Callable[[], float] = time.monotonic, root_pid: int | None = None) -> None:
+        # root_pid: whose tree is "ours"; another process's when this sampler runs in the
+        # contention watch's own process (harness.collect.host.watcher), which is in that tree.
+        self.own_pid = os.getpid() if root_pid is None else root_pid
+        self._is_self = self.own_pid == os.getpid()
         self.exclude_pids = set(exclude_pids or ())
         # Each caller may ask for its own minimum window in sample(); this is the default.
         self.min_window_s = min_window_for(15.0) if min_window_s is None else min_window_s
@@ -249,10 +252,13 @@ class ForeignCpuSampler:
 
     def _own_s(self, fresh: bool = False) -> float:
         self._denied_now = 0
-        total = time.process_time()
-        if resource is not None:
-            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-            total += ru.ru_utime + ru.ru_stime
+        if self._is_self:
+            total = time.process_time()
+            if resource is not None:
+                ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+                total += ru.ru_utime + ru.ru_stime
+        else:
+            total = self._cpu_s(self.own_pid, with_children=True)
         tree = self._descendant_pids(fresh)
         for pid in tree:
             total += self._cpu_s(pid, with_children=True)
@@ -261,7 +267,7 @@ class ForeignCpuSampler:
             total += self._cpu_s(pid, with_children=False)
         for pid in self.exclude_pids - tree - set(ancestors) - {self.own_pid}:
             total += self._cpu_s(pid, with_children=True)
-        keep = tree | set(ancestors) | self.exclude_pids
+        keep = tree | set(ancestors) | self.exclude_pids | {self.own_pid}
         for pid in [p for p in self._procs if p not in keep]:
             del self._procs[pid]
         self.denied = self._denied_now

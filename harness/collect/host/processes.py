@@ -57,9 +57,9 @@ class ProcessSampler:
     previous call on the same object; a pid's first reading is only a baseline and is skipped.
     """
 
-    def __init__(self, exclude_pids: Iterable[int] | None = None) -> None:
+    def __init__(self, exclude_pids: Iterable[int] | None = None, root_pid: int | None = None) -> None:
         self.exclude_pids = set(exclude_pids or ())
-        self.own_pid = os.getpid()
+        self.own_pid = os.getpid() if root_pid is None else root_pid   # whose tree is ours
         self.denied = 0  # processes whose CPU time we could not read in the last sample
         self._procs: dict[int, psutil.Process] = {}
 

@@ -126,6 +126,27 @@ class QuietGate:
 
 # ---------------------------------------------------------------- contention watch
 
+WATCH_TARGET_SAMPLES = 20   # a run as long as predicted gets about this many, evenly spaced
+WATCH_FLOOR_S = 0.005       # never closer than this
+WATCH_EARLY = 4.0           # the interval grows at most this fast with the time already watched
+
+
+def watch_interval(predicted_s: float | None, elapsed_s: float, cap_s: float) -> float:
+    """The wait before the next sample: clamp(h / 20, 5 ms, cap_s), where
+    h = min(max(predicted_s, elapsed_s), 4 x elapsed_s).
+
+    A run as long as predicted gets about 20 samples (a few more early on). One far shorter than
+    predicted (the first run after a warm-up that loaded the model) is still sampled densely from
+    its start: 10 samples by 50 ms, about 16 by 150 ms. One far longer grows its interval with
+    the time watched, so its sample count grows with the log of its length, not linearly.
+    predicted_s None: every wait is cap_s."""
+    if predicted_s is None:
+        return cap_s
+    e = max(0.0, elapsed_s)
+    h = min(max(predicted_s, e), WATCH_EARLY * e)
+    return min(cap_s, max(WATCH_FLOOR_S, h / WATCH_TARGET_SAMPLES))
+
+
 class ContentionWatch:
     """Sample foreign CPU in a background thread while the `with` body runs.
 
@@ -138,15 +159,17 @@ class ContentionWatch:
 
     def __init__(self, threshold_pct: float = 15.0, interval_s: float = 0.25,
                  exclude_pids: Iterable[int] | None = None, *,
+                 predicted_s: float | None = None, root_pid: int | None = None,
                  sampler: Any = None, process_sampler: Any = None,
                  clock: Callable[[], float] = time.monotonic, cpus: int | None = None) -> None:
         self.threshold_pct = threshold_pct
         self.busy_at_pct = busy_threshold(threshold_pct, cpus)
-        self.interval_s = interval_s
+        self.interval_s = interval_s          # the most between two samples
+        self.predicted_s = predicted_s        # the run's predicted length: see watch_interval
         self.min_window_s = min_window_for(threshold_pct)
-        self.sampler = sampler or ForeignCpuSampler(exclude_pids, self.min_window_s)
+        self.sampler = sampler or ForeignCpuSampler(exclude_pids, self.min_window_s, root_pid=root_pid)
         make = (lambda: process_sampler) if process_sampler is not None \
-            else (lambda: ProcessSampler(exclude_pids))
+            else (lambda: ProcessSampler(exclude_pids, root_pid=root_pid))
         self._namer = Namer(threshold_pct, self.min_window_s, make)
         self._clock = clock
         self._stop = threading.Event()
@@ -186,12 +209,20 @@ class ContentionWatch:
         self._wmin = s.window_s if self._wmin is None else min(self._wmin, s.window_s)
         self._namer.on_sample(busy, now)
 
+    def _wait_s(self) -> float:
+        """Until the next sample is due, counted from the last one (a sample's own cost does
+        not stretch the schedule)."""
+        now = self._clock()
+        return max(0.0, self._last + watch_interval(self.predicted_s, now - self._started, self.interval_s) - now)
+
     def _loop(self) -> None:
         cpu0 = time.thread_time()
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(self._wait_s()):
             self._take()
         # Cover the tail of the run (the sampler's window reaches back as far as it must).
-        if self.samples == 0 or self._clock() - self._last >= self.interval_s / 2:
+        now = self._clock()
+        if self.samples == 0 or now - self._last >= watch_interval(self.predicted_s, now - self._started,
+                                                                    self.interval_s) / 2:
             self._take()
         self._namer.finish(self._clock())
         # The watcher competes with the run for CPU; report what it spent.
@@ -206,7 +237,8 @@ class ContentionWatch:
                 "window_s_min": None if self._wmin is None else round(self._wmin, 4),
                 "short_samples": self.short_samples,
                 **self._namer.result(), "threshold_pct": self.threshold_pct, "busy_at_pct": self.busy_at_pct,
-                "interval_s": self.interval_s, "min_window_s": round(self.min_window_s, 4),
+                "interval_s": self.interval_s, "predicted_wall_s": self.predicted_s,
+                "min_window_s": round(self.min_window_s, 4),
                 "duration_s": round((self._finished or self._clock()) - self._started, 3),
                 "watch_cpu_s": round(self._watch_cpu_s, 4), "sampler": "foreign_cpu"}
 
