@@ -148,13 +148,15 @@ def watch_interval(predicted_s: float | None, elapsed_s: float, cap_s: float) ->
 
 
 class ContentionWatch:
-    """Sample foreign CPU in a background thread while the `with` body runs.
+    """Sample foreign CPU in a background thread while the `with` body runs, paced by
+    watch_interval. The runner runs it in a process of its own (host/watcher.py), where no
+    engine holds the GIL; root_pid then names the harness process whose tree is ours.
 
     A sample is contended when the foreign total is at or over threshold_pct (over_threshold).
     Each sample covers at least min_window_for(threshold_pct), reaching back into the
-    sampler's earlier readings (a shared sampler holds the quiet gate's and the previous
-    run's), so samples may be far denser than the counters' resolution: the runner asks for
-    about a dozen per run. A fresh sampler's first samples cover less (short_samples).
+    sampler's earlier readings (a shared sampler holds the previous ones), so samples may be
+    far denser than the counters' resolution. A fresh sampler's first samples cover less
+    (short_samples).
     """
 
     def __init__(self, threshold_pct: float = 15.0, interval_s: float = 0.25,
