@@ -33,7 +33,7 @@ class WatchSettings:
     # threshold_pct; the run is marked when the contended fraction passes contention_threshold.
     enabled: bool = True
     threshold_pct: float = 15.0
-    interval_s: float = 0.25
+    interval_s: float = 0.25   # the most between two samples (host/quiet.py, watch_interval)
 
 
 @dataclass(frozen=True)
