@@ -601,3 +601,32 @@ def test_a_record_keeps_its_tensor_tables_and_renders_the_same_without_the_model
     # A new record stores them at creation.
     rec = Record.create(tmp_path / "new.json", data["suite"], {}, ["harness", "run"], planned_runs=1)
     assert rec.data["models"] == model_files(data["suite"])
+
+
+def test_a_budgeted_record_says_how_many_runs_it_measured_its_duty_and_its_paired_verdicts(tmp_path: Path) -> None:
+    # A time budget adds rounds past the suite's repetitions: the Setup must count what was
+    # measured (the suite's number is only the minimum), say where the session's wall time went,
+    # and give the paired verdicts that decided when to stop.
+    rec = load(RECORD)
+    rec["suite"]["settings"]["repetitions"] = 1
+    rec["session_wall_s"] = 40.0
+    rec["duty"] = {"session_wall_s": 40.0, "run_s": 30.0, "measured_run_s": 22.0, "duty_cycle": 0.55,
+                   "waiting_s": 6.0, "runs": len(rec["runs"])}
+    figure = {"ratio": 1.031, "lo": 0.99, "hi": 1.074, "n": 2, "verdict": "inconclusive", "detectable": 0.212}
+    rec["sequential"] = {"budget_s": 30.0, "min_repetitions": 1, "max_repetitions": 4, "rounds": 2,
+                         "stopped_because": "the budget was spent",
+                         "design": {"threshold": 0.1, "alpha": 0.05, "looks": 2, "figures": 1},
+                         "looks": [{"rounds": 1, "figures": {}}, {"rounds": 2, "figures": {"block3": figure}}]}
+    md = render(write(tmp_path, "budgeted.json", rec))
+    setup = {row[0]: row[1] for row in table_rows(section(md, "Setup"))[0][1:]}
+    assert "2 measured runs per arm and prompt (at least 1, then more in whole interleaved rounds within " \
+           "a budget of 30 s of measuring" in setup["sampling"]
+    assert setup["session"].startswith("duty cycle 55%: 22 s of measured runs in 40 s of session wall "
+                                       "(warm-ups 8.0 s, waiting 6.0 s)")
+    paired = section(md, "Against classic, paired")
+    assert "Budget 30 s of measuring: 2 repetitions, 2 look(s); stopped: the budget was spent." in paired
+    assert "- block3: +3.1% (-1.0% to +7.4%) over 2 pairs, inconclusive; smallest detectable 21.2%" in paired
+    # A record made before budgets and session wall time has neither.
+    plain = render(RECORD)
+    assert "## Against classic, paired" not in plain and "| session |" not in plain
+    assert_well_formed(md)

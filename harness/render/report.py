@@ -25,6 +25,7 @@ from harness.render.sections import (
     probe_readings,
     profile_sections,
     scaling_section,
+    sequential_paragraphs,
     setup_table,
     split_includes,
     split_sections,
@@ -55,7 +56,7 @@ def build_context(path: str, data: dict[str, Any], inputs: Inputs,
         "shapes": shape_sections(fx),
         "scaling": scaling_section(fx), "cost": cost,
         "identity": ident, "identity_notes": ident_notes,
-        "acceptance": acceptance_section(fx), "compare": cmp_sec,
+        "acceptance": acceptance_section(fx), "compare": cmp_sec, "sequential": sequential_paragraphs(fx),
         "thrown": thrown_table(fx), "limits": limits(fx, cost), "reproducing": reproducing(fx),
     }
 

@@ -11,6 +11,7 @@ from typing import Any
 from harness.analyze import acceptance as acc
 from harness.analyze.gpustack import UNKNOWN
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
+from harness.analyze.summary import duty_line, sequential_lines
 from harness.core import declare
 from harness.core.schema import section
 from harness.render import reportcost
@@ -111,8 +112,12 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     s = fx.settings
     t.add("sampling", f"temperature {s['temp']:g}{' (greedy)' if not s['temp'] else ''}, seed {s['seed']}, "
                       f"{s['max_tokens']} tokens per run{' (EOS ignored)' if s.get('ignore_eos', True) else ''}; "
-                      f"{s['repetitions']} measured runs after {s['warmups']} warm-up(s) per arm and prompt, "
+                      f"{measured_runs_text(fx)}, after {s['warmups']} discarded warm-up run(s) "
+                      f"per arm (on the first prompt), "
                       f"cooldown {s['cooldown_s']:g} s ({s.get('cooldown_source', 'suite')}), arms interleaved")
+    duty = duty_line(fx.rec)
+    if duty:
+        t.add("session", f"{duty}; the warm-ups carry what an engine's first use costs (loads, first-use compiles)")
     cpu = [a for a in fx.arm_order if not fx.on_gpu(a)]
     blases: dict[str, list[str]] = {}
     for a in cpu:
@@ -129,6 +134,34 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     t.add("BLAS", "; ".join(x for x in [row, *gpu_cells] if x))
     t.add("exactness gate", gate_sentence(fx, both))
     return t
+
+
+def measured_runs_text(fx: Facts) -> str:
+    """How many measured runs each arm and prompt got: the suite's repetitions, or, where a
+    time budget added rounds, what was measured and the minimum it started from."""
+    s = fx.settings
+    counts = [len(rs) for rs in fx.groups.values()]
+    seq = fx.rec.get("sequential") or {}
+    if not counts or not seq.get("budget_s"):
+        return f"{s['repetitions']} measured runs per arm and prompt"
+    lo, hi = min(counts), max(counts)
+    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    return (f"{n} measured runs per arm and prompt (at least {seq.get('min_repetitions', s['repetitions'])}, then more in whole "
+            f"interleaved rounds within a budget of {seq['budget_s']:g} s of measuring: see Against classic, paired)")
+
+
+def sequential_paragraphs(fx: Facts) -> dict[str, Any] | None:
+    """What the budget did and each speculative arm against classic, paired by prompt and
+    repetition (analyze.summary.sequential_lines), for the report: None without a budget."""
+    lines = sequential_lines(fx.rec)
+    if not lines:
+        return None
+    head, rest = lines[0], lines[1:]
+    intro = rest[0] if rest and not rest[0].startswith("  ") else None
+    if intro and intro.startswith("vs classic, "):
+        intro = "Each speculative arm against its classic arm: " + intro[len("vs classic, "):]
+    return {"head": head[0].upper() + head[1:] + ".", "intro": intro,
+            "arms": [ln.strip() for ln in rest if ln.startswith("  ")]}
 
 
 def gpu_stack_row(fx: Facts) -> str | None:
