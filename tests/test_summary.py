@@ -133,3 +133,14 @@ def test_sequential_lines_say_why_sampling_stopped_and_each_arm_against_classic(
     assert "  block3-inexact: +57.7% (+41.8% to +75.4%) over 39 pairs, slower than classic; smallest detectable 14.4%" in lines
     assert any(ln.startswith("  block2: +6.0%") and "inconclusive; smallest detectable 17.7%" in ln for ln in lines)
     assert sequential_lines({"runs": []}) == []
+
+
+def test_a_run_watched_from_a_thread_is_flagged_and_an_old_record_is_not() -> None:
+    rec = _rec({"classic": [100, 100, 100]})
+    rec["runs"][0]["load"] = {"contention": {"samples": 14, "watcher": "thread: the watch process exited"}}
+    rec["runs"][1]["load"] = {"contention": {"samples": 0, "watcher": "lost during this run: the watch process exited"}}
+    rec["runs"][2]["load"] = {"contention": {"samples": 20, "watcher": "process"}}
+    row = summarize(rec)[0]
+    assert row.watch_in_thread == 2 and "2 watched from a thread" in row.flags
+    # Before the watch had a process of its own, records do not say: nothing to flag.
+    assert summarize(_rec({"classic": [100, 100, 100]}))[0].watch_in_thread == 0

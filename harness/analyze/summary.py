@@ -32,6 +32,7 @@ class ArmSummary:
     contended_samples: int = 0      # contended watch samples in the contended runs
     contention_samples: int = 0     # all watch samples in the contended runs
     watch_undersampled: int = 0     # runs the watch sampled fewer than 10 times
+    watch_in_thread: int = 0        # runs watched from a thread of the harness (its process was lost)
     tok_s_median: float | None = None
     tok_s_min: float | None = None
     tok_s_max: float | None = None
@@ -82,7 +83,8 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
                        block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
                        contended=sum("contended" in (r.get("marks") or []) for r in runs),
                        quiet_gate_timeouts=sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs),
-                       watch_undersampled=sum("watch_undersampled" in (r.get("marks") or []) for r in runs))
+                       watch_undersampled=sum("watch_undersampled" in (r.get("marks") or []) for r in runs),
+                       watch_in_thread=sum(_watched_from_a_thread(r) for r in runs))
         for r in runs:
             if "contended" in (r.get("marks") or []):
                 c = (r.get("load") or {}).get("contention") or {}
@@ -190,6 +192,9 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
         s.flags.append(f"{s.contended} contended{counts}")
     if s.watch_undersampled:
         s.flags.append(f"{s.watch_undersampled} watch undersampled")
+    if s.watch_in_thread:
+        # Its process could not start or stopped answering: an in-process engine may have starved it.
+        s.flags.append(f"{s.watch_in_thread} watched from a thread")
     if s.failed:
         s.flags.append(f"{s.failed} failed")
     if s.quiet_gate_timeouts:
@@ -228,6 +233,13 @@ def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path:
         "duty": record_duty(record),
         "arms": [s.to_dict() for s in rows],
     }
+
+
+def _watched_from_a_thread(run: dict[str, Any]) -> bool:
+    """The watch's process was lost, so this run was watched from a thread or not at all.
+    Records from before the watch's process say nothing (False)."""
+    how = ((run.get("load") or {}).get("contention") or {}).get("watcher")
+    return isinstance(how, str) and how != "process"
 
 
 def _secs(x: float) -> str:
