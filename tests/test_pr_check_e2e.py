@@ -55,7 +55,10 @@ def test_pr_check_never_fails_a_comment_only_change(scratch):
 
 
 def test_pr_check_fails_the_slowed_engine(scratch):
-    r, md, data = _pr_check(scratch, "slow", "slowed")
+    # With a budget, as the shipped suite has: the check samples on while a figure is unresolved.
+    # Under make test's other workers every run on this 2-core host can read contended, and 7
+    # pairs then left classic inconclusive once in CI (+59.6%, -15.4% to +201.0%).
+    r, md, data = _pr_check(scratch, "slow", "slowed", "--budget-s", "90")
     assert r.returncode == 1, md + r.stderr[-3000:]
     assert re.search(r"\| \*\*worse\*\* \| ms/token \| classic \|", md), md
     assert md.splitlines()[3].startswith("**FAIL: ")
