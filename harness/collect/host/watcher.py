@@ -95,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
 # --- the harness's side ----------------------------------------------------------------------
 
 class WatchProcess:
-    """One helper per session, started on first use; `watch(...)` is a ContentionWatch-like
-    context manager whose result() the helper measured. Raises WatcherLost when the helper
-    cannot start or stops answering; the caller then watches in a thread and says so."""
+    """One helper per session, started by the first request. `request` raises WatcherLost when
+    the helper cannot start or stops answering; Watcher then watches in a thread and says so."""
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[str] | None = None
@@ -141,7 +140,7 @@ class WatchProcess:
         except ValueError:
             raise WatcherLost(f"the watch process wrote {line[:80]!r}") from None
 
-    def _send(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any]) -> dict[str, Any]:
         proc = self._proc or self._start()
         try:
             assert proc.stdin is not None
@@ -150,10 +149,6 @@ class WatchProcess:
         except (OSError, ValueError) as e:
             raise WatcherLost(f"the watch process is gone: {e}") from None
         return self._reply(REPLY_TIMEOUT_S)
-
-    def watch(self, threshold_pct: float, interval_s: float, predicted_s: float | None) -> RemoteWatch:
-        return RemoteWatch(self, {"cmd": "start", "threshold_pct": threshold_pct, "interval_s": interval_s,
-                                  "predicted_s": predicted_s})
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
@@ -167,35 +162,6 @@ class WatchProcess:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-class RemoteWatch:
-    """A watch the helper runs between __enter__ and __exit__."""
-
-    def __init__(self, owner: WatchProcess, start: dict[str, Any]) -> None:
-        self._owner, self._start = owner, start
-        self._result: dict[str, Any] | None = None
-
-    def __enter__(self) -> RemoteWatch:
-        got = self._owner._send(self._start)
-        if not got.get("started"):
-            raise WatcherLost(f"the watch process answered {got}")
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if exc_type is not None:
-            # The run raised (Ctrl-C reaches the helper too): its error is the one to see.
-            with contextlib.suppress(WatcherLost):
-                self._owner._send({"cmd": "stop"})
-            return
-        got = self._owner._send({"cmd": "stop"})
-        if not isinstance(got.get("result"), dict):
-            raise WatcherLost(f"the watch process answered {got}")
-        self._result = got["result"]
-
-    def result(self) -> dict[str, Any]:
-        assert self._result is not None, "result() before the watch ended"
-        return self._result
 
 
 class Watcher:
@@ -232,8 +198,12 @@ class _OneWatch:
 
     def __enter__(self) -> _OneWatch:
         if self._owner.lost is None:
+            threshold_pct, interval_s, predicted_s = self._args
             try:
-                self._active = self._owner._proc.watch(*self._args).__enter__()
+                got = self._owner._proc.request({"cmd": "start", "threshold_pct": threshold_pct,
+                                                 "interval_s": interval_s, "predicted_s": predicted_s})
+                if not got.get("started"):
+                    raise WatcherLost(f"the watch process answered {got}")
                 return self
             except WatcherLost as e:
                 self._lose(e)
@@ -242,10 +212,18 @@ class _OneWatch:
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        try:
+        if self._active is not None:
             self._active.__exit__(exc_type, *exc)
             self._result = dict(self._active.result()) if exc_type is None else None
+            return
+        try:
+            got = self._owner._proc.request({"cmd": "stop"})
+            if not isinstance(got.get("result"), dict):
+                raise WatcherLost(f"the watch process answered {got}")
+            self._result = got["result"]
         except WatcherLost as e:
+            if exc_type is not None:
+                return   # the run raised (Ctrl-C reaches the helper too): its error is the one to see
             # Lost during the run: nothing watched it (0 samples marks it), the next run uses a thread.
             self._lose(e)
             self._how = f"lost during this run: {e}"
