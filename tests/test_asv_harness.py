@@ -236,7 +236,34 @@ def test_noise_that_hides_the_threshold_is_inconclusive_first_never_pass():
     # The headline names the inconclusive gated figure that could see least.
     worst = max((f for f in c.gated if f.result.verdict == "inconclusive"), key=lambda f: f.result.detectable)
     assert f"{worst.arm} {worst.figure}" in c.headline()
-    assert f"changes under {worst.result.detectable:.0%}" in c.headline()
+    assert f"changes under {worst.result.detectable:.1%}" in c.headline()
+
+
+def _inconclusive(detectable, lo, hi, threshold=0.02):
+    """A Comparison whose one gated figure is inconclusive with these readings."""
+    from harness.analyze import paired
+    from harness.ci import commits
+
+    res = paired.Paired(80, 1.0, lo, hi, detectable, "inconclusive")
+    fig = commits.Figure("classic", "ms/token", True, res)
+    return commits.Comparison("a" * 40, "b" * 40, paired.Design(threshold=threshold), [fig], [],
+                              {"base": {}, "head": {}}, {}, {"stopped": "budget"}, 60.0)
+
+
+def test_an_inconclusive_headline_never_rounds_its_detectable_change_down_to_the_threshold():
+    # 2.1% against a 2% threshold once read "could not see changes under 2% ... (threshold 2%)".
+    h = _inconclusive(0.021, 0.985, 1.015).headline()
+    assert h == "inconclusive: this host could not see changes under 2.1% in classic ms/token (threshold 2%)"
+    # A threshold that is not a whole percent is printed as given.
+    assert _inconclusive(0.031, 0.985, 1.015, threshold=0.025).headline().endswith("(threshold 2.5%)")
+
+
+def test_an_inconclusive_figure_that_could_see_the_threshold_names_its_interval_instead():
+    # Detectable within the threshold, yet the interval reaches past it: "could not see changes
+    # under 1.8%" would be false, so the headline gives the reading and why it did not decide.
+    h = _inconclusive(0.018, 0.975, 1.012).headline()
+    assert h == ("inconclusive: classic ms/token reads +0.0% (-2.5% to +1.2%), "
+                 "an interval that reaches beyond ±2%")
 
 
 def test_identity_breaks_and_runs_failing_at_head_only_fail():

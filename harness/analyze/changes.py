@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.analyze.paired import share_text
 from harness.analyze.stats import scipy_stats
 
 WINDOW = 5            # measured commits on each side of a boundary
@@ -209,7 +210,7 @@ def analyze_series(all_series: dict[str, list[Point]], order: list[str], thresho
         det = detectable(points, alpha, window)
         if det is not None and det > t:
             res.unstable = (f"its commits' medians spread so that two windows of {window} commits hide "
-                            f"changes under {det:.0%}, more than the {t:.0%} threshold")
+                            f"changes under {det:.1%}, more than the {share_text(t)} threshold")
             continue
         found, n = candidates(name, points, order, t, window)
         pending += found

@@ -576,11 +576,11 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     elif inside and det <= t:
         verdict = "unchanged"
         if lo > 1.0 or hi < 1.0:
-            notes.append(f"a significant {ratio - 1.0:+.1%}, below the {floor:.0%} floor")
+            notes.append(f"a significant {ratio - 1.0:+.1%}, below the {share_text(floor)} floor")
     else:
         verdict = "inconclusive"
-        notes.append(f"the interval reaches beyond ±{t:.0%}" if det <= t
-                     else f"smallest detectable change {det:.1%}, above the {t:.0%} threshold" if math.isfinite(det)
+        notes.append(f"the interval reaches beyond ±{share_text(t)}" if det <= t
+                     else f"smallest detectable change {det:.1%}, above the {share_text(t)} threshold" if math.isfinite(det)
                      else "no change is detectable from these pairs")
     if robust and not tail and abs(mean.center - main.center) >= math.log1p(floor) / 2.0:
         notes.append(f"the mean of the pairs reads {mean_ratio - 1.0:+.1%}")   # shown, not judged alone
@@ -658,6 +658,12 @@ def ratio_text(p: Paired) -> str:
     if p.lo is None or p.hi is None:
         return f"{p.ratio - 1.0:+.1%}"
     return f"{p.ratio - 1.0:+.1%} ({p.lo - 1.0:+.1%} to {p.hi - 1.0:+.1%})"
+
+
+def share_text(x: float) -> str:
+    """A threshold or floor as a percentage with no digit lost or invented: 0.02 -> '2%',
+    0.025 -> '2.5%' (a fixed '.0%' would print both as '2%')."""
+    return f"{100.0 * x:.4g}%"
 
 
 def detectable_text(p: Paired) -> str:

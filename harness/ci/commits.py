@@ -140,18 +140,22 @@ class Comparison:
             worst = max((f for f in self.gated if f.result.verdict == "inconclusive"),
                         key=lambda f: f.result.detectable if f.result.detectable is not None else float("inf"))
             det = worst.result.detectable
-            what = (f"changes under {det:.0%}" if det is not None and det != float("inf")
-                    else "any change")
+            if det is not None and math.isfinite(det) and det <= t:
+                # It could see the threshold; its interval still reaches past it.
+                return (f"inconclusive: {worst.arm} {worst.figure} reads {paired.ratio_text(worst.result)}, "
+                        f"an interval that reaches beyond ±{paired.share_text(t)}")
+            # One decimal: a 2.1% rounded to "2%" would read as no worse than a 2% threshold.
+            what = f"changes under {det:.1%}" if det is not None and math.isfinite(det) else "any change"
             return (f"inconclusive: this host could not see {what} in {worst.arm} {worst.figure} "
-                    f"(threshold {t:.0%})")
+                    f"(threshold {paired.share_text(t)})")
         dets = [f.result.detectable for f in self.gated if f.result.detectable is not None]
         rng = f"; smallest detectable {min(dets):.1%} to {max(dets):.1%}" if dets else ""
         acked = [f for f in self.gated if f.result.verdict == "worse" and f.ack]
         if acked:
-            return (f"pass: every gated figure unchanged within ±{t:.0%} or improved, but for "
+            return (f"pass: every gated figure unchanged within ±{paired.share_text(t)} or improved, but for "
                     f"{len(acked)} acknowledged change(s): "
                     + "; ".join(f"{f.arm} {f.figure} {paired.ratio_text(f.result)} ({f.ack})" for f in acked) + rng)
-        return f"pass: every gated figure unchanged within ±{t:.0%} or improved{rng}"
+        return f"pass: every gated figure unchanged within ±{paired.share_text(t)} or improved{rng}"
 
     def apply_acks(self, acks: list[Any], commits: list[str]) -> None:
         """Mark each worse figure an acknowledgement covers (one of `commits`, BASE..HEAD)."""

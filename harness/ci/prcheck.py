@@ -197,7 +197,7 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"false-discovery rate is controlled (Benjamini-Hochberg): a figure it selects out of R is judged, "
               f"and its interval drawn, at the level of R figures' share. \"smallest detectable\" is the "
               f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
-              f"change of at least {d.min_effect:.0%}; unchanged needs the interval inside ±{d.threshold:.0%} "
+              f"change of at least {paired.share_text(d.min_effect)}; unchanged needs the interval inside ±{paired.share_text(d.threshold)} "
               f"and a smallest detectable change below it; anything else is inconclusive. "
               f"{_probe_sentence(c)}{_generations_sentence(c)}Exit status {st} ({EXIT_WORDS[st]}).", ""]
     lines += ["| verdict | figure | arm | base median | head median | pairs | change (interval) | "

@@ -121,7 +121,7 @@ def change_text(c: cmp.ComponentChange) -> str:
         det = f"smallest detectable {det}" if det != "-" else f"smallest detectable unknown: {j.note}"
         return f"{head}, inconclusive ({det})"
     if v == cmp.UNCHANGED:
-        return f"{head}, unchanged (under the {c.design.min_effect:.0%} the check calls a change)"
+        return f"{head}, unchanged (under the {pd.share_text(c.design.min_effect)} the check calls a change)"
     return f"{head}, {v}"
 
 
@@ -192,9 +192,9 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
                      "records' runs matched in run order (the per-run ratios' geometric mean, or from "
                      f"{pd.MIN_ROBUST_PAIRS} runs their robust (Huber) location, with its interval): "
                      f"faster or slower when the interval excludes no change and the change is at least "
-                     f"{d.min_effect:.0%}; noise only when the check could have seen a {d.threshold:.0%} change "
-                     f"(smallest detectable change at most {d.threshold:.0%}) and its interval, inside "
-                     f"±{d.threshold:.0%}, holds no change; inconclusive otherwise, with the smallest detectable "
+                     f"{pd.share_text(d.min_effect)}; noise only when the check could have seen a {pd.share_text(d.threshold)} change "
+                     f"(smallest detectable change at most {pd.share_text(d.threshold)}) and its interval, inside "
+                     f"±{pd.share_text(d.threshold)}, holds no change; inconclusive otherwise, with the smallest detectable "
                      f"change. Each component is tested alone at the {d.alpha:.0%} level, with no correction for "
                      "the many components of one report: among many, a few faster or slower by chance are expected. "
                      "The records did not run side by side, so each pair carries both runs' spread.")
