@@ -420,3 +420,9 @@ def test_a_caught_change_is_sampled_on_until_its_size_is_known_to_within_the_thr
     old = paired.Paired(50, 1.3, 1.01, 1.6, 0.4, "worse")
     assert old.resolved and not replace(old, threshold=0.10).resolved
     assert replace(old, threshold=0.10, detectable=0.08).resolved
+
+
+def test_shares_print_as_given_never_rounded_to_a_whole_percent():
+    # A 2.5% threshold or a 0.2% false-alarm level once printed as "2%" and "0%".
+    from harness.analyze.paired import share_text
+    assert [share_text(x) for x in (0.1, 0.02, 0.025, 0.002, 0.075)] == ["10%", "2%", "2.5%", "0.2%", "7.5%"]

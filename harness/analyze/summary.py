@@ -280,8 +280,8 @@ def sequential_lines(record: Any) -> list[str]:
         f": {seq.get('rounds')} repetitions, {len(seq['looks'])} look(s); stopped: {seq.get('stopped_because')}"
     out = [head]
     if d:
-        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{d.get('threshold', 0):.0%}, "
-                   f"false-alarm level {d.get('alpha', 0):.0%} over {d.get('looks')} look(s) and "
+        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{paired.share_text(d.get('threshold', 0))}, "
+                   f"false-alarm level {paired.share_text(d.get('alpha', 0))} over {d.get('looks')} look(s) and "
                    f"{d.get('figures')} arm(s); docs/statistics.md):")
     for arm, p in seq["looks"][-1]["figures"].items():
         if p.get("ratio") is None:

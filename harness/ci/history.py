@@ -30,6 +30,7 @@ from xml.etree import ElementTree as ET
 
 from harness.analyze import acks as ackmod
 from harness.analyze.changes import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
+from harness.analyze.paired import share_text
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
 from harness.core.errors import UserError
 from harness.core.figures import PER_CLASSIC_STEP, is_exact
@@ -230,11 +231,11 @@ def alert_markdown(fs: list[Found], h: History) -> str:
         how = "exact (deterministic at temperature 0)" if st.exact else f"confidence {confidence_text(st.confidence)}"
         asv = (f"{st.asv_segments[0]:.4g} -> {st.asv_segments[1]:.4g}" if st.asv_segments else "no boundary here")
         lines.append(f"| `{st.series}` | {f.info.unit or '-'} | {st.before:.4g} | {st.after:.4g} | "
-                     f"{st.change:+.1%} | {f.threshold:.0%} | {how} | {asv} |")
+                     f"{st.change:+.1%} | {share_text(f.threshold)} | {how} | {asv} |")
     lines += ["", f"Lower is better for every figure. Found by a t test of the commits' medians (log scale), up to "
               f"{WINDOW} measured commits before each boundary against up to {WINDOW} after it (at least "
               f"{MIN_AFTER}), Benjamini-Hochberg over every boundary of all {h.series} series of this host at a "
-              f"false-discovery rate of {h.alpha:.0%}; exact figures change at the first differing commit. "
+              f"false-discovery rate of {share_text(h.alpha)}; exact figures change at the first differing commit. "
               "\"asv's step fit\" is what asv's Regressions page draws there.", ""]
     per_classic = sorted({f.info.figure for f in fs if f.info.figure in PER_CLASSIC_STEP})
     if per_classic:

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from harness.analyze.paired import share_text
 from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import configured_suite, load_config
 from harness.ci.history import alert_title, confidence_text, detect, suite_table
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     h = detect(conf, machine, commits, suite_table(configured_suite(conf)), acks)
     out = Console() if Console().is_terminal else Console(width=200)
     t = Table(title=f"{machine}: {len(h.found)} step(s) in {h.series} series over {h.commits} commits "
-                    f"(false-discovery rate {h.alpha:.0%})", title_justify="left")
+                    f"(false-discovery rate {share_text(h.alpha)})", title_justify="left")
     for col in ("step", "commits", "before", "after", "confidence", "asv", "acknowledged"):
         t.add_column(col, overflow="fold")
     for f in h.found:

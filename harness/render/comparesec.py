@@ -195,7 +195,7 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
                      f"{pd.share_text(d.min_effect)}; noise only when the check could have seen a {pd.share_text(d.threshold)} change "
                      f"(smallest detectable change at most {pd.share_text(d.threshold)}) and its interval, inside "
                      f"±{pd.share_text(d.threshold)}, holds no change; inconclusive otherwise, with the smallest detectable "
-                     f"change. Each component is tested alone at the {d.alpha:.0%} level, with no correction for "
+                     f"change. Each component is tested alone at the {pd.share_text(d.alpha)} level, with no correction for "
                      "the many components of one report: among many, a few faster or slower by chance are expected. "
                      "The records did not run side by side, so each pair carries both runs' spread.")
         lines.append(_count_line(changes))
