@@ -188,9 +188,9 @@ def probe_summary(rows: list[dict]) -> dict:
         removed = sorted(g["probe"]["variance_removed"] for g in gs)
         w = sorted(g["with_probe"]["detectable"] for g in gs)
         wo = sorted(g["without_probe"]["detectable"] for g in gs)
-        out[arm] = {"checks": len(gs), "variance_removed_median": removed[len(gs) // 2],
+        out[arm] = {"checks": len(gs), "variance_removed_median": statistics.median(removed),
                     "variance_removed_min": removed[0], "variance_removed_max": removed[-1],
-                    "detectable_with_median": w[len(gs) // 2], "detectable_without_median": wo[len(gs) // 2]}
+                    "detectable_with_median": statistics.median(w), "detectable_without_median": statistics.median(wo)}
     return out
 
 
@@ -211,6 +211,25 @@ def _portable(arg: str) -> str:
         return str(p.resolve().relative_to(REPO))
     except ValueError:
         return p.name
+
+
+def head_summary(head: str, rs: list[dict]) -> dict:
+    """One head's checks in one dict: exit statuses, classic's verdicts and detectable changes,
+    the pooled effect, durations (medians are statistics.median: for an even count, the mean of
+    the two middle values), and for A/A the process-effect estimate."""
+    dets = [r["classic_detectable"] for r in rs if r.get("classic_detectable") is not None]
+    return {"checks": len(rs), "exit_1": sum(r["exit"] == 1 for r in rs),
+            "exit_3": sum(r["exit"] == 3 for r in rs), "exit_0": sum(r["exit"] == 0 for r in rs),
+            "other_exit": sum(r["exit"] not in (0, 1, 3) for r in rs),
+            "classic_worse": sum(r.get("classic_verdict") == "worse" for r in rs),
+            "any_gated_worse": sum(bool(r.get("worse_gated")) for r in rs),
+            "classic_detectable_max": max(dets) if dets else None,
+            "classic_detectable_median": statistics.median(dets) if dets else None,
+            "true_effect_pooled": pooled_effect(rs),
+            "duration_s_max": max(r["duration_s"] for r in rs),
+            "duration_s_median": statistics.median(r["duration_s"] for r in rs),
+            "process_effect": process_effect(rs) if head == "A/A" else None,
+            "probe": probe_summary(rs)}
 
 
 def main() -> int:
@@ -251,19 +270,7 @@ def main() -> int:
         rs = [r for r in rows if r["head"] == head]
         if not rs:
             continue
-        dets = [r["classic_detectable"] for r in rs if r.get("classic_detectable") is not None]
-        summary[head] = {"checks": len(rs), "exit_1": sum(r["exit"] == 1 for r in rs),
-                         "exit_3": sum(r["exit"] == 3 for r in rs), "exit_0": sum(r["exit"] == 0 for r in rs),
-                         "other_exit": sum(r["exit"] not in (0, 1, 3) for r in rs),
-                         "classic_worse": sum(r.get("classic_verdict") == "worse" for r in rs),
-                         "any_gated_worse": sum(bool(r.get("worse_gated")) for r in rs),
-                         "classic_detectable_max": max(dets) if dets else None,
-                         "classic_detectable_median": sorted(dets)[len(dets) // 2] if dets else None,
-                         "true_effect_pooled": pooled_effect(rs),
-                         "duration_s_max": max(r["duration_s"] for r in rs),
-                         "duration_s_median": sorted(r["duration_s"] for r in rs)[len(rs) // 2],
-                         "process_effect": process_effect(rs) if head == "A/A" else None,
-                         "probe": probe_summary(rs)}
+        summary[head] = head_summary(head, rs)
     result = {"command": args.command, "suite": _portable(args.suite), "budget_s": args.budget_s,
               "threshold": args.threshold, "argv": [_portable(a) for a in sys.argv], "rows": rows, "summary": summary}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

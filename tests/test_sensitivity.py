@@ -84,3 +84,17 @@ def test_each_check_is_judged_with_and_without_the_probe_and_summarised():
     assert s["checks"] == 3 and 0.6 < s["variance_removed_median"] < 0.95
     assert s["detectable_with_median"] < s["detectable_without_median"]
     assert mod.probe_summary([{"pairs": {"classic": {"n": 3}}}]) == {}
+
+
+def test_a_head_summary_takes_the_true_median_of_an_even_count():
+    # Checks stop at one of a few looks, so their durations cluster (190, 280, 370 s). The
+    # summary once took the upper middle value as "the median": 281 s where it is 236 s here.
+    durations = [190.3, 190.4, 190.9, 190.9, 191.0, 281.4, 281.4, 281.6, 369.3, 369.4]
+    rs = [{"exit": 1, "classic_verdict": "worse", "worse_gated": ["classic ms/token"], "duration_s": d,
+           "classic_detectable": 0.05 + i / 1000, "classic_ratio": 1.15, "classic_n": 100}
+          for i, d in enumerate(durations)]
+    s = _script().head_summary("F=0.15", rs)
+    assert s["duration_s_median"] == pytest.approx(236.2) and s["duration_s_max"] == 369.4
+    assert s["classic_detectable_median"] == pytest.approx(0.0545)
+    assert s["checks"] == 10 and s["exit_1"] == 10 and s["classic_worse"] == 10 and s["process_effect"] is None
+    assert s["true_effect_pooled"] == pytest.approx(0.15)
