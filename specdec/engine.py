@@ -119,6 +119,7 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
         raise SpecdecError(f"temperature must be >= 0 (got {temp})")
     ids = _encode(pair, prompt)
     env = overrides.in_force()
+    overrides.check_blas()
     profile = overrides.flag("SPECDEC_PROFILE")
     work = overrides.number("SPECDEC_INJECT_WORK")
     if not (math.isfinite(work) and work >= 0):

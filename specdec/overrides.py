@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+from specdec.errors import SpecdecError
+
 PREFIX = "SPECDEC_"
 # Variables that change a shipping decision or the measurement; any SPECDEC_* var is reported.
 KNOWN = {
@@ -22,16 +24,39 @@ def in_force(environ: dict | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith(PREFIX)}
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+BLAS_VALUES = ("reference", "openblas")
+
+
 def flag(name: str, default: bool = False) -> bool:
+    """A yes/no variable; unset or empty is the default. Any other word is an error, not a guess:
+    SPECDEC_ALLOW_INEXACT=maybe must not engage an inexact path."""
     val = os.environ.get(name)
-    if val is None or val == "":
+    if val is None or val.strip() == "":
         return default
-    return val.strip().lower() not in ("0", "false", "no", "off")
+    v = val.strip().lower()
+    if v in _TRUE or v in _FALSE:
+        return v in _TRUE
+    raise SpecdecError(f"{name} must be one of {', '.join(_TRUE + _FALSE)} (got {val!r})")
 
 
 def number(name: str, default: float = 0.0) -> float:
+    """A number variable; unset or empty is the default. A value that is not a number is an
+    error: read as the default, a typo would measure the unfaulted engine under the fault's name."""
     val = os.environ.get(name, "")
-    try:
-        return float(val) if val.strip() else default
-    except ValueError:
+    if not val.strip():
         return default
+    try:
+        return float(val)
+    except ValueError:
+        raise SpecdecError(f"{name} must be a number (got {val!r})") from None
+
+
+def check_blas() -> None:
+    """SPECDEC_BLAS is read at import, before any generation can fail; an unknown value fails
+    the first generation instead of running a BLAS its name does not say."""
+    val = os.environ.get("SPECDEC_BLAS", "").strip().lower()
+    if val and val not in BLAS_VALUES:
+        raise SpecdecError(f"SPECDEC_BLAS must be one of {', '.join(BLAS_VALUES)} or unset "
+                           f"(got {os.environ['SPECDEC_BLAS']!r})")

@@ -27,6 +27,15 @@ def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
     (lambda p: p.write_text(p.read_text().replace('name = "b"', 'name = "a"')), "arms[1].name: two arms are named 'a'"),
     (lambda p: p.write_text(p.read_text().replace("block = 2", 'block = "two"')), "arms[1].block: expected an integer"),
     (lambda p: p.write_text(p.read_text().replace("/target", "/gone")), "pairings[0].target: model directory not found"),
+    # Accepted once, then every run failed (a negative seed, a bad env name) or waited forever (inf).
+    (lambda p: p.write_text(p.read_text().replace('name = "fx"', 'name = "fx"\nseed = -1', 1)), "seed: must be >= 0"),
+    (lambda p: p.write_text(p.read_text().replace("cooldown_s = 0", "cooldown_s = inf")), "cooldown_s: expected a finite number"),
+    (lambda p: p.write_text(p.read_text().replace('name = "fx"', 'name = "fx"\ntemp = nan', 1)), "temp: expected a finite number"),
+    (lambda p: p.write_text(p.read_text().replace('name = "fx"', 'name = "fx"\nthresholds = false', 1)),
+     "thresholds: expected a table"),
+    (lambda p: p.write_text(p.read_text().replace("block = 2", "block = 9")), "arms[1].block: must be <= max_tokens (8)"),
+    (lambda p: p.write_text(p.read_text().replace("block = 2", 'block = 2\nenv = { "A=B" = "1" }')),
+     "arms[1].env: 'A=B' is not an environment variable name"),
 ])
 def test_bad_suites_exit_2_with_one_line(tmp_path: Path, mutate, expect: str) -> None:
     suite = write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)])
@@ -38,6 +47,8 @@ def test_bad_suites_exit_2_with_one_line(tmp_path: Path, mutate, expect: str) ->
 
 def test_missing_suite_and_unavailable_extension(tmp_path: Path) -> None:
     assert "suite file not found" in _one_line_exit_2(run_cli("check", "nope.toml", cwd=tmp_path))
+    (tmp_path / "dir.toml").mkdir()
+    assert "a directory, not a suite file" in _one_line_exit_2(run_cli("run", "dir.toml", cwd=tmp_path))
     # nightly has landed (harness.ci.nightly): without a results repository it is one line, exit 2.
     assert "no results repository" in _one_line_exit_2(run_cli("nightly", cwd=tmp_path))
 
@@ -153,6 +164,38 @@ def test_resume_refuses_truncated_and_other_schema(tmp_path: Path) -> None:
     assert "not valid JSON" in _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
     p.write_text('{"schema_version": 7, "kind": "harness.record"}')
     assert "schema_version 7" in _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
+
+
+def test_resume_refuses_a_record_of_another_host(tmp_path: Path) -> None:
+    arms = [command_arm("a", 1, {"FAKE_SLEEP_S": "0.01"})]
+    suite = write_suite(tmp_path, arms, repetitions=3)
+    p = tmp_path / "r.json"
+    assert run_cli("run", str(suite), "--record", str(p), "--baselines", str(tmp_path / "b.json"), cwd=tmp_path).returncode == 0
+    rec = load(p)
+    here = rec["host"]["os"]["hostname"]
+    rec["complete"], rec["runs"] = False, rec["runs"][:1]
+    rec["host"]["os"]["hostname"] = "otherbox"
+    p.write_text(json.dumps(rec))
+    before = p.read_text()
+    line = _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
+    assert "recorded on another host (otherbox /" in line and "resume it there" in line
+    assert p.read_text() == before                 # nothing added, no resume noted
+    # The same record, back on this host, resumes and completes.
+    rec["host"]["os"]["hostname"] = here
+    p.write_text(json.dumps(rec))
+    assert run_cli("run", "--resume", str(p), cwd=tmp_path).returncode == 0
+    assert load(p)["complete"] is True and len(load(p)["runs"]) == 3
+    r = run_cli("run", "--resume", str(p), cwd=tmp_path)
+    assert r.returncode == 0 and "is complete; nothing to resume" in r.stderr
+
+
+def test_host_register_refuses_a_harness_file_as_the_machine_file(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"schema_version": 4, "kind": "harness.record", "runs": [], "host": {"cpu": {}}}))
+    before = p.read_text()
+    line = _one_line_exit_2(run_cli("host", "register", "--machine-file", str(p), cwd=tmp_path))
+    assert "holds a harness.record, not an asv machine file" in line
+    assert p.read_text() == before
 
 
 def test_project_delegates_to_costmodel(tmp_path: Path) -> None:

@@ -358,3 +358,16 @@ def test_verify_cost_scaling_measures_each_width(pair):
     assert [r["T"] for r in res["widths"]] == [1, 2, 4]
     assert all(r["min_ms"] <= r["median_ms"] <= r["max_ms"] for r in res["widths"])
     assert res["widths"][0]["vs_T1"] == 1.0
+
+
+@pytest.mark.parametrize("var, value, says", [
+    ("SPECDEC_INJECT_WORK", "abc", "SPECDEC_INJECT_WORK must be a number (got 'abc')"),
+    ("SPECDEC_ALLOW_INEXACT", "maybe", "SPECDEC_ALLOW_INEXACT must be one of 1, true"),
+    ("SPECDEC_BLAS", "bogus", "SPECDEC_BLAS must be one of reference, openblas or unset (got 'bogus')"),
+])
+def test_an_override_the_engine_cannot_read_fails_the_run_rather_than_being_guessed(pair, monkeypatch, var, value, says):
+    # Once, SPECDEC_INJECT_WORK=abc ran unfaulted (read as 0) under the fault's label, and an
+    # unknown SPECDEC_BLAS ran OpenBLAS.
+    monkeypatch.setenv(var, value)
+    with pytest.raises(SpecdecError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        generate(pair, CODE, block=3, max_tokens=4, ignore_eos=True)

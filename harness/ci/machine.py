@@ -93,6 +93,11 @@ def read_machine_file(path: Path) -> dict[str, dict[str, Any]]:
         raise UserError(f"{path}: not a readable asv machine file: {e}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: not an asv machine file (expected a JSON object)")
+    kind = data.get("kind")
+    if isinstance(kind, str) and kind.startswith("harness."):
+        # A record or baselines file: its tables would read as machines, and registering would write into it.
+        raise UserError(f"{path}: holds a {kind}, not an asv machine file; pass the machine file "
+                        "(default ~/.asv-machine.json)")
     return {k: v for k, v in data.items() if k != "version" and isinstance(v, dict)}
 
 
@@ -120,6 +125,7 @@ def register(profile_name: str | None = None, machine: str | None = None,
     from harness.collect.host.profiles import get_profile, load_profiles, match_profile, matches
 
     path = machine_file or default_machine_file()
+    read_machine_file(path)   # refuse what is not a machine file before writing into it
     profile = get_profile(profile_name, profiles_dir) if profile_name else None  # unknown: UserError
     if host is None:
         from harness.collect.host.info import collect_host

@@ -14,6 +14,7 @@ from harness.cli.session import (
     new_session,
     print_summary,
 )
+from harness.core.errors import UserError
 
 NAME = "check"
 
@@ -32,6 +33,11 @@ def run(args: argparse.Namespace) -> int:
     """One run per arm and prompt, compared with each arm's own baseline."""
     from harness.analyze.identity import describe
     suite, record_path, baselines = identity_session(args, 1, "check")
+    if not baselines.is_file():
+        # Every run would end "no baseline": say so before running any.
+        raise UserError(f"{baselines}: no baselines file; record one with `harness baseline record "
+                        f"{args.suite}" + (f" --baselines {baselines}`" if args.baselines else "`")
+                        + ", or pass --baselines")
     record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "check", "quick": False})
     out = console_out()
     t = Table(title=f"identity against own baselines ({baselines})", title_justify="left")

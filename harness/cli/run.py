@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return r
 
 
+def same_host_or_refuse(record: Any, host: dict[str, Any]) -> None:
+    """A record's runs come from one host: resuming elsewhere would file this host's runs under
+    the recorded host's name (hostname, CPU, GPU and MLX device, as compare matches hosts)."""
+    from harness.analyze.compare import host_key
+    was, now = host_key(record.data), host_key({"host": host})
+    if was != now:
+        raise UserError(f"{record.path}: recorded on another host ({' / '.join(was)}; this is "
+                        f"{' / '.join(now)}); resume it there, or start a new record here")
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.analyze.identity import BaselineStore
     from harness.collect.record import Record
@@ -44,12 +55,16 @@ def run(args: argparse.Namespace) -> int:
                             "drop SUITE, --quick and --record")
         record = Record.load(args.resume)
         suite = suite_from_record(record.data["suite"], str(record.path))
-        in_process_engines_first(suite)
+        in_process_engines_first(suite)   # before inv.host() loads MLX
+        if not record.data.get("complete"):
+            same_host_or_refuse(record, inv.host())
         baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path(inv))
         store = BaselineStore.load(baselines)
         if not record.data.get("complete"):
             record.note_resume(inv.command, inv.host())
             execute(record, suite, store)
+        else:
+            print(f"harness: {record.path} is complete; nothing to resume (its summary follows)", file=sys.stderr)
     else:
         suite = load_suite(args.suite)
         in_process_engines_first(suite)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -191,15 +192,26 @@ def in_process_engines_first(suite: Any) -> None:
 
 
 
+def finite_float(text: str) -> float:
+    """An option's number: inf would budget forever and nan compares false with every bound."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return x
+
+
 def add_budget_args(p: argparse.ArgumentParser) -> None:
     """The options pr-check and compare-commits share: the suite, the budget, the threshold, alpha."""
     p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else asv.conf.json's "
                                    "\"harness_suite\")")
-    p.add_argument("--budget-s", type=float, help="time budget in seconds (default: the suite's budget_s); "
+    p.add_argument("--budget-s", type=finite_float, help="time budget in seconds (default: the suite's budget_s); "
                                                   "the suite's repetitions become a minimum")
-    p.add_argument("--threshold", type=float, help="relative change the check must see (default: the "
+    p.add_argument("--threshold", type=finite_float, help="relative change the check must see (default: the "
                                                    "suite's threshold, 0.10 = 10%%)")
-    p.add_argument("--alpha", type=float, help="false-alarm level of the whole check, split over its looks "
+    p.add_argument("--alpha", type=finite_float, help="false-alarm level of the whole check, split over its looks "
                                                "and gated figures (default: the suite's alpha, 0.05)")
     p.add_argument("--baselines", help="arms' own baselines file, for the runs' identity field (optional)")
 

@@ -45,9 +45,14 @@ __all__ = ["COMMAND_PLACEHOLDERS", "DEFAULT_SUITE", "EMBEDDED", "Arm", "Pairing"
 def load_suite(path: str | Path | None = None) -> Suite:
     """Read and validate a suite file; None means the packaged default suite."""
     p = Path(path) if path is not None else DEFAULT_SUITE
+    if p.is_dir():
+        raise UserError(f"{p}: a directory, not a suite file; pass a suite TOML file")
     if not p.is_file():
         raise UserError(f"{p}: suite file not found")
-    raw = p.read_bytes()
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise UserError(f"{p}: cannot read the suite file ({e.strerror or e})") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -3,6 +3,7 @@ file and key, before anything runs."""
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from pathlib import Path
@@ -54,8 +55,9 @@ class _V:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(key, f"expected a number, got {v!r}")
         v = float(v)
-        if v != v:
-            raise self.fail(key, "expected a number, got nan")
+        if not math.isfinite(v):
+            # inf would wait, time out or budget forever; nan compares false with every bound.
+            raise self.fail(key, f"expected a finite number, got {v}")
         if lo is not None and (v < lo or (lo_open and v == lo)):
             raise self.fail(key, f"must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
         if hi is not None and (v > hi or (hi_open and v == hi)):
@@ -203,7 +205,7 @@ def _settings(v: _V, d: dict) -> Settings:
     return Settings(
         max_tokens=v.int_(d.get("max_tokens", base.max_tokens), "max_tokens", 1),
         temp=v.num(d.get("temp", base.temp), "temp", 0),
-        seed=v.int_(d.get("seed", base.seed), "seed"),
+        seed=_seed(v, d.get("seed", base.seed)),
         repetitions=repetitions,
         warmups=v.int_(d.get("warmups", base.warmups), "warmups", 0),
         cooldown_s=cooldown, cooldown_source=cooldown_source,
@@ -219,12 +221,20 @@ def _settings(v: _V, d: dict) -> Settings:
         budget_s=None if budget is None else v.num(budget, "budget_s", 0, lo_open=True),
         max_repetitions=max_reps,
         threshold=v.num(_given(d, "threshold", base.threshold), "threshold", 0, 1, lo_open=True, hi_open=True),
-        thresholds=_thresholds(v, d.get("thresholds") or {}),
+        thresholds=_thresholds(v, _given(d, "thresholds", {})),
         alpha=v.num(_given(d, "alpha", base.alpha), "alpha", 0, 0.5, lo_open=True),
         looks=v.int_(_given(d, "looks", base.looks), "looks", 1),
         dispatch_probe=v.bool_(_given(d, "dispatch_probe", base.dispatch_probe), "dispatch_probe"),
         restart_s=None if restart is None else v.num(restart, "restart_s", 0, lo_open=True),
     )
+
+
+def _seed(v: _V, raw: Any) -> int:
+    """Engines seed an unsigned 64-bit generator (MLX, NumPy): a negative seed fails every run."""
+    seed = v.int_(raw, "seed", 0)
+    if seed >= 2 ** 64:
+        raise v.fail("seed", f"must be < 2**64, got {seed}")
+    return seed
 
 
 def _thresholds(v: _V, t: Any) -> dict[str, float]:
@@ -317,6 +327,9 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, Eng
                          f"a command engine can be declared in an [engines.{engine}] table)")
         engines[engine] = decl
         block = v.int_(t.get("block", 1), f"{k}.block", 1)
+        if block > settings.max_tokens:
+            # A round drafts block - 1 tokens; more than a run generates is never used.
+            raise v.fail(f"{k}.block", f"must be <= max_tokens ({settings.max_tokens}), got {block}")
         if block > 1 and pairings[pairing].drafter is None and decl.adapter != "command":
             raise v.fail(f"{k}.block", f"block {block} needs a drafter, and pairing {pairing!r} has none")
         env_t = v.table(t.get("env", {}), f"{k}.env")
@@ -325,6 +338,11 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, Eng
             if isinstance(ev, bool) or not isinstance(ev, (str, int)):
                 raise v.fail(f"{k}.env.{ek}", f"env values are strings (or integers), got {ev!r}")
             env[ek] = str(ev)
+            if not ek or "=" in ek or "\0" in ek:
+                raise v.fail(f"{k}.env", f"{ek!r} is not an environment variable name (non-empty, "
+                             "no '=' and no NUL character)")
+            if "\0" in env[ek]:
+                raise v.fail(f"{k}.env.{ek}", "the value holds a NUL character, which no environment can carry")
         command = None
         if decl.adapter == "command":
             if "command" not in t:
