@@ -133,7 +133,9 @@ def execute(record: Any, suite: Any, store: Any) -> None:
                                  lambda times, sizes: judge_vs_classic(record.data, design.at_looks(times, sizes)))
     except KeyboardInterrupt:
         plan = planned()
-        record.finish(len(plan))
+        # Interrupted is incomplete even when every planned run landed: a budgeted session had
+        # more rounds to judge, and the message below says "complete: false".
+        record.finish(len(plan), interrupted=True)
         n = len(record.runs)
         print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
               f"finish with: harness run --resume {record.path}", file=sys.stderr)
