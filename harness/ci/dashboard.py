@@ -128,6 +128,13 @@ def vendor_dashboard(html_dir: Path, cache: Path | None = None) -> int:
     return n
 
 
+def check_published(html_dir: Path) -> None:
+    """One line when there is no published dashboard to preview (asv preview would fail in os.chdir)."""
+    if not (html_dir / "index.html").is_file():
+        raise UserError(f"{html_dir}: nothing published yet; run `harness dashboard publish` first, "
+                        "then `harness dashboard preview`")
+
+
 def publish(config: str | None = None, vendor: bool = True, echo: bool = True) -> Path:
     from harness.ci.asvtool import load_config, run_asv
 

@@ -179,7 +179,12 @@ def _gitignore(root: Path) -> list[str]:
 def init(start: str | Path = ".", force: bool = False, harness_spec: str | None = None,
          command: list[str] | None = None, hosts: list[str] | None = None, target: str = "..") -> InitResult:
     """Write the files into the git repository containing `start`; see the module docstring."""
-    root = _git_root(Path(start).resolve())
+    where = Path(start)
+    if not where.exists():
+        raise UserError(f"{start}: no such directory; pass --dir with a directory of the engine's git repository")
+    if not where.is_dir():
+        raise UserError(f"{start}: not a directory; pass --dir with a directory of the engine's git repository")
+    root = _git_root(where.resolve())
     warnings: list[str] = []
     if harness_spec is None:
         harness_spec, warning = installed_harness_spec()

@@ -35,10 +35,11 @@ from harness.ci.asvtool import (
     run_asv,
 )
 from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits, summary_json
-from harness.collect.record import check_writable
+from harness.collect.record import check_output, check_writable, write_output
 from harness.core.errors import UserError
 
 MARKER = "<!-- harness-pr-check:{machine} -->"   # one comment per host, updated in place
+PR_CHECK_KIND = "harness.pr-check"
 ASV_BENCH = {"ms/token": "track_ms_per_token", "ms/round": "track_ms_per_round"}
 
 
@@ -55,15 +56,40 @@ def ensure_machine(machine_file: Path, machine: str | None) -> dict[str, Any]:
     return entry
 
 
+def given_suite(given: str | None) -> Path | None:
+    """The suite a check was given: --suite, else $HARNESS_ASV_SUITE; None when neither is set.
+    One line when the file is not there (naming the variable when it came from there)."""
+    if given:
+        p = Path(given)
+        if not p.is_file():
+            raise UserError(f"{p}: suite file not found (pass --suite)")
+        return p
+    env = os.environ.get("HARNESS_ASV_SUITE")
+    if not env:
+        return None
+    p = Path(env)
+    if not p.is_file():
+        raise UserError(f"{p}: suite file not found (named by $HARNESS_ASV_SUITE; fix or unset it, "
+                        "or pass --suite)")
+    return p
+
+
 def suite_file(conf: AsvConfig, given: str | None) -> Path:
     """The suite pr-check measures: --suite, else $HARNESS_ASV_SUITE, else asv.conf.json's
     "harness_suite" (the one the asv benchmarks run)."""
-    if not (given or os.environ.get("HARNESS_ASV_SUITE")):
-        return configured_suite(conf)
-    p = Path(given or os.environ["HARNESS_ASV_SUITE"])
-    if not p.is_file():
-        raise UserError(f"{p}: suite file not found (pass --suite)")
-    return p
+    return given_suite(given) or configured_suite(conf)
+
+
+def check_outputs(output: str | None, json_out: str | None) -> None:
+    """--output (Markdown) and --json, checked before anything is measured: writable, not a
+    directory, not a record or other harness file (an earlier --json of pr-check may be replaced),
+    and not the same file."""
+    if output:
+        check_output(Path(output), "Markdown (--output)")
+    if json_out:
+        check_output(Path(json_out), "JSON (--json)", own_kind=PR_CHECK_KIND)
+    if output and json_out and Path(output).resolve() == Path(json_out).resolve():
+        raise UserError(f"{output}: --output and --json name the same file; pass two paths")
 
 
 # --- asv: store both sides, read its comparison ------------------------------------------
@@ -300,6 +326,7 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     from harness.analyze.identity import BaselineStore
     from harness.ci.machine import default_machine_file
 
+    check_outputs(output, json_out)
     conf = load_config(config)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     the_suite = load_check_suite(suite_file(conf, suite), budget_s, threshold, alpha)
@@ -331,11 +358,12 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     md = render_markdown(cmp, meta, rows, table)
     print(md, end="", flush=True)
     if output:
-        Path(output).write_text(md, encoding="utf-8")
-    summary = {**summary_json(cmp), "kind": "harness.pr-check", "machine": mname,
+        write_output(Path(output), md, "Markdown (--output)")
+    summary = {**summary_json(cmp), "kind": PR_CHECK_KIND, "machine": mname,
                "asv": [r.__dict__ for r in rows]}
     if json_out:
-        Path(json_out).write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n")
+        write_output(Path(json_out), json.dumps(summary, indent=1, sort_keys=True, default=str) + "\n",
+                     "JSON (--json)")
     print(json.dumps({k: summary[k] for k in ("kind", "base", "head", "machine", "exit_status", "headline",
                                                "duration_s", "rounds", "stopped")}, sort_keys=True), flush=True)
     return cmp.exit_status

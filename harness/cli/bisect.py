@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-from pathlib import Path
 from typing import Any
 
 from harness.ci.bisect import Probe, bisect
-from harness.ci.prcheck import load_check_suite
+from harness.cli.compare_commits import check_setup
 from harness.cli.session import add_budget_args
-from harness.collect.suite import DEFAULT_SUITE
 
 NAME = "bisect"
 
 
 def run(args: argparse.Namespace) -> int:
-    repo = Path(args.repo).resolve()
-    suite = load_check_suite(Path(args.suite) if args.suite else DEFAULT_SUITE, args.budget_s, args.threshold,
-                             args.alpha)
-    work = Path(args.work) if args.work else repo / ".harness" / "bisect" / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    repo, suite, work = check_setup(args, "bisect")
 
     def report(p: Probe) -> None:
         print(f"probe {p.probe[:12]} against {p.good[:12]}: {p.verdict}, {args.arm} {args.figure} {p.change} "

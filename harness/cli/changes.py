@@ -14,17 +14,41 @@ from harness.analyze.paired import share_text
 from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import configured_suite, load_config
 from harness.ci.history import alert_title, confidence_text, detect, suite_table
-from harness.ci.machine import default_machine_file
+from harness.ci.machine import default_machine_file, read_machine_file
 from harness.ci.nightly import branch_commits
 from harness.ci.prcheck import ensure_machine
+from harness.collect.record import check_output, write_output
+from harness.core.errors import UserError
 
 NAME = "changes"
+KIND = "harness.changes"
+
+
+def known_machines(conf: Any, machine_file: Path) -> list[str]:
+    """The machines `changes` can read: those in the machine file and those with asv results."""
+    names = set(read_machine_file(machine_file))
+    if conf.results_dir.is_dir():
+        names |= {d.name for d in conf.results_dir.iterdir() if (d / "machine.json").is_file()}
+    return sorted(names)
+
+
+def check_machine(conf: Any, machine_file: Path, machine: str) -> None:
+    """One line when --machine names a machine neither the machine file nor asv's results know."""
+    known = known_machines(conf, machine_file)
+    if machine not in known:
+        fix = (f"known: {', '.join(known)}; pass one of those to --machine" if known else
+               "none known: register this host with `harness host register`, or pass --machine-file")
+        raise UserError(f"no machine named '{machine}' in {machine_file} or {conf.results_dir} ({fix})")
 
 
 def run(args: argparse.Namespace) -> int:
     conf = load_config(args.config)
     acks = load_acks(conf.root, acks_path(conf))      # a malformed file is one line, before anything is read
     mf = Path(args.machine_file).expanduser() if args.machine_file else default_machine_file()
+    if args.json:
+        check_output(Path(args.json), "changes JSON (--json)", own_kind=KIND)
+    if args.machine:
+        check_machine(conf, mf, args.machine)
     machine = args.machine or ensure_machine(mf, None)["machine"]
     commits = list(reversed(branch_commits(conf.root, args.branch, args.since)))
     h = detect(conf, machine, commits, suite_table(configured_suite(conf)), acks)
@@ -42,8 +66,9 @@ def run(args: argparse.Namespace) -> int:
     for name, why in h.unstable:
         out.print(f"unstable: {name}: {why}", markup=False, highlight=False)
     if args.json:
-        Path(args.json).write_text(json.dumps(h.to_dict(), indent=1, default=str) + "\n", encoding="utf-8")
-    print(json.dumps({"kind": "harness.changes", "machine": machine, "series": h.series, "commits": h.commits,
+        write_output(Path(args.json), json.dumps({"kind": KIND, **h.to_dict()}, indent=1, default=str) + "\n",
+                     "changes JSON (--json)")
+    print(json.dumps({"kind": KIND, "machine": machine, "series": h.series, "commits": h.commits,
                       "steps": len(h.found), "unstable": len(h.unstable)}, sort_keys=True))
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +17,47 @@ from harness.analyze.identity import BaselineStore
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check
 from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, summary_json
-from harness.ci.prcheck import load_check_suite
+from harness.ci.prcheck import given_suite, load_check_suite
 from harness.cli.session import add_budget_args
+from harness.collect.record import check_directory
 from harness.collect.suite import DEFAULT_SUITE
+from harness.core.errors import UserError
 
 NAME = "compare-commits"
 
 
-def run(args: argparse.Namespace) -> int:
-    repo = Path(args.repo).resolve()
-    suite = load_check_suite(Path(args.suite) if args.suite else DEFAULT_SUITE, args.budget_s, args.threshold,
+def check_repo(given: str) -> Path:
+    """--repo, resolved: one line when it is not there, not a directory or not in a git repository."""
+    repo = Path(given).resolve()
+    if not repo.exists():
+        raise UserError(f"{given}: no such directory (--repo names the git repository holding both commits)")
+    if not repo.is_dir():
+        raise UserError(f"{given}: not a directory (--repo names the git repository holding both commits)")
+    try:
+        r = subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"cannot run git in {repo}: {e}") from None
+    if r.returncode != 0:
+        raise UserError(f"{given}: not a git repository; pass --repo with the repository holding both commits")
+    return repo
+
+
+def check_setup(args: argparse.Namespace, kind: str) -> tuple[Path, Any, Path]:
+    """The repository, suite and work directory of compare-commits or bisect (`kind` names the
+    default work directory), each checked before anything is measured: one line when wrong. The
+    suite is --suite, else $HARNESS_ASV_SUITE (as pr-check reads them), else the default suite."""
+    suite = load_check_suite(given_suite(args.suite) or DEFAULT_SUITE, args.budget_s, args.threshold,
                              args.alpha)
+    repo = check_repo(args.repo)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    work = Path(args.work) if args.work else repo / ".harness" / "compare" / stamp
+    work = Path(args.work) if args.work else repo / ".harness" / kind / stamp
+    check_directory(work, "work directory (--work)")
+    return repo, suite, work
+
+
+def run(args: argparse.Namespace) -> int:
+    repo, suite, work = check_setup(args, "compare")
     store = BaselineStore.load(Path(args.baselines)) if args.baselines else None
     c = compare_commits(repo, args.base, args.head, suite, work, store=store, console=Console(stderr=True),
                         command=args.invocation.command)

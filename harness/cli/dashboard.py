@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from harness.ci.asvtool import load_config, run_asv
-from harness.ci.dashboard import publish
+from harness.ci.dashboard import check_published, publish
 
 NAME = "dashboard"
 
@@ -17,6 +17,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"dashboard: {html}/index.html (serve it with `harness dashboard preview`)")
         return 0
     conf = load_config(args.config)
+    check_published(conf.html_dir)
     extra = ["--port", str(args.port)] if args.port else []
     return run_asv(["preview", *extra], conf).returncode
 

@@ -14,7 +14,11 @@ NAME = "init"
 
 
 def run(args: argparse.Namespace) -> int:
-    command = shlex.split(args.command) if args.command is not None else None
+    try:
+        command = shlex.split(args.command) if args.command is not None else None
+    except ValueError as e:   # an unterminated quote or a trailing backslash
+        raise UserError(f"--command {args.command!r}: cannot split it like a shell ({e}); "
+                        "close its quotes or escape them") from None
     if command is not None and not command:
         raise UserError("--command is empty: give the engine's command line, e.g. "
                         "--command 'my-engine generate --prompt-file {prompt_file}'")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ci.reports import context_for, index_text
-from harness.collect.record import check_writable
+from harness.collect.record import check_output, write_output
 from harness.core.errors import UserError
 from harness.render.report import render
 
@@ -22,22 +22,46 @@ def run(args: argparse.Namespace) -> int:
         d = Path(args.reports_dir)
         if not d.is_dir():
             raise UserError(f"{d}: no reports directory")
+        out = Path(args.out) if args.out else d / "README.md"
+        check_output(out, "index")           # before anything is rendered
         text, skipped = index_text(d, args.template or "index")
+        if not args.out:
+            check_earlier_index(out, text)
         for why in skipped:
             print(f"harness: skipped {why}", file=sys.stderr)
-        out = Path(args.out) if args.out else d / "README.md"
     else:
         if not args.record:
             raise UserError("report needs a RECORD (or --index)")
-        text = render(context_for(args.record, args.compare), args.template or "record")
         out = Path(args.out) if args.out else None
+        if out is not None:
+            check_output(out, "report")
+        text = render(context_for(args.record, args.compare), args.template or "record")
     if out is None:
         sys.stdout.write(text)
     else:
-        check_writable(out, "report")
-        out.write_text(text, encoding="utf-8")
+        write_output(out, text, "index" if args.index else "report")
         print(f"harness: wrote {out}", file=sys.stderr)
     return 0
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0].rstrip("\r")
+
+
+def check_earlier_index(readme: Path, text: str) -> None:
+    """The default index path, REPORTS_DIR/README.md, is replaced only when it is an earlier index
+    (its first line is the one about to be written) or empty: a README the user wrote is kept."""
+    try:
+        old = readme.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{readme}: cannot read it to see whether it is an earlier index ({e}); "
+                        "pass --out FILE for the index") from None
+    if old.strip() and _first_line(old) != _first_line(text):
+        raise UserError(f"{readme}: not an index `harness report --index` wrote (its first line is "
+                        f"{_first_line(old)[:60]!r}); writing the index there would replace it; "
+                        "pass --out FILE for the index")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -50,7 +74,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="RECORD", help="a second record: before/after on one host, "
                                                          "cross-host otherwise (RECORD is A/before)")
     p.add_argument("--template", metavar="NAME", help="template name (default: record, or index with --index)")
-    p.add_argument("--out", metavar="FILE", help="write here (default: stdout; with --index, REPORTS_DIR/README.md)")
+    p.add_argument("--out", metavar="FILE", help="write here (default: stdout; with --index, REPORTS_DIR/README.md, "
+                                                 "replaced only when it is an earlier index); never over a "
+                                                 "record or another harness JSON file")
     p.add_argument("--index", action="store_true", help="regenerate the index of every record in the reports directory")
     p.add_argument("--reports-dir", default="reports", help="where --index looks (default: reports)")
     return p

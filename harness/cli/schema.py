@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from harness.collect.record import check_directory, check_output
+from harness.core.errors import UserError
 from harness.core.schema import SCHEMA_DIR, json_schemas, stale_schemas, write_schemas
 
 NAME = "schema"
@@ -23,10 +25,22 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.write:
-        for path in write_schemas(args.dir):
+        check_directory(args.dir, "schema directory (--dir)")
+        for name in json_schemas():
+            check_output(args.dir / name, "JSON Schema")
+        try:
+            paths = write_schemas(args.dir)
+        except OSError as e:
+            raise UserError(f"{args.dir}: cannot write the JSON Schema files there ({e.strerror or e}); "
+                            "pass another --dir") from None
+        for path in paths:
             print(path)
         return 0
     if args.check:
+        if not args.dir.exists():
+            raise UserError(f"{args.dir}: no such directory (--dir names where the schema files live)")
+        if not args.dir.is_dir():
+            raise UserError(f"{args.dir}: not a directory (--dir names where the schema files live)")
         stale = stale_schemas(args.dir)
         for n in stale:
             print(f"{args.dir / n}: stale or missing; run `harness schema --write`")

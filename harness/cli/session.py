@@ -208,7 +208,8 @@ def finite_float(text: str) -> float:
 def add_budget_args(p: argparse.ArgumentParser) -> None:
     """The options pr-check and compare-commits share: the suite, the budget, the threshold, alpha."""
     p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else asv.conf.json's "
-                                   "\"harness_suite\")")
+                                   "\"harness_suite\" for pr-check and the packaged default suite for "
+                                   "compare-commits and bisect)")
     p.add_argument("--budget-s", type=finite_float, help="time budget in seconds (default: the suite's budget_s); "
                                                   "the suite's repetitions become a minimum")
     p.add_argument("--threshold", type=finite_float, help="relative change the check must see (default: the "

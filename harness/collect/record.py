@@ -58,6 +58,60 @@ def check_writable(path: str | Path, what: str) -> None:
         raise UserError(f"{p}: cannot write the {what} there ({e.strerror or e}); pass another path") from None
 
 
+HARNESS_KIND_PREFIX = "harness."
+
+
+def held_kind(path: Path) -> str | None:
+    """What harness file `path` holds: its JSON "kind" when that is a harness kind ("harness.record",
+    "harness.baselines", ...), "a record's run journal" for NAME.journal beside a record; else None
+    (no such file, unreadable, not JSON, or JSON of no harness kind)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if path.name.endswith(".journal") and read_journal(path):
+        return "record's run journal"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) and kind.startswith(HARNESS_KIND_PREFIX) else None
+
+
+def check_output(path: str | Path, what: str, own_kind: str | None = None) -> None:
+    """One line (UserError) when writing the `what` to `path` would fail or would replace
+    something the user has: check_writable's checks, then an existing path that is not a regular
+    file (a device, a pipe), or a file holding a harness kind other than `own_kind` (a record,
+    baselines, another command's JSON). Said before any work starts; an earlier output of the same
+    kind (own_kind, or a text file for a text output) may be replaced."""
+    p = Path(path)
+    if p.exists() and not p.is_dir() and not p.is_file():
+        raise UserError(f"{p}: the {what} path is not a regular file (a device, pipe or socket); "
+                        "pass a file path")
+    check_writable(p, what)
+    kind = held_kind(p) if p.is_file() else None
+    if kind is not None and kind != own_kind:
+        raise UserError(f"{p}: holds a {kind}; writing the {what} there would replace it; pass another path")
+
+
+def check_directory(path: str | Path, what: str) -> None:
+    """One line (UserError) when `path` cannot be (or become) a directory to write into: it is a
+    file, something above it is a file, or the nearest existing directory is not writable. Nothing
+    is created."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{p}: the {what} is a file, not a directory; pass a directory")
+    above = next((a for a in (p, *p.parents) if a.exists()), None)
+    if above is None:
+        return
+    if not above.is_dir():
+        raise UserError(f"{p}: cannot make the {what} there: {above} is a file, not a directory; "
+                        "pass another directory")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UserError(f"{p}: cannot write the {what} there ({above} is not writable); pass another directory")
+
+
 def check_new_record(path: Path) -> None:
     """A new record may go to `path`: nothing there yet, and the place writable (one line if not)."""
     if path.exists() and not path.is_dir():
@@ -107,6 +161,48 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: b
         raise
 
 
+def _new_file_mode(path: Path) -> int:
+    """The mode a plain open() would give `path`: an existing file's own, else 0o666 less the umask
+    (mkstemp's temp files are 0o600, which would hide a report from the other users of a host)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text so that `path` is always either the old complete file or the new one: a temp file
+    in the same directory, then os.replace (a full disk or a kill never leaves it empty)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_output(path: Path, text: str, what: str) -> None:
+    """write_text_atomic, a failure (disk full, the place gone) one line naming the path."""
+    try:
+        write_text_atomic(path, text)
+    except OSError as e:
+        raise UserError(f"{path}: cannot write the {what} ({e.strerror or e}); "
+                        "the file there, if any, is unchanged; pass another path") from None
+
+
 def read_json(path: Path, kind: str, schema_version: int | None = SCHEMA_VERSION) -> dict[str, Any]:
     """Read a harness JSON file, with one-line errors for the ways it can be wrong; None for
     schema_version leaves the version to the caller (a record migrates older ones)."""
@@ -120,12 +216,29 @@ def read_json(path: Path, kind: str, schema_version: int | None = SCHEMA_VERSION
         data = json.loads(text)
     except ValueError as e:
         raise UserError(f"{path}: not valid JSON (truncated or corrupt?): {e}") from None
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        raise UserError(f"{path}: not a {kind} file (kind is {data.get('kind') if isinstance(data, dict) else None!r})")
-    if schema_version is not None and data.get("schema_version") != schema_version:
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a {kind} file: it holds a JSON {_json_type(data)}, not a JSON object; "
+                        "pass a file the harness wrote")
+    if "kind" not in data:
+        raise UserError(f"{path}: not a {kind} file: it has no \"kind\" field; pass a file the harness wrote")
+    if data.get("kind") != kind:
+        raise UserError(f"{path}: not a {kind} file (kind is {data.get('kind')!r})")
+    v = data.get("schema_version")
+    if "schema_version" not in data:
+        raise UserError(f"{path}: {kind} file without a schema_version field; "
+                        "was it edited by hand or written by another tool?")
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise UserError(f"{path}: invalid schema_version {v!r} (a whole number from 1 is expected); "
+                        "was it edited by hand or written by another tool?")
+    if schema_version is not None and v != schema_version:
         raise UserError(f"{path}: schema_version {data.get('schema_version')!r}; "
                         f"this harness reads schema_version {schema_version}")
     return data
+
+
+def _json_type(data: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
+        type(data), "null" if data is None else type(data).__name__)
 
 
 def duty_cycle(runs: list[dict[str, Any]], session_wall_s: float) -> dict[str, Any]:
