@@ -150,6 +150,22 @@ def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
         load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", restart_s=0))
 
 
+def test_a_check_whose_every_warm_up_fails_on_both_sides_stops_there_with_one_line(tmp_path: Path):
+    # A suite whose engine cannot start (a missing module, say) once measured the whole budget
+    # and ended "inconclusive" (exit 3), as if the host were merely noisy.
+    repo = _one_commit_repo(tmp_path)
+    suite = load_suite(write_suite(tmp_path, [command_arm("a", 1, {"FAKE_CRASH": "1"})], repetitions=4, warmups=1,
+                                   budget_s=60.0))
+    with pytest.raises(UserError, match=r"every warm-up run failed on both sides \(the first: command exited") as e:
+        compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
+    assert "check the suite (" in str(e.value) and "\n" not in str(e.value)
+    recs = sorted((tmp_path / "work" / "records").glob("*.json"))
+    assert len(recs) == 2      # kept, each with its failed warm-up and no measured run
+    for r in recs:
+        runs = json.loads(r.read_text())["runs"]
+        assert [(x["warmup"], x["status"]) for x in runs] == [(True, "failed")]
+
+
 def test_two_generations_at_an_early_look_give_an_unbounded_interval_not_an_error():
     # Two generations 20% apart, judged at a first look's small level: one degree of freedom puts
     # the interval past float range; the verdict says so instead of failing the check.

@@ -69,7 +69,8 @@ def test_init_writes_every_file_and_a_config_asv_accepts(tmp_path):
     assert "from harness.asvbench import *" in (repo / "benchmarks" / "bench_engine.py").read_text()
     wf = (repo / ".github" / "workflows" / "pr-benchmark.yml").read_text()
     assert "harness pr-check" in wf and "host: [linux-cpu]" in wf and "@@" not in wf
-    assert ".asv/" in (repo / ".gitignore").read_text().splitlines()
+    # compare-commits and bisect write under .harness/: a check leaves the tree clean.
+    assert {".asv/", "/.harness/"} <= set((repo / ".gitignore").read_text().splitlines())
 
 
 def test_a_python_engine_is_built_and_installed_with_the_harness(tmp_path):

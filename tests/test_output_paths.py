@@ -355,9 +355,22 @@ def test_compare_commits_and_bisect_take_the_suite_from_the_variable(command, tm
     monkeypatch.setattr(harness.cli.bisect, "bisect", stop)
     monkeypatch.setenv("HARNESS_ASV_SUITE", str(suite))
     extra = ["--arm", "classic"] if command == "bisect" else []
-    line = _one_line(_cli([command, "HEAD~1", "HEAD", *extra], proj, monkeypatch, capsys))
-    assert line == "harness: stopped here"
+    lines = _stopped(_cli([command, "HEAD~1", "HEAD", *extra], proj, monkeypatch, capsys))
+    assert lines[0].startswith(f"harness: measuring suite {suite} in ")   # says which suite
     assert seen["suite"].name == "from-variable"
     # --suite still wins over the variable.
-    _one_line(_cli([command, "HEAD~1", "HEAD", *extra, "--suite", str(SUITE)], proj, monkeypatch, capsys))
+    _stopped(_cli([command, "HEAD~1", "HEAD", *extra, "--suite", str(SUITE)], proj, monkeypatch, capsys))
     assert seen["suite"].name != "from-variable"
+    # Neither: the suite the repository's asv.conf.json names (its own engine's), not the
+    # packaged one, which once ran the embedded pair in an engine repository without MLX.
+    monkeypatch.delenv("HARNESS_ASV_SUITE")
+    _stopped(_cli([command, "HEAD~1", "HEAD", *extra], proj, monkeypatch, capsys))
+    assert Path(seen["suite"].path).resolve() == (proj / "benchmarks" / "suite.toml").resolve()
+
+
+
+def _stopped(r: subprocess.CompletedProcess) -> list[str]:
+    """The stub's one-line stop, after the line naming the suite being measured."""
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and lines[-1] == "harness: stopped here" and len(lines) == 2, r.stderr[-2000:]
+    return lines

@@ -58,6 +58,22 @@ def test_acceptance_comes_from_counts_when_the_engine_gives_counts_only() -> Non
     assert r.diagnostics.acceptance_rate is None   # no count of accepted: unknown, not 0
 
 
+@pytest.mark.parametrize("given, mode", [
+    ({"arm": {"mode": "speculative"}}, "speculative"),              # "what actually ran"
+    ({"gate": {"outcome": "passed", "engaged": True}}, "speculative"),
+    ({"gate": {"outcome": "declined", "engaged": False}}, "classic"),
+    ({"arm": {"mode": "classic"}, "gate": {"engaged": True}}, "classic"),   # arm.mode first
+    ({"arm": {"mode": "speculative"}, "diagnostics": {"mode": "classic"}}, "classic"),   # the engine's own diagnostics win
+    ({}, None),                                                     # nothing said: unknown
+])
+def test_the_mode_comes_from_whichever_field_says_what_ran(given: dict, mode: str | None) -> None:
+    # An engine that gave arm.mode and gate.engaged but not diagnostics.mode once read as
+    # "declined (classic decode)" everywhere, its rounds and gate notwithstanding.
+    data = {"token_ids": [1, 2], **given}
+    data["diagnostics"] = {"decode_ms": 4.0, **given.get("diagnostics", {})}
+    assert schema.decode_engine_result(data).diagnostics.mode == mode
+
+
 def test_round_log_proposed_is_filled_from_drafted_ids() -> None:
     r = schema.decode_engine_result({"token_ids": [1], "diagnostics": {"decode_ms": 1.0, "rounds_log": [
         {"offset": 0, "drafted": [5, 6], "accepted": 1}, {"offset": 2, "proposed": 2, "accepted": 0}]}})

@@ -261,6 +261,7 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     interrupted = False
     try:
         session.warm_up()   # both sides load and compile before the budget's clock starts
+        refuse_if_nothing_ran(session, suite, warmup=True)
         outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, session.do_round,
                                  lambda times, sizes: session.look(console, t0, times, sizes))
     except KeyboardInterrupt:
@@ -269,7 +270,21 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
                                "a check does not resume: run it again") from None
     finally:
         session.close(interrupted)
+    refuse_if_nothing_ran(session, suite, warmup=False)
     return _conclude(session, design, outcome, s.budget_s, time.monotonic() - t0)
+
+
+def refuse_if_nothing_ran(session: Any, suite: Any, warmup: bool) -> None:
+    """One line (exit 2) when every run of this kind (warm-ups, else measured runs) failed on both
+    sides: the suite or the engine command is broken for both commits, so there is nothing to
+    judge, and measuring on would spend the whole budget to say "inconclusive"."""
+    runs = [r for side in ("base", "head") for r in session.record(side).runs if bool(r.get("warmup")) == warmup]
+    if runs and all(r.get("status") != "ok" for r in runs):
+        first = runs[0].get("error") or "no error recorded"
+        what = "warm-up" if warmup else "measured"
+        raise UserError(f"every {what} run failed on both sides (the first: {first}); check the suite "
+                        f"({suite.path}) and its engine command; the records are kept in "
+                        f"{Path(session.record('base').path).parent}")
 
 
 class CheckInterrupted(KeyboardInterrupt):
@@ -374,7 +389,7 @@ class _PairedSession:
         design = self.design.at_looks(times, sizes)
         figs = judge(self.record("base").runs, self.record("head").runs, self.arms, design, gated_only=True)
         if console is not None:
-            console.print(f"look {design.look} of at most {design.looks} (tested at {design.alpha_per_test:.3%} a figure) after "
+            console.print(f"look {design.look} of at most {design.looks} (tested at {paired.share_text(design.alpha_per_test)} a figure) after "
                           f"{figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
                           + "; ".join(f"{f.arm} {paired.ratio_text(f.result)} {f.result.verdict} "
                                       f"(detectable {paired.detectable_text(f.result)})" for f in figs),

@@ -10,7 +10,7 @@ Writes, at the root of the git repository of the working directory:
   hosts/README.md                    where the lab's own host profiles go (read first)
   .github/workflows/pr-benchmark.yml `harness pr-check` on every pull request
   .github/workflows/nightly.yml      `harness nightly` every night
-and adds the harness's outputs (.asv/, results/, html/, records/, baselines/) to .gitignore,
+and adds the harness's outputs (.asv/, .harness/, results/, html/, records/, baselines/) to .gitignore,
 appending only lines it lacks: untracked outputs would make every record "dirty".
 
 An existing file is never overwritten without --force: one line naming them, exit 2.
@@ -39,7 +39,7 @@ FILES = {
     ".github/workflows/pr-benchmark.yml": "workflows/pr-benchmark.yml",
     ".github/workflows/nightly.yml": "workflows/nightly.yml",
 }
-IGNORED = (".asv/", "/results/", "/html/", "/records/", "/baselines/", ".venv/")
+IGNORED = (".asv/", "/.harness/", "/results/", "/html/", "/records/", "/baselines/", ".venv/")
 PLACEHOLDER_COMMAND = ["{python}", "-m", "MY_ENGINE", "--prompt-file", "{prompt_file}",
                        "--max-tokens", "{max_tokens}", "--seed", "{seed}"]
 

@@ -218,7 +218,7 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"from {paired.MIN_ROBUST_PAIRS} pairs a robust (Huber) location of their logs, so that a few runs the "
               f"host disturbed weigh little, with the geometric mean guarding the tails on {paired.TAIL_SHARE:.0%} of "
               f"the level (a change that slows only some runs is worse too); under {paired.MIN_ROBUST_PAIRS} pairs "
-              f"the geometric mean alone. Both together are tested at {d.alpha_per_test:.3%} (false-alarm level {d.alpha * 100:g}% "
+              f"the geometric mean alone. Both together are tested at {paired.share_text(d.alpha_per_test)} (false-alarm level {d.alpha * 100:g}% "
               f"{_looks_clause(d)}, split over {d.figures} gated figure(s)); across the gated figures the "
               f"false-discovery rate is controlled (Benjamini-Hochberg): a figure it selects out of R is judged, "
               f"and its interval drawn, at the level of R figures' share. \"smallest detectable\" is the "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from harness.ci.bisect import Probe, bisect
@@ -15,6 +16,7 @@ NAME = "bisect"
 
 def run(args: argparse.Namespace) -> int:
     repo, suite, work = check_setup(args, "bisect")
+    print(f"harness: measuring suite {suite.path} in {work}", file=sys.stderr, flush=True)
 
     def report(p: Probe) -> None:
         print(f"probe {p.probe[:12]} against {p.good[:12]}: {p.verdict}, {args.arm} {args.figure} {p.change} "

@@ -6,6 +6,7 @@ import argparse
 import datetime as _dt
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ from harness.analyze import envdiff, paired
 from harness.analyze.identity import BaselineStore
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check
+from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
 from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, summary_json
-from harness.ci.prcheck import given_suite, load_check_suite
+from harness.ci.prcheck import given_suite, load_check_suite, load_notes
 from harness.cli.session import add_budget_args
 from harness.collect.record import check_directory
 from harness.collect.suite import DEFAULT_SUITE
@@ -43,11 +45,21 @@ def check_repo(given: str) -> Path:
     return repo
 
 
+def check_suite_file(given: str | None, repo: Path) -> Path:
+    """--suite, else $HARNESS_ASV_SUITE, else the suite the repository's asv.conf.json names (its
+    own engine's, as pr-check reads it), else the packaged default suite (the embedded pair)."""
+    p = given_suite(given)
+    if p is not None:
+        return p
+    conf = repo.resolve() / CONFIG_NAME
+    return configured_suite(load_config(conf)) if conf.is_file() else DEFAULT_SUITE
+
+
 def check_setup(args: argparse.Namespace, kind: str) -> tuple[Path, Any, Path]:
     """The repository, suite and work directory of compare-commits or bisect (`kind` names the
     default work directory), each checked before anything is measured: one line when wrong. The
-    suite is --suite, else $HARNESS_ASV_SUITE (as pr-check reads them), else the default suite."""
-    suite = load_check_suite(given_suite(args.suite) or DEFAULT_SUITE, args.budget_s, args.threshold,
+    suite is check_suite_file's."""
+    suite = load_check_suite(check_suite_file(args.suite, Path(args.repo)), args.budget_s, args.threshold,
                              args.alpha)
     repo = check_repo(args.repo)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -58,6 +70,7 @@ def check_setup(args: argparse.Namespace, kind: str) -> tuple[Path, Any, Path]:
 
 def run(args: argparse.Namespace) -> int:
     repo, suite, work = check_setup(args, "compare")
+    print(f"harness: measuring suite {suite.path} in {work}", file=sys.stderr, flush=True)
     store = BaselineStore.load(Path(args.baselines)) if args.baselines else None
     c = compare_commits(repo, args.base, args.head, suite, work, store=store, console=Console(stderr=True),
                         command=args.invocation.command)
@@ -69,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     for d in diffs:
         out.print(f"  {d.what}: {d.a} -> {d.b}", markup=False, highlight=False)
     out.print(comparison_table(c))
+    for side, n in load_notes({side: json.loads(Path(p).read_text(encoding="utf-8"))
+                               for side, p in c.records.items()}).items():
+        # What pr-check's comment lists under "Load and time": a busy host shows here too.
+        out.print(f"{side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
+                  f"{n['quiet_gate_timeouts']} quiet-gate timeouts ({c.records[side]})", markup=False, highlight=False)
     print(json.dumps(summary_json(c), sort_keys=True, default=str), flush=True)
     return c.exit_status
 

@@ -210,8 +210,10 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else asv.conf.json's "
                                    "\"harness_suite\" for pr-check and the packaged default suite for "
                                    "compare-commits and bisect)")
-    p.add_argument("--budget-s", type=finite_float, help="time budget in seconds (default: the suite's budget_s); "
-                                                  "the suite's repetitions become a minimum")
+    p.add_argument("--budget-s", type=finite_float, help="time budget in seconds, counted from the end of the "
+                                                         "warm-ups (default: the suite's budget_s); the suite's "
+                                                         "repetitions become a minimum that always runs, so a busy "
+                                                         "host can take longer")
     p.add_argument("--threshold", type=finite_float, help="relative change the check must see (default: the "
                                                    "suite's threshold, 0.10 = 10%%)")
     p.add_argument("--alpha", type=finite_float, help="false-alarm level of the whole check, split over its looks "

@@ -206,7 +206,8 @@ class EngineResult(_S, kw_only=True):
 
 
 def complete_timings(res: EngineResult) -> EngineResult:
-    """Fill the token count and the three timing forms from whichever the engine gave."""
+    """Fill the token count and the three timing forms from whichever the engine gave, and the
+    mode from whichever field says what ran."""
     d = res.diagnostics
     if d.generated_tokens is None and res.token_ids is not None:
         d.generated_tokens = len(res.token_ids)
@@ -225,6 +226,12 @@ def complete_timings(res: EngineResult) -> EngineResult:
     # Acceptance from the counts when the engine gave counts only.
     if d.acceptance_rate is None and d.proposed and d.accepted is not None:
         d.acceptance_rate = d.accepted / d.proposed
+    # What ran: diagnostics.mode, else arm.mode ("what actually ran"), else gate.engaged. Every
+    # analysis reads diagnostics.mode; an engine that said only one of the others once read as
+    # "declined (classic decode)" with its gate passed and its rounds counted.
+    if d.mode is None:
+        engaged = res.gate.engaged
+        d.mode = res.arm.mode or (None if engaged is None else "speculative" if engaged else "classic")
     return res
 
 

@@ -52,6 +52,18 @@ class Facts:
         for r in measured:
             self.runs_of.setdefault(r["arm"], []).append(r)
 
+    def runs_per_median(self) -> tuple[int, int]:
+        """The fewest and most measured ok runs behind one arm and prompt's median: a budget
+        adds rounds past the suite's repetitions, and failed runs take some away. The suite's
+        repetitions when no run is measured."""
+        counts = [len(rs) for rs in self.groups.values() if rs]
+        n = int(self.settings["repetitions"])
+        return (min(counts), max(counts)) if counts else (n, n)
+
+    def runs_per_median_text(self) -> str:
+        lo, hi = self.runs_per_median()
+        return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
     # gate and labels ----------------------------------------------------------------
     def outcome(self, arm: str) -> str:
         outs = sorted({(r.get("gate") or {}).get("outcome") or "unknown" for r in self.runs_of.get(arm, [])})
