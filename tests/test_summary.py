@@ -44,6 +44,18 @@ def test_speedup_acceptance_and_clean_flags() -> None:
     assert "b3" in text and "1.50x" in text and "classic" in text
 
 
+def test_no_bootstrap_interval_for_the_speedup_from_fewer_than_five_runs_a_side() -> None:
+    # Two runs a side once read "1.64x (1.32-2.16)" beside "smallest detectable 3229.6%".
+    few = {r.arm: r for r in summarize(_rec({"classic": [100, 104], "b3": [150, 157]}))}["b3"]
+    assert few.speedup == pytest.approx(153.5 / 102) and few.speedup_ci is None
+    assert "1.50x (too few runs for an" in _text(render_table([few]))   # the cell wraps
+    five = {r.arm: r for r in summarize(_rec({"classic": [100, 104, 99, 101, 103],
+                                               "b3": [150, 157, 149, 152, 155]}))}["b3"]
+    lo, hi = five.speedup_ci
+    assert lo < five.speedup < hi
+    assert f"{five.speedup:.2f}x ({lo:.2f}-{hi:.2f})" in _text(render_table([five]))
+
+
 def test_memory_is_the_largest_over_the_runs_with_what_the_run_added() -> None:
     rec = _rec({"classic": [100, 101, 100], "b3": [150, 151, 150], "b4": [150, 151, 150]})
     for i, r in enumerate(x for x in rec["runs"] if x["arm"] == "b3"):

@@ -32,3 +32,11 @@ def geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
+
+
+def speedup(x: float | None, ci: tuple[float, float] | list[float] | None) -> str:
+    """'1.64x (1.32-2.16)'; with too few runs for an interval, the ratio says so rather than
+    looking as settled as one that has one (analyze.summary.MIN_BOOTSTRAP_RUNS)."""
+    if x is None:
+        return "-"
+    return f"{x:.2f}x ({ci[0]:.2f}-{ci[1]:.2f})" if ci else f"{x:.2f}x (too few runs for an interval)"

@@ -16,7 +16,7 @@ from harness.core import declare
 from harness.core.schema import section
 from harness.render import reportcost
 from harness.render.facts import Facts
-from harness.render.format import f, mib, names, pct, signed_pct
+from harness.render.format import f, mib, names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
 
 
@@ -231,8 +231,7 @@ def arms_table(fx: Facts) -> tuple[Table, list[str]]:
             accept, vs = "-", "reference"
         else:
             accept = f(s.acceptance, ".3f") if engaged else "declined (classic decode)"
-            vs = "-" if s.speedup is None else (
-                f"{s.speedup:.2f}x ({s.speedup_ci[0]:.2f}-{s.speedup_ci[1]:.2f})" if s.speedup_ci else f"{s.speedup:.2f}x")
+            vs = speedup(s.speedup, s.speedup_ci)
         cells = [s.arm] + ([s.prompt] if fx.multi_prompt else []) + [
             f(s.tok_s_median, ".1f"),
             "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.analyze.summary import ArmSummary
-from harness.render.format import f, mib
+from harness.render.format import f, mib, speedup
 
 TABLE_ROWS = 14   # the live table shows the last runs only; the record has them all
 
@@ -140,8 +140,7 @@ def summary_table(rows: list[ArmSummary], title: str = "summary") -> Group:
         per_step = "-" if s.per_step_acceptance is None else (
             f"{s.per_step_acceptance:.3f} ({s.per_step_ci[0]:.3f}-{s.per_step_ci[1]:.3f})" if s.per_step_ci
             else f"{s.per_step_acceptance:.3f}")
-        speed = "-" if s.speedup is None else (
-            f"{s.speedup:.2f}x ({s.speedup_ci[0]:.2f}-{s.speedup_ci[1]:.2f})" if s.speedup_ci else f"{s.speedup:.2f}x")
+        speed = speedup(s.speedup, s.speedup_ci)
         accept = f(s.acceptance, ".3f")
         if s.declined:   # two classic decodes: their ratio is not a speed-up of speculation
             speed = accept = "declined (classic decode)"
