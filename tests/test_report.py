@@ -630,3 +630,18 @@ def test_a_budgeted_record_says_how_many_runs_it_measured_its_duty_and_its_paire
     plain = render(RECORD)
     assert "## Against classic, paired" not in plain and "| session |" not in plain
     assert_well_formed(md)
+
+
+def test_the_headline_counts_the_runs_behind_each_median_not_the_suites_repetitions(tmp_path: Path) -> None:
+    # Two committed records once said "medians of 5" over 3 and 1 measured runs.
+    data = json.loads((REPO / RECORD).read_text())
+    reps = data["suite"]["settings"]["repetitions"]
+    keep = {0}
+    data["runs"] = [r for r in data["runs"] if r.get("warmup") or r.get("repetition") in keep]
+    (tmp_path / "one.json").write_text(json.dumps(data))
+    md = render(str(tmp_path / "one.json"))
+    assert reps > 1 and "medians of 1." in md and "Medians of 1 run (the lab protocol" in md
+    data["runs"] = []
+    (tmp_path / "none.json").write_text(json.dumps(data))
+    md = render(str(tmp_path / "none.json"))
+    assert "no measured run." in md and "medians of" not in md.split("\n\n")[1]

@@ -54,11 +54,10 @@ class Facts:
 
     def runs_per_median(self) -> tuple[int, int]:
         """The fewest and most measured ok runs behind one arm and prompt's median: a budget
-        adds rounds past the suite's repetitions, and failed runs take some away. The suite's
-        repetitions when no run is measured."""
+        adds rounds past the suite's repetitions, and failed runs take some away; (0, 0) when no
+        run was measured."""
         counts = [len(rs) for rs in self.groups.values() if rs]
-        n = int(self.settings["repetitions"])
-        return (min(counts), max(counts)) if counts else (n, n)
+        return (min(counts), max(counts)) if counts else (0, 0)
 
     def runs_per_median_text(self) -> str:
         lo, hi = self.runs_per_median()

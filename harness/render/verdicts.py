@@ -136,7 +136,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         out.append(f"{names(declined)} declined to classic decode: {'its' if len(declined) == 1 else 'their'} "
                    "'vs classic' is classic against classic, noise by construction.")
     s = fx.settings
-    if fx.runs_per_median()[0] < 5:
+    if 0 < fx.runs_per_median()[0] < 5:
         runs = "run" if fx.runs_per_median() == (1, 1) else "runs"
         out.append(f"Medians of {fx.runs_per_median_text()} {runs} (the lab protocol is 5 after a warm-up).")
     if fx.rec.get("quick"):
@@ -190,7 +190,8 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     """The report's opening paragraph and its one-sentence form for the index."""
     s = fx.settings
     parts = [f"{fx.suite['name']} on {fx.host_short()}: {len(fx.arm_order)} arms, {len(fx.prompts)} prompt"
-             f"{'s' if fx.multi_prompt else ''}, {s['max_tokens']} tokens per run, medians of {fx.runs_per_median_text()}."]
+             f"{'s' if fx.multi_prompt else ''}, {s['max_tokens']} tokens per run, "
+             + (f"medians of {fx.runs_per_median_text()}." if fx.runs_per_median()[1] else "no measured run.")]
     parts += _failed_runs_sentence(fx)
     speed, short = _speedup_sentences(fx)
     parts += speed + _one_override_sentence(fx)
