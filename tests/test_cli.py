@@ -189,6 +189,17 @@ def test_resume_refuses_a_record_of_another_host(tmp_path: Path) -> None:
     assert r.returncode == 0 and "is complete; nothing to resume" in r.stderr
 
 
+def test_the_progress_counter_counts_against_the_whole_plan_when_it_is_known(tmp_path: Path) -> None:
+    # A fixed design (no budget): one warm-up round and three rounds of two arms are 8 runs,
+    # and the counter says so from the first run (it once read [1/2], [2/2], then [3/4]).
+    suite = write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], repetitions=3, warmups=1)
+    r = run_cli("run", str(suite), "--record", str(tmp_path / "r.json"), "--baselines", str(tmp_path / "b.json"),
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    counters = [ln.split("]")[0] + "]" for ln in r.stderr.splitlines() if ln.startswith("[")]
+    assert counters == [f"[{i}/8]" for i in range(1, 9)], r.stderr
+
+
 def test_host_register_refuses_a_harness_file_as_the_machine_file(tmp_path: Path) -> None:
     p = tmp_path / "r.json"
     p.write_text(json.dumps({"schema_version": 4, "kind": "harness.record", "runs": [], "host": {"cpu": {}}}))

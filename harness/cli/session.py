@@ -100,14 +100,18 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     annotate = _annotator(store, record.data["suite"]["settings"])
     console = Console(stderr=True)
 
-    def progress(total: int, done_before: int) -> RunnerUI:
-        return RunnerUI(console, total, done_before)
     # The record keeps the repetitions planned so far (the minimum, then each added round), so a
     # resumed session knows what to finish.
     resumed = "planned_repetitions" in record.data
     record.data.setdefault("planned_repetitions", s.repetitions)
     min_reps = int(record.data["planned_repetitions"])
     budget = None if resumed else s.budget_s
+    # Without a budget the whole plan is known: the counter says N of all of it from the first
+    # run (it once read 3/3, then 4/6, as rounds were handed to the runner one at a time).
+    whole = 0 if budget else len(build_plan(suite, min_reps))
+
+    def progress(total: int, done_before: int) -> RunnerUI:
+        return RunnerUI(console, max(total, whole), done_before)
     max_reps = max(min_reps, s.max_repetitions or (10_000 if budget else min_reps))
     pacer = runner.Pacer.from_runs(record.runs)
     # One set of adapters for the whole session: the models the warm-ups loaded (and what their
