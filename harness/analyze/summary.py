@@ -186,7 +186,8 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[st
 def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> None:
     thr = settings["spread_threshold"]
     if s.runs == 0:
-        s.flags.append("no successful runs")
+        # Failed runs, or none at all (an interrupted session stopped before this arm and prompt).
+        s.flags.append("no successful runs" if s.failed else "not run")
     elif s.runs < 2:
         s.flags.append("1 run: spread unknown")
     if s.spread is not None and s.spread > thr:

@@ -11,7 +11,7 @@ from typing import Any
 from harness.analyze import acceptance as acc
 from harness.analyze.gpustack import UNKNOWN
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
-from harness.analyze.summary import duty_line, sequential_lines
+from harness.analyze.summary import MIN_BOOTSTRAP_RUNS, duty_line, sequential_lines
 from harness.core import declare
 from harness.core.schema import section
 from harness.render import reportcost
@@ -142,10 +142,15 @@ def measured_runs_text(fx: Facts) -> str:
     s = fx.settings
     counts = [len(rs) for rs in fx.groups.values()]
     seq = fx.rec.get("sequential") or {}
-    if not counts or not seq.get("budget_s"):
-        return f"{s['repetitions']} measured runs per arm and prompt"
-    lo, hi = min(counts), max(counts)
+    lo, hi = (min(counts), max(counts)) if counts else (0, 0)
     n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    if not seq.get("budget_s"):
+        # What was measured (ok runs), and the plan where they differ: an interrupted session or
+        # failed runs once read as the suite's repetitions.
+        reps = int(s["repetitions"])
+        runs = "run" if hi == 1 else "runs"
+        return (f"{reps} measured runs per arm and prompt" if lo == hi == reps else
+                f"{n} measured {runs} per arm and prompt (the suite planned {reps})")
     return (f"{n} measured runs per arm and prompt (at least {seq.get('min_repetitions', s['repetitions'])}, then more in whole "
             f"interleaved rounds within a budget of {seq['budget_s']:g} s of measuring: see Against classic, paired)")
 
@@ -227,7 +232,9 @@ def arms_table(fx: Facts) -> tuple[Table, list[str]]:
                 notes.append(lab)
             conf = f"{NOT_SHIPPING} [{notes.index(lab) + 1}]"
         engaged = fx.engaged(s.arm, s.prompt)
-        if s.block == 1:
+        if s.runs == 0 and not s.failed:
+            accept, vs = "not run", "-"   # not "declined": nothing ran here to decline
+        elif s.block == 1:
             accept, vs = "-", "reference"
         else:
             accept = f(s.acceptance, ".3f") if engaged else "declined (classic decode)"
@@ -240,6 +247,18 @@ def arms_table(fx: Facts) -> tuple[Table, list[str]]:
             "; ".join(s.flags) or "-"]
         t.add(*cells)
     return t, [f"[{i + 1}] {n}" for i, n in enumerate(notes)]
+
+
+def columns_note(fx: Facts) -> str:
+    """What the Arms table's computed columns are, so a reader does not take the unpaired ratio
+    for the paired verdict."""
+    paired = (" Each arm's paired verdict against classic (its runs matched to classic's by prompt and "
+              "repetition) is under Against classic, paired; where the two differ, that one is the judgement."
+              if sequential_paragraphs(fx) else "")
+    return ("Columns: tok/s median and min-max over the measured runs that finished; spread is "
+            "(max - min) / median; vs classic is this arm's median tok/s over its classic arm's on the same "
+            "prompt, with a 95% percentile-bootstrap interval of that ratio (runs unpaired; none from fewer "
+            f"than {MIN_BOOTSTRAP_RUNS} runs a side)." + paired)
 
 
 def memory_note(fx: Facts) -> str | None:

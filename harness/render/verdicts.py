@@ -134,7 +134,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     declined = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
     if declined:
         out.append(f"{names(declined)} declined to classic decode: {'its' if len(declined) == 1 else 'their'} "
-                   "'vs classic' is classic against classic, noise by construction.")
+                   "'vs classic' is classic decode against classic decode: it says nothing about speculation.")
     s = fx.settings
     if 0 < fx.runs_per_median()[0] < 5:
         runs = "run" if fx.runs_per_median() == (1, 1) else "runs"
@@ -143,14 +143,8 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         out.append("A --quick session: no warm-up, no cooldown, no quiet gate.")
     elif not s.get("cooldown_s"):
         out.append("No cooldown between runs: back-to-back runs penalise the wide verify shapes.")
-    if not fx.rec.get("complete"):
-        done, planned = len(fx.rec["runs"]), fx.rec.get("planned_runs")
-        if planned is not None and done >= planned:
-            # Every run is there: the session stopped in what follows them (harness run --resume
-            # measures a missing scaling probe too).
-            lacks = f"its session stopped after all {done} planned runs, before the steps that follow them"
-        else:
-            lacks = f"{done} of {planned if planned is not None else '?'} planned runs"
+    lacks = incomplete_text(fx)
+    if lacks:
         out.append(f"The record is incomplete ({lacks}): finish it with harness run --resume.")
     if section(fx.host, "repo").get("dirty"):
         out.append("The working tree had uncommitted changes: the commit alone does not reproduce this build.")
@@ -192,13 +186,34 @@ def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
     parts = [f"{fx.suite['name']} on {fx.host_short()}: {len(fx.arm_order)} arms, {len(fx.prompts)} prompt"
              f"{'s' if fx.multi_prompt else ''}, {s['max_tokens']} tokens per run, "
              + (f"medians of {fx.runs_per_median_text()}." if fx.runs_per_median()[1] else "no measured run.")]
-    parts += _failed_runs_sentence(fx)
+    incomplete = _incomplete_sentence(fx)
+    parts += incomplete + _failed_runs_sentence(fx)
     speed, short = _speedup_sentences(fx)
+    short = " ".join(incomplete + [short]) if incomplete else short
     parts += speed + _one_override_sentence(fx)
     gate, gate_short = _probe_sentences(fx)
     short += gate_short
     parts += gate + _compare_sentence(fx, cmp_sec) + _label_sentences(fx, cmp_sec)
     return " ".join(parts), short
+
+
+def incomplete_text(fx: Facts) -> str | None:
+    """What an incomplete record lacks; None for a complete one."""
+    if fx.rec.get("complete", True):
+        return None
+    done, planned = len(fx.rec["runs"]), fx.rec.get("planned_runs")
+    if planned is not None and done >= planned:
+        # Every run is there: the session stopped in what follows them (harness run --resume
+        # measures a missing scaling probe too).
+        return f"its session stopped after all {done} planned runs, before the steps that follow them"
+    return f"{done} of {planned if planned is not None else '?'} planned runs"
+
+
+def _incomplete_sentence(fx: Facts) -> list[str]:
+    """An unfinished record says so first (and in the index): its arms and prompts may not all
+    have run, and it has fewer runs than its suite planned."""
+    lacks = incomplete_text(fx)
+    return [f"The record is incomplete ({lacks}): every figure rests on the runs it has."] if lacks else []
 
 
 def _failed_runs_sentence(fx: Facts) -> list[str]:
@@ -217,10 +232,24 @@ def _speedup_sentences(fx: Facts) -> tuple[list[str], str]:
     parts: list[str] = []
     spec = [r for r in fx.rows if r.block > 1 and r.speedup and fx.engaged(r.arm, r.prompt)
             and not fx.profiled(r.arm)]   # profile mode slows itself on purpose
+    # Arms are compared over the prompts every one of them ran: an incomplete session can leave
+    # some arms with fewer prompts, and a mean over other prompts is not a like-for-like ranking.
+    prompts_of: dict[str, set[str]] = {}
+    for r in spec:
+        prompts_of.setdefault(r.arm, set()).add(r.prompt)
+    common = set.intersection(*prompts_of.values()) if prompts_of else set()
+    partial = len({frozenset(v) for v in prompts_of.values()}) > 1
+    if partial:
+        spec = [r for r in spec if r.prompt in common]
     per_arm: dict[str, list[float]] = {}
     for r in spec:
         per_arm.setdefault(r.arm, []).append(r.speedup)
     short = ""
+    if partial and not common:
+        return ["No prompt was run by every speculative arm, so no arm is ranked."], "No arm ranked."
+    if partial:
+        parts.append(f"Not every arm ran every prompt, so the arms are ranked on the {len(common)} prompt"
+                     f"{'' if len(common) == 1 else 's'} all of them ran ({names(sorted(common))}).")
     if per_arm:
         agg = {a: geomean(v) for a, v in per_arm.items()}
         best = max(agg, key=agg.get)
@@ -239,8 +268,16 @@ def _speedup_sentences(fx: Facts) -> tuple[list[str], str]:
         if not fx.shipping(best):
             ov = ", ".join(f"{k}={v}" for k, v in fx.overrides(best).items())
             sent += f", and it is {NOT_SHIPPING}" + (f" ({ov})" if ov else "")
-        if any("inconclusive" in fl for fl in row.flags):
-            sent += f"; the data cannot resolve a change that small (smallest resolvable change {pct(row.min_detectable_change)})"
+        profiled = sorted({r.arm for r in fx.rows if r.block > 1 and r.speedup and fx.profiled(r.arm)})
+        if profiled:
+            # Said, not silently dropped: a profiled arm can read faster and still not be ranked.
+            sent += f" (profile-mode arms, which slow themselves on purpose, are not ranked: {names(profiled)})"
+        rows_best = [r for r in spec if r.arm == best]
+        dets = sorted(r.min_detectable_change for r in rows_best if r.min_detectable_change is not None)
+        if dets and any("inconclusive" in fl for r in rows_best for fl in r.flags):
+            # Every prompt's figure: the first prompt's alone once hid a larger one.
+            det = pct(dets[0]) if len(dets) == 1 or dets[0] == dets[-1] else f"{pct(dets[0])} to {pct(dets[-1])} across its prompts"
+            sent += f"; the data cannot resolve a change that small (smallest resolvable change {det})"
         parts.append(sent + ".")
         short = sent + "."
         worst = max(agg, key=lambda a: abs(math.log(agg[a])))
@@ -298,9 +335,10 @@ def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
         real = [c for c in changes if c.real]
         if real:
             big = max(real, key=lambda c: abs(math.log(c.judged.ratio)))
-            parts.append(f"Against {cmp_sec['other']}, the largest resolved change (paired check, above the floor) "
-                         f"is {fx.row_label(big.arm, big.prompt)} {big.component} "
-                         f"{signed_pct(big.judged.ratio - 1.0)} ({big.verdict}).")
+            # The ratio is the other record's over this one's: say which way it runs.
+            parts.append(f"Going from this record to {cmp_sec['other']}, the largest resolved change (paired "
+                         f"check, above the floor) is {fx.row_label(big.arm, big.prompt)} {big.component} "
+                         f"{signed_pct(big.judged.ratio - 1.0)} ({big.verdict} in {cmp_sec['other']}).")
         elif changes:
             noise = sum(c.verdict == "noise" for c in changes)
             dets = [c.judged.detectable for c in changes if c.verdict == "inconclusive"
