@@ -9,10 +9,11 @@ from typing import Any
 
 from harness.analyze import rounds
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
+from harness.analyze.summary import MIN_BOOTSTRAP_RUNS
 from harness.core import declare
 from harness.core.schema import section
 from harness.render.facts import Facts
-from harness.render.format import geomean, names, pct, signed_pct
+from harness.render.format import geomean, names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
 
 
@@ -43,8 +44,10 @@ def one_override_pairs(fx: Facts) -> list[dict[str, Any]]:
                 if not xa or not xb:
                     continue
                 ratio, lo, hi = stats.bootstrap_ratio_ci(xb, xa)
+                few = min(len(xa), len(xb)) < MIN_BOOTSTRAP_RUNS   # the summary's rule: no interval
                 ga, gb = fx.groups[(a, p)][0], fx.groups[(b, p)][0]
-                out.append({"a": a, "b": b, "prompt": p, "diff": diff[0], "ratio": ratio, "lo": lo, "hi": hi,
+                out.append({"a": a, "b": b, "prompt": p, "diff": diff[0], "ratio": ratio, "lo": None if few else lo, "hi": None if few else hi,
+                            "resolved": not few and (lo > 1 or hi < 1),
                             "engines": (ea["engine"], eb["engine"]),
                             "gate": (fx.outcome(a), fx.outcome(b)),
                             "same_tokens": ga.get("token_ids") is not None and ga.get("token_ids") == gb.get("token_ids")})
@@ -60,10 +63,10 @@ def override_table(fx: Facts) -> Table | None:
               (["l"] if fx.multi_prompt else []) + ["l", "r", "l", "l"])
     for o in pairs:
         by = o["diff"] + (f" (engine {o['engines'][1]} vs {o['engines'][0]})" if o["engines"][0] != o["engines"][1] else "")
-        verdict = "" if o["lo"] > 1 or o["hi"] < 1 else ", not resolved"
+        verdict = "" if o["resolved"] else ", not resolved"
         gate = o["gate"][0] if o["gate"][0] == o["gate"][1] else f"{o['gate'][0]} -> {o['gate'][1]}"
         t.add(*([o["b"], o["a"]] + ([o["prompt"]] if fx.multi_prompt else []) +
-                [by, f"{o['ratio']:.2f}x ({o['lo']:.2f}-{o['hi']:.2f}){verdict}", gate,
+                [by, speedup(o["ratio"], None if o["lo"] is None else (o["lo"], o["hi"])) + verdict, gate,
                  "yes" if o["same_tokens"] else "no"]))
     return t
 
@@ -301,7 +304,7 @@ def _one_override_sentence(fx: Facts) -> list[str]:
     if singles:
         parts.append("One override at a time: " + "; ".join(
             f"{b} ({diff}) runs at {geomean([o['ratio'] for o in v]):.2f}x {a}"
-            + (" (not resolved)" if all(o["lo"] <= 1 <= o["hi"] for o in v) else "")
+            + (" (not resolved)" if not any(o["resolved"] for o in v) else "")
             for (b, a, diff), v in singles.items()) + ".")
     return parts
 
