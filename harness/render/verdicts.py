@@ -328,6 +328,13 @@ def _probe_sentences(fx: Facts) -> tuple[list[str], str]:
                      f"so without an override {names(declined)} declined to classic decode.")
     if passed:
         parts.append(f"The probe passes for {names(passed)} ({fx.numerics_of(passed, with_word=False)}).")
+    # An override engaged these although their probe read a difference: said here too, not only
+    # in their labels (a headline that lists the passes alone reads as if every probe passed).
+    overridden = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "overridden" in fx.outcome(a)
+                  and fx.reading(a)]
+    if overridden:
+        parts.append(f"An override engaged {names(overridden)} past the gate (its reading: "
+                     f"\"{fx.reading(overridden[0])}\").")
     return parts, short
 
 

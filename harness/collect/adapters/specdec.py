@@ -34,7 +34,7 @@ DECLARATION = EngineDecl(
                   "lm_head": "LM head (borrowed)", "sample": "sample", "readback": "readback",
                   "exit": "exit (back to the round loop)"},
     overrides={
-        "SPECDEC_ALLOW_INEXACT": "engages speculative decoding although the exactness probe failed",
+        "SPECDEC_ALLOW_INEXACT": "engages speculative decoding even where the exactness probe fails",
         "SPECDEC_PROFILE": "syncs after every round stage to attribute time (changes the timing it measures)",
         "SPECDEC_QUANTIZE_DRAFTER": "0 keeps the drafter dense instead of quantizing it to 4-bit at load",
         "SPECDEC_BLAS": "reference runs MLX's bundled reference BLAS instead of the preloaded OpenBLAS",
