@@ -420,17 +420,22 @@ def identity_table(fx: Facts) -> tuple[Table, list[str]]:
     from harness.analyze.identity import compare_output, describe
     head = ["arm"] + (["prompt"] if fx.multi_prompt else []) + ["own baseline", "vs classic (information only)"]
     t = Table(head)
-    classic = {}
+    # A classic arm of the same pairing, else one on the same target model (an MTP pairing and a
+    # draft-model pairing share their target; its classic decode is the same reference).
+    target = {p["name"]: p.get("target") for p in fx.suite.get("pairings", [])}
+    classic: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    by_target: dict[tuple[Any, str], tuple[str, dict[str, Any]]] = {}
     for (arm, prompt), rs in fx.groups.items():
-        if fx.arms[arm]["block"] == 1 and (fx.arms[arm]["pairing"], prompt) not in classic:
-            classic[(fx.arms[arm]["pairing"], prompt)] = (arm, rs[0])
+        if fx.arms[arm]["block"] == 1 and rs:
+            classic.setdefault((fx.arms[arm]["pairing"], prompt), (arm, rs[0]))
+            by_target.setdefault((target.get(fx.arms[arm]["pairing"]), prompt), (arm, rs[0]))
     for s in fx.rows:
         rs = fx.groups.get((s.arm, s.prompt), [])
         counts = ", ".join(f"{k.replace('_', ' ')} {v}/{sum(s.identity.values())}" for k, v in sorted(s.identity.items()))
         differs = [r for r in rs if (r.get("identity") or {}).get("status") == "differs"]
         if differs:
             counts += f"; first: {describe(differs[0]['identity'])}"
-        ref = classic.get((s.pairing, s.prompt))
+        ref = classic.get((s.pairing, s.prompt)) or by_target.get((target.get(s.pairing), s.prompt))
         if s.block == 1:
             vs = "-"
         elif s.vs_classic:
