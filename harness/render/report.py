@@ -58,7 +58,7 @@ def build_context(path: str, data: dict[str, Any], inputs: Inputs,
         "scaling": scaling_section(fx), "cost": cost,
         "identity": ident, "identity_notes": ident_notes,
         "acceptance": acceptance_section(fx), "compare": cmp_sec, "sequential": sequential_paragraphs(fx),
-        "thrown": thrown_table(fx), "limits": limits(fx, cost), "reproducing": reproducing(fx),
+        "thrown": thrown_table(fx), "limits": limits(fx, cost), "reproducing": reproducing(fx, compare[0] if compare else None),
     }
 
 

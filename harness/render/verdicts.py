@@ -166,7 +166,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     return out
 
 
-def reproducing(fx: Facts) -> dict[str, Any]:
+def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
     repo = section(fx.host, "repo")
     cmds = [f"git checkout {repo.get('commit', 'unknown')}   # in the measured engine's repository"]
     suite = fx.suite.get("path")
@@ -175,7 +175,8 @@ def reproducing(fx: Facts) -> dict[str, Any]:
         cmds.append(f"harness baseline record {shlex.quote(str(suite))} --baselines "
                     f"{shlex.quote(str(fx.rec['baselines']))}   # own baselines, if not already recorded")
     cmds.append(" ".join(shlex.quote(c) for c in fx.rec.get("command") or ["harness", "run", str(suite)]))
-    cmds.append(f"harness report {shlex.quote(fx.path)}")
+    cmds.append(f"harness report {shlex.quote(fx.path)}"
+                + (f" --compare {shlex.quote(compare_path)}" if compare_path else ""))
     lines = [f"Suite file {suite}, sha256 {fx.suite.get('sha256', 'unknown')}: check it before re-running "
              f"(`sha256sum {suite}`). A new session needs a --record path that does not exist yet."]
     if repo.get("dirty"):
