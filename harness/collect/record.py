@@ -16,12 +16,14 @@ every write. finish() writes the duty cycle: how much of that wall time was meas
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,9 +130,7 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: b
     """Write JSON so that `path` is always either the old complete file or the new one.
     exclusive: `path` must not exist yet (FileExistsError if it does); it appears complete, by a
     hard link of the finished temp file, so no reader ever sees it empty."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
+    with _temp_beside(path) as (fd, tmp):
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             # Compact uses json's C encoder, about 4x faster than indent=1's Python one: the
             # record is rewritten after every run and grows with each, so this is per-run cost.
@@ -153,11 +153,19 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: b
             os.replace(tmp, path)
             return
         os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def _temp_beside(path: Path) -> Iterator[tuple[int, str]]:
+    """(fd, name) of a new temp file in `path`'s directory (made if missing), for an atomic
+    replace or link onto `path`; the temp file is removed if the block fails."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        yield fd, tmp
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -176,22 +184,14 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write text so that `path` is always either the old complete file or the new one: a temp file
     in the same directory, then os.replace (a full disk or a kill never leaves it empty)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     mode = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
+    with _temp_beside(path) as (fd, tmp):
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def write_output(path: Path, text: str, what: str) -> None:
