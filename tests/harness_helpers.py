@@ -118,3 +118,27 @@ def md_section(md: str, title: str) -> str:
     m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", md, re.S | re.M)
     assert m, f"no section {title!r}"
     return m.group(1)
+
+
+def cli_in_process(argv: list[str], cwd: Path, monkeypatch: Any, capsys: Any) -> subprocess.CompletedProcess:
+    """The CLI's own entry (harness.cli.main) in this process: what the console script runs,
+    without an interpreter start and imports per call. Inherited engine variables (SPECDEC_,
+    MLX_, FAKE_) are dropped, its signal handlers are put back afterwards, and argparse's exit
+    is its exit status."""
+    import signal
+
+    from harness.cli import main
+    monkeypatch.chdir(cwd)
+    for k in list(os.environ):
+        if k.startswith(("SPECDEC_", "MLX_", "FAKE_")):
+            monkeypatch.delenv(k)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 2
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, rc, out.out, out.err)

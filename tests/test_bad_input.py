@@ -10,14 +10,13 @@ runs are recorded as failed, the session goes on, and the exit status is 1.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, clean_env, command_arm, harness_argv, load, write_suite
+from harness_helpers import REPO, clean_env, cli_in_process, command_arm, harness_argv, load, write_suite
 
 RECORD_FX = REPO / "tests" / "fixtures" / "report" / "record.json"
 
@@ -262,30 +261,6 @@ CASES = [
 ]
 
 
-def _in_process(argv: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch,
-                capsys: pytest.CaptureFixture) -> subprocess.CompletedProcess:
-    """The CLI's own entry (harness.cli.main) in this process: what the console script runs,
-    without an interpreter start and imports per case (about half the battery's time). Its
-    signal handlers are put back afterwards; argparse's exit is its exit status."""
-    import signal
-
-    from harness.cli import main
-    monkeypatch.chdir(cwd)
-    for k in list(os.environ):
-        if k.startswith(("SPECDEC_", "MLX_", "FAKE_")):
-            monkeypatch.delenv(k)
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 2
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, rc, out.out, out.err)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_is_one_line_exit_2_and_touches_nothing(case: Case, tmp_path: Path, monkeypatch, capsys) -> None:
     argv = case.argv(tmp_path)
@@ -295,7 +270,7 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(case: Case, tmp_path: 
         r = subprocess.run(harness_argv(*argv), cwd=cwd, env=clean_env(), capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL)
     else:
-        r = _in_process(argv, cwd, monkeypatch, capsys)
+        r = cli_in_process(argv, cwd, monkeypatch, capsys)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]

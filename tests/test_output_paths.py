@@ -12,36 +12,18 @@ from __future__ import annotations
 import errno
 import json
 import os
-import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, command_arm, write_suite
+from harness_helpers import REPO, cli_in_process, command_arm, write_suite
 
 from harness.core.errors import UserError
 
 RECORD_FX = REPO / "tests" / "fixtures" / "report" / "record.json"
 SUITE = REPO / "benchmarks" / "suite.toml"
-
-
-def _cli(argv: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch,
-         capsys: pytest.CaptureFixture) -> subprocess.CompletedProcess:
-    """harness.cli.main in this process (what the console script runs), its signal handlers put back."""
-    from harness.cli import main
-    monkeypatch.chdir(cwd)
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 2
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, rc, out.out, out.err)
 
 
 def _one_line(r: subprocess.CompletedProcess) -> str:
@@ -230,7 +212,7 @@ def test_bad_output_or_setup_is_one_line_exit_2_before_any_work(case: Case, tmp_
     cwd = case.cwd(tmp_path) if case.cwd else tmp_path
     argv = case.argv(tmp_path)
     before = _snapshot(tmp_path)
-    line = _one_line(_cli(argv, cwd, monkeypatch, capsys))
+    line = _one_line(cli_in_process(argv, cwd, monkeypatch, capsys))
     assert case.says in line, line
     after = _snapshot(tmp_path)
     assert {k: after.get(k) for k in before} == before, "a file that was there changed"
@@ -242,7 +224,7 @@ def test_a_report_rendered_again_replaces_the_earlier_markdown(tmp_path, monkeyp
     rec = _record(tmp_path)
     out = _text(tmp_path, "rec.md", "an earlier rendering\n")
     os.chmod(out, 0o644)
-    r = _cli(["report", str(rec), "--out", str(out)], tmp_path, monkeypatch, capsys)
+    r = cli_in_process(["report", str(rec), "--out", str(out)], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr
     assert out.read_text().startswith("# report-fixture on linux-cpu")
     assert out.stat().st_mode & 0o777 == 0o644, "the atomic write kept the file's mode"
@@ -251,17 +233,17 @@ def test_a_report_rendered_again_replaces_the_earlier_markdown(tmp_path, monkeyp
 
 def test_the_index_replaces_an_earlier_index_and_writes_a_new_one(tmp_path, monkeypatch, capsys) -> None:
     d = _reports(tmp_path)
-    r = _cli(["report", "--index", "--reports-dir", str(d)], tmp_path, monkeypatch, capsys)
+    r = cli_in_process(["report", "--index", "--reports-dir", str(d)], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr
     first = (d / "README.md").read_text()
     assert first.startswith("# Benchmark records\n")
     (d / "README.md").write_text(first.replace("newest first", "EDITED"))
-    r = _cli(["report", "--index", "--reports-dir", str(d)], tmp_path, monkeypatch, capsys)
+    r = cli_in_process(["report", "--index", "--reports-dir", str(d)], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr
     assert (d / "README.md").read_text() == first
     # The user's own README stays; --out puts the index elsewhere.
     (d / "README.md").write_text("# Lab notes\n\nours\n")
-    r = _cli(["report", "--index", "--reports-dir", str(d), "--out", str(d / "INDEX.md")], tmp_path,
+    r = cli_in_process(["report", "--index", "--reports-dir", str(d), "--out", str(d / "INDEX.md")], tmp_path,
              monkeypatch, capsys)
     assert r.returncode == 0, r.stderr
     assert (d / "README.md").read_text() == "# Lab notes\n\nours\n"
@@ -316,7 +298,7 @@ def test_pr_check_replaces_its_earlier_outputs_after_the_check(tmp_path, monkeyp
     monkeypatch.setattr(prcheck, "compare_commits", lambda *a, **k: c)
     md = _text(tmp_path, "comment.md", "the last check's comment\n")
     js = _text(tmp_path, "check.json", json.dumps({"kind": "harness.pr-check", "exit_status": 1}))
-    r = _cli(["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--no-asv", "--output", str(md),
+    r = cli_in_process(["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--no-asv", "--output", str(md),
               "--json", str(js)], proj, monkeypatch, capsys)
     assert r.returncode == c.exit_status, r.stderr
     assert md.read_text().startswith("<!-- harness-pr-check:local -->")
@@ -328,12 +310,12 @@ def test_changes_json_says_its_kind_and_replaces_an_earlier_one(tmp_path, monkey
     mf = _machines(tmp_path)
     out = tmp_path / "changes.json"
     for _ in range(2):
-        r = _cli(["changes", "--machine", "r", "--machine-file", str(mf), "--json", str(out)], proj,
+        r = cli_in_process(["changes", "--machine", "r", "--machine-file", str(mf), "--json", str(out)], proj,
                  monkeypatch, capsys)
         assert r.returncode == 0, r.stderr
         data = json.loads(out.read_text())
         assert data["kind"] == "harness.changes" and data["machine"] == "r"
-    line = _one_line(_cli(["changes", "--machine", "nosuch", "--machine-file", str(mf)], proj, monkeypatch, capsys))
+    line = _one_line(cli_in_process(["changes", "--machine", "nosuch", "--machine-file", str(mf)], proj, monkeypatch, capsys))
     assert "(known: m, r; pass one of those to --machine)" in line, line
 
 
@@ -355,16 +337,16 @@ def test_compare_commits_and_bisect_take_the_suite_from_the_variable(command, tm
     monkeypatch.setattr(harness.cli.bisect, "bisect", stop)
     monkeypatch.setenv("HARNESS_ASV_SUITE", str(suite))
     extra = ["--arm", "classic"] if command == "bisect" else []
-    lines = _stopped(_cli([command, "HEAD~1", "HEAD", *extra], proj, monkeypatch, capsys))
+    lines = _stopped(cli_in_process([command, "HEAD~1", "HEAD", *extra], proj, monkeypatch, capsys))
     assert lines[0].startswith(f"harness: measuring suite {suite} in ")   # says which suite
     assert seen["suite"].name == "from-variable"
     # --suite still wins over the variable.
-    _stopped(_cli([command, "HEAD~1", "HEAD", *extra, "--suite", str(SUITE)], proj, monkeypatch, capsys))
+    _stopped(cli_in_process([command, "HEAD~1", "HEAD", *extra, "--suite", str(SUITE)], proj, monkeypatch, capsys))
     assert seen["suite"].name != "from-variable"
     # Neither: the suite the repository's asv.conf.json names (its own engine's), not the
     # packaged one, which once ran the embedded pair in an engine repository without MLX.
     monkeypatch.delenv("HARNESS_ASV_SUITE")
-    _stopped(_cli([command, "HEAD~1", "HEAD", *extra], proj, monkeypatch, capsys))
+    _stopped(cli_in_process([command, "HEAD~1", "HEAD", *extra], proj, monkeypatch, capsys))
     assert Path(seen["suite"].path).resolve() == (proj / "benchmarks" / "suite.toml").resolve()
 
 
