@@ -251,21 +251,21 @@ def test_the_index_replaces_an_earlier_index_and_writes_a_new_one(tmp_path, monk
 
 
 def test_a_failed_write_leaves_the_earlier_file_whole(tmp_path, monkeypatch) -> None:
-    from harness.collect import record
+    from harness.collect import files
     out = _text(tmp_path, "r.md", "earlier\n")
 
     def full(src, dst):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(record.os, "replace", full)
+    monkeypatch.setattr(files.os, "replace", full)
     with pytest.raises(UserError, match=r"r\.md: cannot write the report \(No space left on device\); "
                                         r"the file there, if any, is unchanged"):
-        record.write_output(out, "new text\n", "report")
+        files.write_output(out, "new text\n", "report")
     assert out.read_text() == "earlier\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md"], "the temp file was left behind"
 
 
 def test_check_output_lets_a_command_replace_its_own_json(tmp_path) -> None:
-    from harness.collect.record import check_output
+    from harness.collect.files import check_output
     own = _text(tmp_path, "c.json", json.dumps({"kind": "harness.changes", "steps": []}))
     check_output(own, "changes JSON", own_kind="harness.changes")
     with pytest.raises(UserError, match="holds a harness.changes; writing the pr-check JSON there"):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.collect.record import SCHEMA_VERSION, Record, write_json_atomic
+from harness.collect.files import write_json_atomic
+from harness.collect.record import SCHEMA_VERSION, Record
 from harness.core.errors import UserError
 
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.collect.record import now_iso, read_json, write_json_atomic
+from harness.collect.files import read_json, write_json_atomic
+from harness.collect.record import now_iso
 from harness.core import schema
 
 KIND = "harness.baselines"

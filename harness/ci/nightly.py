@@ -38,7 +38,7 @@ from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
 from harness.ci.history import alert_title, detect, file_alerts, notify_command, suite_table
 from harness.ci.reports import render_missing
-from harness.collect.record import check_writable
+from harness.collect.files import check_writable
 from harness.core.errors import UserError
 
 PUSH_ATTEMPTS = 4

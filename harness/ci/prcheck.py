@@ -35,7 +35,7 @@ from harness.ci.asvtool import (
     run_asv,
 )
 from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits, summary_json
-from harness.collect.record import check_output, check_writable, write_output
+from harness.collect.files import check_output, check_writable, write_output
 from harness.core.errors import UserError
 
 MARKER = "<!-- harness-pr-check:{machine} -->"   # one comment per host, updated in place

@@ -17,7 +17,7 @@ from harness.ci.history import alert_title, confidence_text, detect, suite_table
 from harness.ci.machine import default_machine_file, read_machine_file
 from harness.ci.nightly import branch_commits
 from harness.ci.prcheck import ensure_machine
-from harness.collect.record import check_output, write_output
+from harness.collect.files import check_output, write_output
 from harness.core.errors import UserError
 
 NAME = "changes"

@@ -21,7 +21,7 @@ from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
 from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, summary_json
 from harness.ci.prcheck import given_suite, load_check_suite, load_notes
 from harness.cli.session import add_budget_args
-from harness.collect.record import check_directory
+from harness.collect.files import check_directory
 from harness.collect.suite import DEFAULT_SUITE
 from harness.core.errors import UserError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.ci.reports import context_for, index_text
-from harness.collect.record import check_output, write_output
+from harness.collect.files import check_output, write_output
 from harness.core.errors import UserError
 from harness.render.report import render
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.collect.record import check_directory, check_output
+from harness.collect.files import check_directory, check_output
 from harness.core.errors import UserError
 from harness.core.schema import SCHEMA_DIR, json_schemas, stale_schemas, write_schemas
 

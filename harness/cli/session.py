@@ -158,9 +158,10 @@ def execute(record: Any, suite: Any, store: Any) -> None:
 
 def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any]) -> Any:
     from harness.analyze.identity import BaselineStore
+    from harness.collect.files import check_writable
     from harness.collect.host.profiles import resolve_host_settings
     from harness.collect.plan import build_plan
-    from harness.collect.record import Record, check_new_record, check_writable
+    from harness.collect.record import Record, check_new_record
     from harness.collect.runner import check_inputs
     # Before the host is read (which loads MLX) and any model: where the outputs go.
     check_new_record(record_path)

@@ -16,18 +16,15 @@ every write. finish() writes the duty cycle: how much of that wall time was meas
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
-import os
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.collect.files import check_writable, read_journal, read_json, write_json_atomic
 from harness.collect.models import model_files
 from harness.core import schema
 from harness.core.errors import UserError
@@ -41,77 +38,8 @@ REWRITE_MIN_INTERVAL_S = 30.0
 REWRITE_MAX_SHARE = 0.05
 
 
-def check_writable(path: str | Path, what: str) -> None:
-    """One line (UserError) when `path` cannot be written, said before any run starts: its
-    directory is made (as writing it would) and a probe file created there and removed."""
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(f"{p}: the {what} path is a directory; pass a file path")
-    above = next((a for a in p.parents if a.exists()), None)
-    if above is not None and not above.is_dir():
-        raise UserError(f"{p}: cannot write the {what} there: {above} is a file, not a directory; "
-                        "pass another path")
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=p.parent, prefix=".harness-write-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise UserError(f"{p}: cannot write the {what} there ({e.strerror or e}); pass another path") from None
-
-
-HARNESS_KIND_PREFIX = "harness."
-
-
-def held_kind(path: Path) -> str | None:
-    """What harness file `path` holds: its JSON "kind" when that is a harness kind ("harness.record",
-    "harness.baselines", ...), "a record's run journal" for NAME.journal beside a record; else None
-    (no such file, unreadable, not JSON, or JSON of no harness kind)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if path.name.endswith(".journal") and read_journal(path):
-        return "record's run journal"
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    kind = data.get("kind") if isinstance(data, dict) else None
-    return kind if isinstance(kind, str) and kind.startswith(HARNESS_KIND_PREFIX) else None
-
-
-def check_output(path: str | Path, what: str, own_kind: str | None = None) -> None:
-    """One line (UserError) when writing the `what` to `path` would fail or would replace
-    something the user has: check_writable's checks, then an existing path that is not a regular
-    file (a device, a pipe), or a file holding a harness kind other than `own_kind` (a record,
-    baselines, another command's JSON). Said before any work starts; an earlier output of the same
-    kind (own_kind, or a text file for a text output) may be replaced."""
-    p = Path(path)
-    if p.exists() and not p.is_dir() and not p.is_file():
-        raise UserError(f"{p}: the {what} path is not a regular file (a device, pipe or socket); "
-                        "pass a file path")
-    check_writable(p, what)
-    kind = held_kind(p) if p.is_file() else None
-    if kind is not None and kind != own_kind:
-        raise UserError(f"{p}: holds a {kind}; writing the {what} there would replace it; pass another path")
-
-
-def check_directory(path: str | Path, what: str) -> None:
-    """One line (UserError) when `path` cannot be (or become) a directory to write into: it is a
-    file, something above it is a file, or the nearest existing directory is not writable. Nothing
-    is created."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise UserError(f"{p}: the {what} is a file, not a directory; pass a directory")
-    above = next((a for a in (p, *p.parents) if a.exists()), None)
-    if above is None:
-        return
-    if not above.is_dir():
-        raise UserError(f"{p}: cannot make the {what} there: {above} is a file, not a directory; "
-                        "pass another directory")
-    if not os.access(above, os.W_OK | os.X_OK):
-        raise UserError(f"{p}: cannot write the {what} there ({above} is not writable); pass another directory")
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
 def check_new_record(path: Path) -> None:
@@ -120,125 +48,6 @@ def check_new_record(path: Path) -> None:
         raise UserError(f"{path}: record already exists; finish it with --resume {path} "
                         "or pass another --record")
     check_writable(path, "record")
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
-
-
-def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: bool = False) -> None:
-    """Write JSON so that `path` is always either the old complete file or the new one.
-    exclusive: `path` must not exist yet (FileExistsError if it does); it appears complete, by a
-    hard link of the finished temp file, so no reader ever sees it empty."""
-    with _temp_beside(path) as (fd, tmp):
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            # Compact uses json's C encoder, about 4x faster than indent=1's Python one: the
-            # record is rewritten after every run and grows with each, so this is per-run cost.
-            if compact:
-                json.dump(data, f, separators=(",", ":"))
-            else:
-                json.dump(data, f, indent=1, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if not exclusive:
-            os.replace(tmp, path)
-            return
-        try:
-            os.link(tmp, path)   # atomic, and fails if path exists
-        except FileExistsError:
-            raise
-        except OSError:          # no hard links here: an O_EXCL placeholder, then the rename
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            os.replace(tmp, path)
-            return
-        os.unlink(tmp)
-
-
-@contextlib.contextmanager
-def _temp_beside(path: Path) -> Iterator[tuple[int, str]]:
-    """(fd, name) of a new temp file in `path`'s directory (made if missing), for an atomic
-    replace or link onto `path`; the temp file is removed if the block fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        yield fd, tmp
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _new_file_mode(path: Path) -> int:
-    """The mode a plain open() would give `path`: an existing file's own, else 0o666 less the umask
-    (mkstemp's temp files are 0o600, which would hide a report from the other users of a host)."""
-    try:
-        return path.stat().st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write text so that `path` is always either the old complete file or the new one: a temp file
-    in the same directory, then os.replace (a full disk or a kill never leaves it empty)."""
-    path = Path(path)
-    mode = _new_file_mode(path)
-    with _temp_beside(path) as (fd, tmp):
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-
-
-def write_output(path: Path, text: str, what: str) -> None:
-    """write_text_atomic, a failure (disk full, the place gone) one line naming the path."""
-    try:
-        write_text_atomic(path, text)
-    except OSError as e:
-        raise UserError(f"{path}: cannot write the {what} ({e.strerror or e}); "
-                        "the file there, if any, is unchanged; pass another path") from None
-
-
-def read_json(path: Path, kind: str, schema_version: int | None = SCHEMA_VERSION) -> dict[str, Any]:
-    """Read a harness JSON file, with one-line errors for the ways it can be wrong; None for
-    schema_version leaves the version to the caller (a record migrates older ones)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read: {e}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise UserError(f"{path}: not valid JSON (truncated or corrupt?): {e}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: not a {kind} file: it holds a JSON {_json_type(data)}, not a JSON object; "
-                        "pass a file the harness wrote")
-    if "kind" not in data:
-        raise UserError(f"{path}: not a {kind} file: it has no \"kind\" field; pass a file the harness wrote")
-    if data.get("kind") != kind:
-        raise UserError(f"{path}: not a {kind} file (kind is {data.get('kind')!r})")
-    v = data.get("schema_version")
-    if "schema_version" not in data:
-        raise UserError(f"{path}: {kind} file without a schema_version field; "
-                        "was it edited by hand or written by another tool?")
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise UserError(f"{path}: invalid schema_version {v!r} (a whole number from 1 is expected); "
-                        "was it edited by hand or written by another tool?")
-    if schema_version is not None and v != schema_version:
-        raise UserError(f"{path}: schema_version {data.get('schema_version')!r}; "
-                        f"this harness reads schema_version {schema_version}")
-    return data
-
-
-def _json_type(data: Any) -> str:
-    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
-        type(data), "null" if data is None else type(data).__name__)
 
 
 def duty_cycle(runs: list[dict[str, Any]], session_wall_s: float) -> dict[str, Any]:
@@ -404,20 +213,3 @@ def journal_path(record_path: Path) -> Path:
     return record_path.with_name(record_path.name + ".journal")
 
 
-def read_journal(path: Path) -> list[dict[str, Any]]:
-    """The runs a journal holds; a line cut short by a kill (the last one) is skipped."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read the record's run journal: {e}") from None
-    runs = []
-    for line in lines:
-        try:
-            run = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(run, dict) and "index" in run:
-            runs.append(run)
-    return runs
