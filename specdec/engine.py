@@ -119,16 +119,13 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
         raise SpecdecError(f"temperature must be >= 0 (got {temp})")
     ids = _encode(pair, prompt)
     env = overrides.in_force()
-    overrides.check_blas()
-    profile = overrides.flag("SPECDEC_PROFILE")
-    work = overrides.number("SPECDEC_INJECT_WORK")
-    if not (math.isfinite(work) and work >= 0):
-        raise SpecdecError(f"SPECDEC_INJECT_WORK must be a finite number >= 0 (got {work})")
+    settings = overrides.read()
+    profile, work = settings.profile, settings.inject_work
     speculative = block >= 2 and pair.drafter is not None
     decision = GateDecision("not_applicable", False, "no probe: classic decode requested",
                             message="classic decode (block 1 or no drafter): no exactness probe")
     if speculative:
-        decision = gate(pair.target, ids, block, pair.probe_readings)
+        decision = gate(pair.target, ids, block, pair.probe_readings, settings)
         speculative = decision.engaged
     sampler = _Sampler(temp, seed)
     if work not in pair.injected:

@@ -64,11 +64,14 @@ def probe(target, prompt_ids: list[int], block: int, force_inexact: bool = False
     return diffs, int(_logit_bytes(chain[0]).size)
 
 
-def gate(target, prompt_ids: list[int], block: int, readings: dict | None = None) -> GateDecision:
+def gate(target, prompt_ids: list[int], block: int, readings: dict | None = None,
+         settings: overrides.Settings | None = None) -> GateDecision:
     """Probe (or reuse this pair's reading for the block), then engage (passed), decline to
-    classic, or engage under SPECDEC_ALLOW_INEXACT."""
+    classic, or engage under SPECDEC_ALLOW_INEXACT. settings: the generation's overrides (read
+    from the environment when not given)."""
+    settings = settings or overrides.read()
     t0 = time.perf_counter()
-    key = (block, overrides.flag("SPECDEC_FORCE_INEXACT"))
+    key = (block, settings.force_probe == "fail")
     cached = readings is not None and key in readings
     if cached:
         diffs, nbytes = readings[key]
@@ -78,13 +81,20 @@ def gate(target, prompt_ids: list[int], block: int, readings: dict | None = None
             readings[key] = (diffs, nbytes)
     ms = 0.0 if cached else (time.perf_counter() - t0) * 1e3
     bad = [i for i, d in enumerate(diffs) if d]
+    if settings.force_probe == "pass":
+        # Test-only: the engaged path on every host; the reading says it was forced and what it measured.
+        measured = f"; measured: {sum(1 for d in diffs if d)} of {block} positions differ" if bad else ""
+        reading = (f"verify block of {block} positions read as byte-identical: forced by "
+                   f"SPECDEC_FORCE_PROBE=pass (test-only){measured}")
+        return GateDecision("passed", True, reading, [0] * block, nbytes, block, ms,
+                            f"exactness probe forced to pass: {reading}")
     if not bad:
         reading = (f"verify block of {block} positions is byte-identical to the single-token chain "
                    f"({nbytes} logit bytes per position)")
         return GateDecision("passed", True, reading, diffs, nbytes, block, ms, f"exactness probe passed: {reading}")
     pos = bad[0]
     reading = f"verify block position {pos} differs from the single-token chain in {diffs[pos]} of {nbytes} logit bytes"
-    if overrides.flag("SPECDEC_ALLOW_INEXACT"):
+    if settings.allow_inexact:
         return GateDecision("overridden", True, reading, diffs, nbytes, block, ms,
                             f"exactness probe FAILED but SPECDEC_ALLOW_INEXACT is set: {reading}")
     return GateDecision("declined", False, reading, diffs, nbytes, block, ms,

@@ -221,8 +221,11 @@ def test_quick_run_on_the_real_engine(tmp_path: Path) -> None:
         "[quiet]", "enabled = false",
         "[[pairings]]", 'name = "embedded"', 'target = "embedded"', 'drafter = "embedded"',
         "[[arms]]", 'name = "classic"', "block = 1",
-        "[[arms]]", 'name = "block3"', "block = 3",
-        "[[arms]]", 'name = "block3-inexact"', "block = 3", 'env = { SPECDEC_ALLOW_INEXACT = "1" }',
+        # The probe forced both ways, so every arm takes the same path on every CPU and BLAS.
+        "[[arms]]", 'name = "block3"', "block = 3", 'env = { SPECDEC_FORCE_PROBE = "fail" }',
+        "[[arms]]", 'name = "block3-inexact"', "block = 3",
+        'env = { SPECDEC_ALLOW_INEXACT = "1", SPECDEC_FORCE_PROBE = "fail" }',
+        "[[arms]]", 'name = "block3-exact"', "block = 3", 'env = { SPECDEC_FORCE_PROBE = "pass" }',
         "[[arms]]", 'name = "mlxlm-block3"', 'engine = "mlx-lm"', "block = 3",
         "[[prompts]]", 'name = "p"', 'text = "def add(a, b):"', ""]))
     r = run_cli("run", "s.toml", "--quick", "--record", "r.json", "--baselines", "b.json", cwd=tmp_path, timeout=300)
@@ -233,14 +236,15 @@ def test_quick_run_on_the_real_engine(tmp_path: Path) -> None:
     for x in rec["runs"]:
         by.setdefault(x["arm"], []).append(x)
     assert all(x["generated_tokens"] == 4 for x in rec["runs"])
-    assert all(x["overrides"] == {"SPECDEC_ALLOW_INEXACT": "1"} for x in by["block3-inexact"])
-    assert all("SPECDEC_ALLOW_INEXACT" not in x["overrides"] for a in ("classic", "block3") for x in by[a])
-    # The override is a label whatever the probe reads; the outcome follows the probe's bytes
-    # (OpenBLAS's batched and single-row paths agree on some CPUs and not on others).
-    for x in by["block3-inexact"]:
-        differs = any(x["gate"]["differing_bytes"])
-        assert x["gate"]["outcome"] == ("overridden" if differs else "passed") and not x["shipping"]
-    assert all(x["gate"]["outcome"] in ("passed", "declined") for x in by["block3"])
+    forced = {"SPECDEC_FORCE_PROBE": "fail"}
+    assert all(x["overrides"] == {"SPECDEC_ALLOW_INEXACT": "1", **forced} for x in by["block3-inexact"])
+    assert all(x["overrides"] == forced for x in by["block3"]) and by["classic"][0]["overrides"] == {}
+    outcomes = {a: {x["gate"]["outcome"] for x in by[a]} for a in ("block3", "block3-inexact", "block3-exact")}
+    assert outcomes == {"block3": {"declined"}, "block3-inexact": {"overridden"}, "block3-exact": {"passed"}}
+    assert all(x["diagnostics"]["mode"] == "classic" for x in by["block3"])
+    assert all(x["diagnostics"]["mode"] == "speculative" for a in ("block3-inexact", "block3-exact") for x in by[a])
+    # A forced probe is an override like any other: never a shipping configuration.
+    assert not any(x["shipping"] for a in outcomes for x in by[a])
     assert all(x["shipping"] for x in by["classic"])
     # Every arm on one pairing at temp 0 decodes the same tokens when the gate is exact or declined.
     assert by["classic"][0]["token_ids"] == by["mlxlm-block3"][0]["token_ids"]

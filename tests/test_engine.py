@@ -91,7 +91,7 @@ def test_phase_times_close_against_decode_total(pair, monkeypatch, block):
 
 
 def test_forced_inexact_probe_declines_and_override_engages():
-    env = {"SPECDEC_BLAS": "reference", "SPECDEC_FORCE_INEXACT": "1"}
+    env = {"SPECDEC_BLAS": "reference", "SPECDEC_FORCE_PROBE": "fail"}
     declined = cli("generate", "--block", "3", "--max-tokens", "12", "--json", env=env)
     res = last_json(declined)
     assert res["gate"]["outcome"] == "declined" and not res["gate"]["engaged"]
@@ -104,7 +104,23 @@ def test_forced_inexact_probe_declines_and_override_engages():
     assert res["gate"]["outcome"] == "overridden" and res["gate"]["engaged"]
     assert res["diagnostics"]["mode"] == "speculative"
     assert res["overrides"]["SPECDEC_ALLOW_INEXACT"] == "1"
-    assert res["overrides"]["SPECDEC_FORCE_INEXACT"] == "1"
+    assert res["overrides"]["SPECDEC_FORCE_PROBE"] == "fail"
+
+
+@pytest.mark.parametrize("force, outcome, engaged", [("fail", "declined", False), ("pass", "passed", True)])
+def test_the_probe_forced_either_way_takes_that_path_on_every_host(pair, monkeypatch, force, outcome, engaged):
+    # Whatever this host's BLAS makes of the block forward, a forced probe decides the path.
+    monkeypatch.setenv("SPECDEC_FORCE_PROBE", force)
+    monkeypatch.delenv("SPECDEC_ALLOW_INEXACT", raising=False)
+    r = generate(pair, CODE, block=3, max_tokens=6, ignore_eos=True)
+    assert (r.gate.outcome, r.gate.engaged) == (outcome, engaged)
+    assert r.diagnostics.mode == ("speculative" if engaged else "classic")
+    assert r.overrides["SPECDEC_FORCE_PROBE"] == force
+    if force == "pass":
+        assert "forced by SPECDEC_FORCE_PROBE=pass (test-only)" in r.gate.reading
+        assert r.gate.differing_bytes == [0, 0, 0]
+    else:
+        assert r.gate.differing_bytes[0] > 0
 
 
 def test_gate_reading_on_this_host_is_reported(pair, monkeypatch):
@@ -360,14 +376,40 @@ def test_verify_cost_scaling_measures_each_width(pair):
     assert res["widths"][0]["vs_T1"] == 1.0
 
 
+@pytest.mark.parametrize("force", ["pass", "fail"])
 @pytest.mark.parametrize("var, value, says", [
     ("SPECDEC_INJECT_WORK", "abc", "SPECDEC_INJECT_WORK must be a number (got 'abc')"),
+    ("SPECDEC_INJECT_WORK", "-0.5", "SPECDEC_INJECT_WORK must be a finite number >= 0 (got -0.5)"),
     ("SPECDEC_ALLOW_INEXACT", "maybe", "SPECDEC_ALLOW_INEXACT must be one of 1, true"),
+    ("SPECDEC_PROFILE", "sometimes", "SPECDEC_PROFILE must be one of 1, true"),
+    ("SPECDEC_QUANTIZE_DRAFTER", "4bit", "SPECDEC_QUANTIZE_DRAFTER must be one of 1, true"),
+    ("SPECDEC_CUDNN_SDPA", "auto", "SPECDEC_CUDNN_SDPA must be one of 1, true"),
     ("SPECDEC_BLAS", "bogus", "SPECDEC_BLAS must be one of reference, openblas or unset (got 'bogus')"),
+    ("SPECDEC_ALLOW_INEXCT", "1", "SPECDEC_ALLOW_INEXCT is not a variable specdec reads"),
 ])
-def test_an_override_the_engine_cannot_read_fails_the_run_rather_than_being_guessed(pair, monkeypatch, var, value, says):
-    # Once, SPECDEC_INJECT_WORK=abc ran unfaulted (read as 0) under the fault's label, and an
-    # unknown SPECDEC_BLAS ran OpenBLAS.
+def test_an_override_the_engine_cannot_read_fails_the_run_rather_than_being_guessed(pair, monkeypatch, var, value,
+                                                                                   says, force):
+    # Once, SPECDEC_INJECT_WORK=abc ran unfaulted (read as 0) under the fault's label, an unknown
+    # SPECDEC_BLAS ran OpenBLAS, and SPECDEC_ALLOW_INEXACT=maybe was read only where the probe
+    # failed: every override is read whichever way the probe goes (forced both ways here).
+    monkeypatch.setenv("SPECDEC_FORCE_PROBE", force)
     monkeypatch.setenv(var, value)
     with pytest.raises(SpecdecError, match=says.replace("(", r"\(").replace(")", r"\)")):
         generate(pair, CODE, block=3, max_tokens=4, ignore_eos=True)
+
+
+def test_an_unreadable_override_fails_where_the_probe_passes_too():
+    # The reference BLAS makes the probe pass on CPU hosts (as OpenBLAS does on some), the path on
+    # which SPECDEC_ALLOW_INEXACT=maybe was once never read and the run went on.
+    proc = cli("generate", "--block", "3", "--max-tokens", "4", "--json",
+               env={"SPECDEC_BLAS": "reference", "SPECDEC_ALLOW_INEXACT": "maybe"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "specdec: SPECDEC_ALLOW_INEXACT must be one of 1, true, yes, on, 0, false, no, off (got 'maybe')"]
+
+
+@pytest.mark.parametrize("block", [1, 3])
+def test_an_unreadable_probe_force_fails_every_generation(pair, monkeypatch, block):
+    monkeypatch.setenv("SPECDEC_FORCE_PROBE", "sometimes")
+    with pytest.raises(SpecdecError, match="SPECDEC_FORCE_PROBE must be one of pass, fail or unset"):
+        generate(pair, CODE, block=block, max_tokens=4, ignore_eos=True)

@@ -40,7 +40,7 @@ DECLARATION = EngineDecl(
         "SPECDEC_BLAS": "reference runs MLX's bundled reference BLAS instead of the preloaded OpenBLAS",
         "SPECDEC_CUDNN_SDPA": "1 keeps MLX's cuDNN attention on CUDA, which the engine turns off by default",
         "SPECDEC_INJECT_WORK": "test-only fault: adds a fraction of a forward's device work to every target decode forward",
-        "SPECDEC_FORCE_INEXACT": "test-only: perturbs the probe so the gate fails",
+        "SPECDEC_FORCE_PROBE": "test-only: fail perturbs the probe so the gate fails; pass reads it as byte-identical",
     },
     override_prefixes=("SPECDEC_", "MLX_"),
     profile_var="SPECDEC_PROFILE",
