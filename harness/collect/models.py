@@ -83,6 +83,20 @@ def model_tensor_bytes(model_dir: str | os.PathLike[str]) -> Tensors:
 
 
 
+def weights_problem(directories: dict[str, Path | None]) -> str | None:
+    """For an engine that loads safetensors itself: a truncated or corrupt weights file, said in
+    one line before the session ({role: directory}; headers only, so a 16 GB model costs
+    milliseconds). None when every header holds together."""
+    for role, d in directories.items():
+        if d is None or not Path(d).is_dir():
+            continue   # a missing directory is the engine's own check to say
+        try:
+            model_tensor_bytes(d)
+        except (ValueError, OSError) as e:
+            return f"{role} weights cannot be loaded: {e}; copy the model again"
+    return None
+
+
 def _cache_path() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "harness" / "weights-sha256.json"

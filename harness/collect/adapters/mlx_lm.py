@@ -9,12 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.collect.engines import EngineOutput, RunRequest, run_in_process
+from harness.collect.models import weights_problem
 from harness.core.declare import EngineDecl
 
 # Stock mlx-lm reports no phases and has no profile mode; MLX_ variables change how it runs.
 DECLARATION = EngineDecl(
     name="mlx-lm", adapter="mlx-lm", override_prefixes=("MLX_",),
     numerics="MLX (Metal / CUDA; CPU BLAS on a CPU device)")
+
+
+def check_inputs(pairing: Any) -> str | None:
+    """A truncated or corrupt weights file, said before the session rather than by every run."""
+    return weights_problem({"target": pairing.target_dir(), "drafter": pairing.drafter_dir()})
 
 
 class MlxLmAdapter:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.collect.engines import EngineOutput, RunRequest, run_in_process
+from harness.collect.models import weights_problem
 from harness.core.declare import EngineDecl
 
 NAME = "specdec"
@@ -79,16 +80,14 @@ def preload_blas() -> str | None:
 def check_inputs(pairing: Any) -> str | None:
     """What the engine would refuse for this pairing (missing files, a tokenizer mismatch),
     found before the session starts; None when it would load."""
-    if pairing.target == "embedded" and pairing.drafter == "embedded":
-        return None
-    from specdec.errors import SpecdecError
-    from specdec.loading import check_pair_dirs
-    try:
-        dd = pairing.drafter_dir()
-        check_pair_dirs(pairing.target_dir(), dd)
-    except SpecdecError as e:
-        return str(e)
-    return None
+    if not (pairing.target == "embedded" and pairing.drafter == "embedded"):
+        from specdec.errors import SpecdecError
+        from specdec.loading import check_pair_dirs
+        try:
+            check_pair_dirs(pairing.target_dir(), pairing.drafter_dir())
+        except SpecdecError as e:
+            return str(e)
+    return weights_problem({"target": pairing.target_dir(), "drafter": pairing.drafter_dir()})
 
 
 def measure_scaling(pairing: Any, context_tokens: int = 512) -> dict[str, Any]:
