@@ -21,7 +21,7 @@ from harness.collect.suite.model import (
     embedded_dir,
     embedded_which,
 )
-from harness.core import declare
+from harness.core import declare, redact
 from harness.core.declare import EngineDecl, default_engine
 from harness.core.errors import UserError
 from harness.core.figures import FIGURES
@@ -343,6 +343,7 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, Eng
                              "no '=' and no NUL character)")
             if "\0" in env[ek]:
                 raise v.fail(f"{k}.env.{ek}", "the value holds a NUL character, which no environment can carry")
+        redact.remember(env)   # a secret-named variable here is kept out of every output too
         command = None
         if decl.adapter == "command":
             if "command" not in t:
@@ -414,6 +415,10 @@ def _prompts(v: _V, raw: Any, base_dir: Path, engines: dict[str, EngineDecl]) ->
             if not text.strip():
                 # Engines refuse an empty prompt: every run would fail; say it once, now.
                 raise v.fail(f"{k}.{sources[0]}", "the prompt is empty or only whitespace")
+            if "\0" in text:
+                # No engine can take it: argv and C strings end at a NUL, so every run would fail.
+                raise v.fail(f"{k}.{sources[0]}", f"the prompt holds a NUL character (at character "
+                                                  f"{text.index(chr(0))}); remove it")
             new = [Prompt(name=name, category=category, text=text)]
         elif category is not None:
             limit = v.int_(t["limit"], f"{k}.limit", 1) if "limit" in t else None

@@ -1,6 +1,6 @@
-"""Weights an in-process engine would fail to load are refused before the session: one line,
-exit 2, no run made and nothing written. A truncated copy (an interrupted rsync) once failed every
-run instead, each after loading MLX, and the session ended with exit 1 and a record of failures."""
+"""Inputs every run would fail on are refused before the session: one line, exit 2, no run made
+and nothing written. A truncated copy of the weights (an interrupted rsync) and a prompt holding a
+NUL once failed every run instead, and the session ended with exit 1 and a record of failures."""
 
 from __future__ import annotations
 
@@ -83,3 +83,19 @@ def test_whole_weights_pass_the_check(tmp_path: Path) -> None:
     dirs = _pair(tmp_path, "target", lambda f: None)
     assert weights_problem({k: Path(v) for k, v in dirs.items()}) is None
     json.loads((Path(dirs["target"]) / "config.json").read_text())   # the copy is a model directory
+
+
+@pytest.mark.parametrize("where", ["text", "file"])
+def test_a_prompt_with_a_nul_character_is_one_line_before_the_session(tmp_path: Path, monkeypatch, capsys,
+                                                                      where: str) -> None:
+    from harness_helpers import command_arm
+    prompt = {"name": "p1", "text": "def f(x):\x00 return x"}
+    if where == "file":
+        (tmp_path / "p.txt").write_text(prompt.pop("text"))
+        prompt["file"] = str(tmp_path / "p.txt")
+    suite = write_suite(tmp_path, [command_arm("classic")], prompts=[prompt])
+    r = cli_in_process(["run", str(suite), "--record", str(tmp_path / "r.json")], tmp_path, monkeypatch, capsys)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"prompts[0].{where}: the prompt holds a NUL character (at character 9); remove it" in lines[0]
+    assert not (tmp_path / "r.json").exists()
