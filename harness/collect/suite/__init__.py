@@ -33,7 +33,7 @@ from harness.collect.suite.model import (
     model_dir,
 )
 from harness.collect.suite.validate import build
-from harness.core import declare
+from harness.core import declare, redact
 from harness.core.errors import UserError
 
 __all__ = ["COMMAND_PLACEHOLDERS", "DEFAULT_SUITE", "EMBEDDED", "Arm", "Pairing", "Prompt", "QuietSettings", "Settings",
@@ -72,12 +72,32 @@ def suite_from_record(d: dict[str, Any], source: str) -> Suite:
                    for n, e in (d.get("engines") or {}).items() if declare.builtin(n) is None}
         if engines:
             data["engines"] = engines
+        data["arms"] = [_restored_arm(a, source) for a in d["arms"]]
         data["pairings"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["pairings"]]
         data["prompts"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["prompts"]]
     except (KeyError, TypeError) as e:
         raise UserError(f"{source}: suite: record's suite section is incomplete ({e})") from None
     return build(data, source=f"{source} (suite section)", base_dir=Path.cwd(),
                   sha256=d.get("sha256", ""), default_name=d["name"], path=d.get("path", ""))
+
+
+def _restored_arm(arm: dict[str, Any], source: str) -> dict[str, Any]:
+    """An arm of a record's suite as it ran: a secret the record keeps as `[redacted $NAME]` (in
+    its env or command) comes back from the environment, or the resume stops with one line."""
+    def restored(text: str, key: str) -> str:
+        try:
+            return redact.restore(text)
+        except KeyError as e:
+            name = e.args[0]
+            raise UserError(f"{source}: arms.{arm.get('name')}.{key} was redacted in the record "
+                            f"({redact.marker(name)}); set {name} in the environment to the value the "
+                            "session ran with, then resume") from None
+    out = dict(arm)
+    if isinstance(arm.get("env"), dict):
+        out["env"] = {k: restored(v, f"env.{k}") if isinstance(v, str) else v for k, v in arm["env"].items()}
+    if isinstance(arm.get("command"), list):
+        out["command"] = [restored(c, "command") if isinstance(c, str) else c for c in arm["command"]]
+    return out
 
 
 def with_settings(suite: Suite, **changes: Any) -> Suite:
