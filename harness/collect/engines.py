@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from harness.collect.host.probe import dispatch_probe_ms
 from harness.collect.suite import Arm, Pairing, Prompt, Settings
 from harness.core.declare import builtin_modules
+from harness.core.results import usable
 from harness.core.schema import ArmInfo, Diagnostics, EngineInfo, EngineResult, Gate, ResultError, decode_engine_result
 
 STDERR_TAIL_CHARS = 2000
@@ -227,7 +228,8 @@ def _regex_result(tps: float, arm: Arm, s: Settings, pairing: Pairing) -> Engine
                     target=str(pairing.target_dir())),
         gate=Gate(outcome="unknown", reading="the engine reported only tok/s"),
         engine=EngineInfo(name=arm.engine),
-        diagnostics=Diagnostics(decode_tokens_per_s=tps, ms_per_token=1000.0 / tps if tps else None))
+        # Nothing derived from a rate the runner's gate refuses (nan, inf, <= 0): it names the rate.
+        diagnostics=Diagnostics(decode_tokens_per_s=tps, ms_per_token=1000.0 / tps if usable(tps) else None))
 
 
 def _adapter(kind: str) -> Adapter:

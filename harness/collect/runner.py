@@ -33,6 +33,7 @@ from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
 from harness.core import schema
 from harness.core.errors import UserError
+from harness.core.results import result_problem
 
 UIFactory = Callable[[int, int], Any]   # (total runs, done before) -> a context-managed UI
 Annotate = Callable[[dict[str, Any]], dict[str, Any]]
@@ -342,12 +343,18 @@ def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
 
 def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | None]:
     try:
-        return engines.run(req), None
+        out = engines.run(req)
     except EngineFailure as f:
         return None, f
     except Exception as e:  # an adapter bug must not end the session either
         import traceback
         return None, EngineFailure(f"{type(e).__name__}: {e}", traceback.format_exc()[-2000:])
+    # The one gate every engine result passes (in-process, command, a worker's) before it is a
+    # run: a NaN or negative figure fails this run, never the session or a later report.
+    problem = result_problem({**schema.to_builtins(out.result), "dispatch_probe_ms": out.dispatch_probe_ms})
+    if problem:
+        return None, EngineFailure(f"engine result: {problem}", out.stderr_tail, out.overrides)
+    return out, None
 
 
 def _adapter_functions(suite: Suite, name: str) -> Iterator[tuple[Any, Any]]:

@@ -62,6 +62,7 @@ from typing import Any, Literal
 import msgspec
 
 from harness.core.errors import UserError
+from harness.core.results import complete_timings, missing_minimum
 
 SCHEMA_VERSION = 4
 RECORD_KIND = "harness.record"
@@ -203,47 +204,6 @@ class EngineResult(_S, kw_only=True):
     overrides: dict[str, str] = {}              # the engine's own view of the overrides in force
     engine: EngineInfo = msgspec.field(default_factory=EngineInfo)
     diagnostics: Diagnostics = msgspec.field(default_factory=Diagnostics)
-
-
-def complete_timings(res: EngineResult) -> EngineResult:
-    """Fill the token count and the three timing forms from whichever the engine gave, and the
-    mode from whichever field says what ran."""
-    d = res.diagnostics
-    if d.generated_tokens is None and res.token_ids is not None:
-        d.generated_tokens = len(res.token_ids)
-    n = d.generated_tokens
-    if d.decode_ms is None and n and d.ms_per_token is not None:
-        d.decode_ms = d.ms_per_token * n
-    if d.decode_ms is None and n and d.decode_tokens_per_s:
-        d.decode_ms = 1000.0 * n / d.decode_tokens_per_s
-    if d.ms_per_token is None:
-        if d.decode_ms is not None and n:
-            d.ms_per_token = d.decode_ms / n
-        elif d.decode_tokens_per_s:
-            d.ms_per_token = 1000.0 / d.decode_tokens_per_s
-    if d.decode_tokens_per_s is None and d.ms_per_token:
-        d.decode_tokens_per_s = 1000.0 / d.ms_per_token
-    # Acceptance from the counts when the engine gave counts only.
-    if d.acceptance_rate is None and d.proposed and d.accepted is not None:
-        d.acceptance_rate = d.accepted / d.proposed
-    # What ran: diagnostics.mode, else arm.mode ("what actually ran"), else gate.engaged. Every
-    # analysis reads diagnostics.mode; an engine that said only one of the others once read as
-    # "declined (classic decode)" with its gate passed and its rounds counted.
-    if d.mode is None:
-        engaged = res.gate.engaged
-        d.mode = res.arm.mode or (None if engaged is None else "speculative" if engaged else "classic")
-    return res
-
-
-def missing_minimum(res: EngineResult) -> list[str]:
-    """What the minimal contract lacks: a token count and a decode timing."""
-    d = res.diagnostics
-    out = []
-    if res.token_ids is None and d.generated_tokens is None:
-        out.append("token_ids or diagnostics.generated_tokens")
-    if d.decode_ms is None and d.ms_per_token is None and d.decode_tokens_per_s is None:
-        out.append("a decode timing (diagnostics.decode_ms, ms_per_token or decode_tokens_per_s)")
-    return out
 
 
 class ResultError(ValueError):
