@@ -9,6 +9,7 @@ harness/collect/adapters/ (one module per engine) and are imported only when an 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -166,9 +167,11 @@ class CommandAdapter:
     def _spawn(argv: list[str], env: dict[str, str], timeout_s: float,
                overrides: dict[str, str]) -> tuple[str, str, int]:
         try:
-            # Own session, so a timeout kills the whole process group, grandchildren too.
+            # Own session, so a timeout kills the whole process group, grandchildren too; and on
+            # Linux the engine dies with the harness, even a harness killed by SIGKILL.
             proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                    preexec_fn=die_with_parent())
         except OSError as e:
             raise EngineFailure(f"cannot start command {argv[0]!r}: {e}", None, overrides) from None
         try:
@@ -186,6 +189,35 @@ class CommandAdapter:
             proc.wait()
             raise
         return out, err, proc.returncode
+
+
+PR_SET_PDEATHSIG = 1   # linux/prctl.h
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn under which the kernel SIGKILLs the child when this process dies, however it
+    dies (Linux: prctl(PR_SET_PDEATHSIG)); None elsewhere. macOS has no such call: there an engine
+    outlives a harness killed by SIGKILL (a timeout, Ctrl-C and SIGTERM still kill its process
+    group), as docs/engine-contract.md says. The signal comes when the *thread* that started the
+    child ends, so engines are started from the session's own thread (the runner's), never a
+    short-lived one. What the child runs is one ctypes call and getppid: nothing that takes a
+    lock another thread could hold at the fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    # Built here, in the parent: prctl is variadic, so each argument goes as a full C long.
+    args = (ctypes.c_int(PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0),
+            ctypes.c_ulong(0), ctypes.c_ulong(0))
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(*args)
+        if os.getppid() != parent:   # the harness died before prctl took hold: no signal will come
+            os.kill(os.getpid(), signal.SIGKILL)
+    return preexec
 
 
 CONTRACT = "see docs/engine-contract.md"
