@@ -47,6 +47,7 @@ def same_host_or_refuse(record: Any, host: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.analyze.identity import BaselineStore
     from harness.collect.record import Record
+    from harness.collect.recordcheck import check_resumable
     from harness.collect.suite import load_suite, quick, suite_from_record
     inv = args.invocation
     if args.resume:
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         suite = suite_from_record(record.data["suite"], str(record.path))
         in_process_engines_first(suite)   # before inv.host() loads MLX
         if not record.data.get("complete"):
+            check_resumable(record.data, suite, str(record.path))   # missing runs are found by index
             same_host_or_refuse(record, inv.host())
         baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path(inv))
         store = BaselineStore.load(baselines)

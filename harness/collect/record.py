@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.collect import recordcheck
 from harness.collect.files import check_writable, read_journal, read_json, write_json_atomic
 from harness.collect.models import model_files
 from harness.core import schema
@@ -143,7 +144,7 @@ class Record:
                             "was it edited by hand or written by another tool?")
         done = {r.get("index") for r in data["runs"] if isinstance(r, dict)}
         data["runs"].extend(r for r in read_journal(journal_path(p)) if r["index"] not in done)
-        return cls(p, schema.load_record(data, str(p)))
+        return cls(p, recordcheck.checked(schema.load_record(data, str(p)), str(p)))
 
     @property
     def runs(self) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import Any
 from harness.analyze import rounds
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS
+from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
 from harness.core import declare
 from harness.core.schema import section
 from harness.render.facts import Facts
@@ -86,7 +87,9 @@ def thrown_table(fx: Facts) -> Table:
             note(r, "warmup", "left out of every figure", "warm-up: loads weights and compiles kernels")
             continue
         if r.get("status") == "failed":
-            note(r, f"failed {r.get('error')}", "left out of every figure", f"failed: {r.get('error')}")
+            # A run set aside on load says so in its error, not "failed: set aside ...".
+            why = r.get("error") if SET_ASIDE in marks else f"failed: {r.get('error')}"
+            note(r, f"failed {r.get('error')}", "left out of every figure", why)
         if "contended" in marks:
             note(r, "contended", "kept; the row is flagged do not publish",
                  f"contended: a foreign process above {watch_pct}% CPU in more than "
@@ -225,10 +228,25 @@ def _failed_runs_sentence(fx: Facts) -> list[str]:
     measured = [r for r in fx.rec["runs"] if not r.get("warmup")]
     failed = [r for r in measured if r.get("status") != "ok"]
     if not failed:
-        return []
+        return _set_aside_sentence(fx)
     arms = sorted({r.get("arm") or "?" for r in failed})
     return [f"{len(failed)} of {len(measured)} measured runs failed ({', '.join(arms)}); the figures "
-            "below rest on the runs that did not (see Rows thrown away)."]
+            "below rest on the runs that did not (see Rows thrown away)."] + _set_aside_sentence(fx)
+
+
+SET_ASIDE_NAMED = 3
+
+
+def _set_aside_sentence(fx: Facts) -> list[str]:
+    """Runs recorded as ok that no engine could have measured (harness.collect.recordcheck), each
+    named: a harness that did not check engine results kept them as ok."""
+    runs = [r for r in fx.rec["runs"] if SET_ASIDE in (r.get("marks") or [])]
+    named = [f"run {r.get('index')} ({r.get('arm')} on {r.get('prompt')}) set aside: "
+             f"{str(r.get('error') or '').removeprefix(SET_ASIDE_PREFIX)}" for r in runs[:SET_ASIDE_NAMED]]
+    if not named:
+        return []
+    more = f"; and {len(runs) - len(named)} more" if len(runs) > len(named) else ""
+    return [f"Recorded as ok by a harness that did not check engine results: {'; '.join(named)}{more}."]
 
 
 def _speedup_sentences(fx: Facts) -> tuple[list[str], str]:

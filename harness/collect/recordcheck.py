@@ -1,0 +1,109 @@
+"""A record's runs checked against its own suite and plan when it is loaded or resumed.
+
+A run naming an arm, pairing or prompt its suite lacks once gave `harness report` a KeyError,
+and `harness run --resume` took a record with a run index twice, past its plan, or at an index
+where the plan has another arm, prompt or repetition (the missing runs are found by index, so
+such a record resumes into the wrong runs). Each is one line naming the file and the run.
+
+Runs recorded as ok by a harness that did not yet check engine results (NaN, a negative time,
+no token: harness.core.results) are set aside on load: failed, marked `set_aside`, their
+non-finite numbers null, so every figure leaves them out and the report names them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.core.errors import UserError
+from harness.core.results import run_problem, scrub_non_finite
+
+SET_ASIDE = "set_aside"
+SET_ASIDE_PREFIX = "set aside on load: "
+FIX = "was the record edited by hand or joined from another session? restore it from a copy, or remove that run"
+
+
+def _names(items: Any) -> list[str]:
+    return [x.get("name") for x in items or [] if isinstance(x, dict)]
+
+
+def check_runs_in_suite(data: dict[str, Any], where: str) -> None:
+    """One line (UserError) for a run whose index is taken already or whose arm, pairing or
+    prompt the record's suite does not have."""
+    suite = data.get("suite") or {}
+    known = {"arm": _names(suite.get("arms")), "pairing": _names(suite.get("pairings")),
+             "prompt": _names(suite.get("prompts"))}
+    seen: set[Any] = set()
+    for r in data.get("runs") or []:
+        i = r.get("index")
+        if i in seen:
+            raise UserError(f"{where}: run {i} appears twice in the record (or its journal); {FIX}")
+        seen.add(i)
+        for key, names in known.items():
+            # A pairing or prompt absent from an old run is left to the readers that default it.
+            if (key == "arm" or r.get(key) is not None) and r.get(key) not in names:
+                raise UserError(f"{where}: run {i} names {key} {r.get(key)!r}, which the record's suite does not "
+                                f"have ({', '.join(map(str, names)) or 'none'}); {FIX}")
+
+
+def set_aside_bad_runs(data: dict[str, Any]) -> list[str]:
+    """Runs recorded as ok that hold what no engine result may: failed and marked set_aside,
+    with what was wrong as their error; a one-line description of each."""
+    out = []
+    for k, r in enumerate(data.get("runs") or []):
+        problem = run_problem(r)
+        if problem is None:
+            continue
+        if r.get("status") == "ok":
+            r.update(status="failed", error=SET_ASIDE_PREFIX + problem)
+            r["marks"] = [*(r.get("marks") or []), "failed", SET_ASIDE]
+            out.append(f"run {r.get('index')} ({r.get('arm')} on {r.get('prompt')}) set aside: {problem}")
+        # Strict JSON holds no NaN: a resumed record is rewritten with these runs in it.
+        data["runs"][k] = scrub_non_finite(r)
+    return out
+
+
+def checked(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """A loaded record's runs checked against its suite, and its implausible runs set aside."""
+    check_runs_in_suite(data, where)
+    set_aside_bad_runs(data)
+    return data
+
+
+def check_runs_in_plan(data: dict[str, Any], plan: list[Any], where: str) -> None:
+    """Before a resume: every run is the plan's run at its index (the missing runs are found by
+    index); one line (UserError) naming the first that is not."""
+    by_index = {p.index: p for p in plan}
+    for r in data.get("runs") or []:
+        i = r.get("index")
+        p = by_index.get(i)
+        if p is None:
+            raise UserError(f"{where}: run {i} is outside the record's plan of {len(plan)} runs "
+                            f"(indices 0 to {len(plan) - 1}); {FIX}")
+        for key in ("arm", "pairing", "prompt", "repetition", "warmup"):
+            got, want = r.get(key), getattr(p, key)
+            if key == "warmup":
+                got = bool(got)
+            if got != want:
+                raise UserError(f"{where}: run {i} has {key} {got!r} where the record's plan has {want!r} at "
+                                f"that index; resuming would measure the wrong runs; {FIX}")
+
+
+def resume_plan_repetitions(data: dict[str, Any], settings: Any) -> int:
+    """How many repetitions a resumed record's plan holds: those it planned (the minimum and each
+    round its budget added), else its suite's; a budgeted record killed before it said how many
+    rounds it had added has all its runs' repetitions."""
+    planned = data.get("planned_repetitions")
+    if planned is not None:
+        return int(planned)
+    reps = int(settings.repetitions)
+    if getattr(settings, "budget_s", None):
+        seen = [r.get("repetition") for r in data.get("runs") or [] if not r.get("warmup")]
+        reps = max([reps] + [x + 1 for x in seen if isinstance(x, int)])
+    return reps
+
+
+def check_resumable(data: dict[str, Any], suite: Any, where: str) -> None:
+    """Before `harness run --resume`: every run already there is the resumed plan's run at its
+    index (check_runs_in_plan), the plan being the suite's over the repetitions planned."""
+    from harness.collect.plan import build_plan
+    check_runs_in_plan(data, build_plan(suite, resume_plan_repetitions(data, suite.settings)), where)
