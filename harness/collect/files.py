@@ -101,10 +101,11 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: b
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             # Compact uses json's C encoder, about 4x faster than indent=1's Python one: the
             # record is rewritten after every run and grows with each, so this is per-run cost.
+            # allow_nan=False: strict JSON (a bare NaN is no JSON; harness.core.results keeps them out).
             if compact:
-                json.dump(data, f, separators=(",", ":"))
+                json.dump(data, f, separators=(",", ":"), allow_nan=False)
             else:
-                json.dump(data, f, indent=1, sort_keys=False)
+                json.dump(data, f, indent=1, sort_keys=False, allow_nan=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())

@@ -167,7 +167,7 @@ class Record:
         # Flushed, not fsynced: a killed process's writes survive in the page cache, and a
         # power cut loses at most the runs since the last full rewrite (which is fsynced).
         with open(self.journal_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(run, separators=(",", ":")) + "\n")
+            f.write(json.dumps(run, separators=(",", ":"), allow_nan=False) + "\n")
         since = time.monotonic() - self._last_write
         if since >= max(REWRITE_MIN_INTERVAL_S, self._last_write_cost / REWRITE_MAX_SHARE):
             self.write(compact=True)
