@@ -222,7 +222,8 @@ def test_bad_output_or_setup_is_one_line_exit_2_before_any_work(case: Case, tmp_
 
 def test_a_report_rendered_again_replaces_the_earlier_markdown(tmp_path, monkeypatch, capsys) -> None:
     rec = _record(tmp_path)
-    out = _text(tmp_path, "rec.md", "an earlier rendering\n")
+    # An earlier output of `harness report`: its marker is its last line.
+    out = _text(tmp_path, "rec.md", "an earlier rendering\n\n<!-- written by harness report; replaced on the next run -->\n")
     os.chmod(out, 0o644)
     r = cli_in_process(["report", str(rec), "--out", str(out)], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr
@@ -296,7 +297,7 @@ def test_pr_check_replaces_its_earlier_outputs_after_the_check(tmp_path, monkeyp
     proj = _project(tmp_path)
     c = _stub_comparison(tmp_path)
     monkeypatch.setattr(prcheck, "compare_commits", lambda *a, **k: c)
-    md = _text(tmp_path, "comment.md", "the last check's comment\n")
+    md = _text(tmp_path, "comment.md", "the last check's comment\n\n<!-- written by harness pr-check; replaced on the next run -->\n")
     js = _text(tmp_path, "check.json", json.dumps({"kind": "harness.pr-check", "exit_status": 1}))
     r = cli_in_process(["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--no-asv", "--output", str(md),
               "--json", str(js)], proj, monkeypatch, capsys)

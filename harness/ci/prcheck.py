@@ -35,7 +35,7 @@ from harness.ci.asvtool import (
     run_asv,
 )
 from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits, summary_json
-from harness.collect.files import check_output, check_writable, write_output
+from harness.collect.files import check_output, check_writable, marked, write_output
 from harness.core.errors import UserError
 
 MARKER = "<!-- harness-pr-check:{machine} -->"   # one comment per host, updated in place
@@ -82,12 +82,12 @@ def suite_file(conf: AsvConfig, given: str | None) -> Path:
 
 def check_outputs(output: str | None, json_out: str | None) -> None:
     """--output (Markdown) and --json, checked before anything is measured: writable, not a
-    directory, not a record or other harness file (an earlier --json of pr-check may be replaced),
-    and not the same file."""
+    directory, not a record or other harness file, not a file pr-check did not write (an earlier
+    --output, by its marker, or --json, by its kind, may be replaced), and not the same file."""
     if output:
-        check_output(Path(output), "Markdown (--output)")
+        check_output(Path(output), "Markdown (--output)", writer="pr-check")
     if json_out:
-        check_output(Path(json_out), "JSON (--json)", own_kind=PR_CHECK_KIND)
+        check_output(Path(json_out), "JSON (--json)", own_kind=PR_CHECK_KIND, writer="pr-check")
     if output and json_out and Path(output).resolve() == Path(json_out).resolve():
         raise UserError(f"{output}: --output and --json name the same file; pass two paths")
 
@@ -358,7 +358,7 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     md = render_markdown(cmp, meta, rows, table)
     print(md, end="", flush=True)
     if output:
-        write_output(Path(output), md, "Markdown (--output)")
+        write_output(Path(output), marked(md, "pr-check"), "Markdown (--output)")
     summary = {**summary_json(cmp), "kind": PR_CHECK_KIND, "machine": mname,
                "asv": [r.__dict__ for r in rows]}
     if json_out:

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check
+from harness.collect.files import marked, written_by
 from harness.collect.host.profiles import match_profile
 from harness.collect.models import model_files
 from harness.collect.record import Record
@@ -84,7 +85,8 @@ def index_text(reports_dir: Path, template: str = "index") -> tuple[str, list[st
 
 def render_missing(records_dir: Path) -> int:
     """Markdown beside each record that has none, then the index; returns how many were written.
-    A record that cannot be rendered is named on stderr and left as it is."""
+    A record that cannot be rendered is named on stderr and left as it is, and so is a README.md
+    the index did not write (its marker, or its first line the index's)."""
     if not records_dir.is_dir():
         return 0
     n = 0
@@ -93,10 +95,15 @@ def render_missing(records_dir: Path) -> int:
         if md.exists():
             continue
         try:
-            md.write_text(render(context_for(str(rec)), "record"), encoding="utf-8")
+            md.write_text(marked(render(context_for(str(rec)), "record"), "report"), encoding="utf-8")
             n += 1
         except UserError as e:
             print(f"harness: report of {rec.name} failed: {e}", file=sys.stderr)
     text, _ = index_text(records_dir)
-    (records_dir / "README.md").write_text(text, encoding="utf-8")
+    readme = records_dir / "README.md"
+    first = text.split("\n", 1)[0]
+    if readme.is_file() and not written_by(readme, "report --index", earlier=lambda old: old.split("\n", 1)[0] == first):
+        print(f"harness: kept {readme}: not written by harness report --index", file=sys.stderr)
+        return n
+    readme.write_text(marked(text, "report --index"), encoding="utf-8")
     return n

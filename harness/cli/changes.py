@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     acks = load_acks(conf.root, acks_path(conf))      # a malformed file is one line, before anything is read
     mf = Path(args.machine_file).expanduser() if args.machine_file else default_machine_file()
     if args.json:
-        check_output(Path(args.json), "changes JSON (--json)", own_kind=KIND)
+        check_output(Path(args.json), "changes JSON (--json)", own_kind=KIND, writer="changes")
     if args.machine:
         check_machine(conf, mf, args.machine)
     machine = args.machine or ensure_machine(mf, None)["machine"]

@@ -16,9 +16,9 @@ from rich.table import Table
 from harness.analyze import envdiff, paired
 from harness.analyze.identity import BaselineStore
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
-from harness.ci.acks import acks_for_check
+from harness.ci.acks import acks_for_check, load_acks
 from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
-from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, summary_json
+from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, rev_parse, summary_json
 from harness.ci.prcheck import given_suite, load_check_suite, load_notes
 from harness.cli.session import add_budget_args
 from harness.collect.files import check_directory
@@ -56,12 +56,17 @@ def check_suite_file(given: str | None, repo: Path) -> Path:
 
 
 def check_setup(args: argparse.Namespace, kind: str) -> tuple[Path, Any, Path]:
-    """The repository, suite and work directory of compare-commits or bisect (`kind` names the
-    default work directory), each checked before anything is measured: one line when wrong. The
-    suite is check_suite_file's."""
+    """The repository, suite, both commits, the acknowledgements file, the baselines file and the
+    work directory of compare-commits or bisect (`kind` names the default work directory), each
+    checked before anything is said or made: one line when wrong. The suite is check_suite_file's."""
     suite = load_check_suite(check_suite_file(args.suite, Path(args.repo)), args.budget_s, args.threshold,
                              args.alpha)
     repo = check_repo(args.repo)
+    for name in (getattr(args, a) for a in ("base", "head", "good", "bad") if hasattr(args, a)):
+        rev_parse(repo, name)             # an unknown commit is one line now, not after the work directory
+    load_acks(repo, repo / ACKS_DEFAULT)  # a malformed file is one line now, not after the measuring
+    if getattr(args, "baselines", None):
+        BaselineStore.load(Path(args.baselines))   # a bad baselines file too
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     work = Path(args.work) if args.work else repo / ".harness" / kind / stamp
     check_directory(work, "work directory (--work)")

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.ci.reports import context_for, index_text
-from harness.collect.files import check_output, write_output
+from harness.collect.files import check_output, marked, write_output, written_by
 from harness.core.errors import UserError
 from harness.render.report import render
 
 NAME = "report"
+REPORT, INDEX = "report", "report --index"   # the writers their markers name
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,9 +25,11 @@ def run(args: argparse.Namespace) -> int:
         if not d.is_dir():
             raise UserError(f"{d}: no reports directory")
         out = Path(args.out) if args.out else d / "README.md"
-        check_output(out, "index")           # before anything is rendered
+        check_output(out, "index")           # what it holds, its name, the place: before anything is rendered
         text, skipped = index_text(d, args.template or "index")
-        if not args.out:
+        if args.out:
+            check_output(out, "index", writer=INDEX, earlier=same_first_line(text))
+        else:
             check_earlier_index(out, text)
         for why in skipped:
             print(f"harness: skipped {why}", file=sys.stderr)
@@ -36,10 +40,13 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             check_output(out, "report")
         text = render(context_for(args.record, args.compare), args.template or "record")
+        if out is not None:
+            check_output(out, "report", writer=REPORT, earlier=same_first_line(text))
     if out is None:
         sys.stdout.write(text)
     else:
-        write_output(out, text, "index" if args.index else "report")
+        # The marker, in the file only: the next run knows the file as its own (stdout is the user's).
+        write_output(out, marked(text, INDEX if args.index else REPORT), "index" if args.index else "report")
         print(f"harness: wrote {out}", file=sys.stderr)
     return 0
 
@@ -48,19 +55,23 @@ def _first_line(text: str) -> str:
     return text.split("\n", 1)[0].rstrip("\r")
 
 
+def same_first_line(text: str) -> Callable[[str], bool]:
+    """An earlier rendering without the marker (from before markers, or stdout redirected into the
+    file) starts with the line about to be written: the record's title, the index's heading."""
+    return lambda old: _first_line(old) == _first_line(text)
+
+
 def check_earlier_index(readme: Path, text: str) -> None:
     """The default index path, REPORTS_DIR/README.md, is replaced only when it is an earlier index
-    (its first line is the one about to be written) or empty: a README the user wrote is kept."""
-    try:
-        old = readme.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{readme}: cannot read it to see whether it is an earlier index ({e}); "
-                        "pass --out FILE for the index") from None
-    if old.strip() and _first_line(old) != _first_line(text):
+    (its marker, or its first line the one about to be written) or empty: a README the user wrote is kept."""
+    if readme.is_file() and not written_by(readme, INDEX, earlier=same_first_line(text)):
+        try:
+            first = _first_line(readme.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"{readme}: cannot read it to see whether it is an earlier index ({e}); "
+                            "pass --out FILE for the index") from None
         raise UserError(f"{readme}: not an index `harness report --index` wrote (its first line is "
-                        f"{_first_line(old)[:60]!r}); writing the index there would replace it; "
+                        f"{first[:60]!r}); writing the index there would replace it; "
                         "pass --out FILE for the index")
 
 
@@ -76,7 +87,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--template", metavar="NAME", help="template name (default: record, or index with --index)")
     p.add_argument("--out", metavar="FILE", help="write here (default: stdout; with --index, REPORTS_DIR/README.md, "
                                                  "replaced only when it is an earlier index); never over a "
-                                                 "record or another harness JSON file")
+                                                 "record, another harness JSON file or a file the "
+                                                 "harness did not write (its marker, the last line)")
     p.add_argument("--index", action="store_true", help="regenerate the index of every record in the reports directory")
     p.add_argument("--reports-dir", default="reports", help="where --index looks (default: reports)")
     return p

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,24 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _our_schema(name: str) -> Callable[[str], bool]:
+    """A JSON Schema file this command wrote: its $id is its file name, its title names the harness
+    schema_version (json_schemas); JSON has no room for a marker line."""
+    def ours(text: str) -> bool:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and data.get("$id") == name and \
+            "(harness schema_version" in str(data.get("title"))
+    return ours
+
+
 def run(args: argparse.Namespace) -> int:
     if args.write:
         check_directory(args.dir, "schema directory (--dir)")
         for name in json_schemas():
-            check_output(args.dir / name, "JSON Schema")
+            check_output(args.dir / name, "JSON Schema", writer="schema --write", earlier=_our_schema(name))
         try:
             paths = write_schemas(args.dir)
         except OSError as e:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,20 +60,67 @@ def held_kind(path: Path) -> str | None:
     return kind if isinstance(kind, str) and kind.startswith(HARNESS_KIND_PREFIX) else None
 
 
-def check_output(path: str | Path, what: str, own_kind: str | None = None) -> None:
+def text_marker(writer: str) -> str:
+    """The last line of a text output `harness WRITER` wrote: an HTML comment, so it does not show
+    in rendered Markdown, and the mark check_output looks for before replacing the file."""
+    return f"<!-- written by harness {writer}; replaced on the next run -->"
+
+
+def marked(text: str, writer: str) -> str:
+    """text with its writer's marker as the last line, after a blank one (a table above it ends)."""
+    return text.rstrip("\n") + "\n\n" + text_marker(writer) + "\n"
+
+
+def written_by(path: Path, writer: str, own_kind: str | None = None,
+               earlier: Callable[[str], bool] | None = None) -> bool:
+    """Whether the regular file `path` may be replaced by `harness WRITER`'s output: empty (nothing
+    in it to lose: `touch`, mktemp), JSON of `own_kind` for a JSON output, the writer's marker as
+    the last line of a text output, or text `earlier` takes for an output from before markers."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False            # unreadable or binary: not a file the harness wrote
+    if not text.strip():
+        return True
+    if own_kind is not None:
+        return held_kind(path) == own_kind
+    lines = text.rstrip().splitlines()
+    return lines[-1].strip() == text_marker(writer) or (earlier is not None and earlier(text))
+
+
+def check_harness_name(path: Path, what: str) -> None:
+    """One line when `path` is named like a file the harness keeps beside another and removes or
+    reads on its own: a record's journal (RECORD.journal), a lock (.NAME.lock), a temp file
+    (.NAME.*.tmp, a write probe)."""
+    name = path.name
+    if name.endswith(".journal"):
+        raise UserError(f"{path}: named like a record's run journal (RECORD.journal, which the harness reads "
+                        f"with its record and removes); pass another path for the {what}")
+    if name.startswith(".") and name.endswith((".lock", ".tmp")) or name.startswith(".harness-write-probe-"):
+        raise UserError(f"{path}: named like a harness lock or temp file (.NAME.lock, .NAME.*.tmp, which the "
+                        f"harness removes); pass another path for the {what}")
+
+
+def check_output(path: str | Path, what: str, own_kind: str | None = None, writer: str | None = None,
+                 earlier: Callable[[str], bool] | None = None) -> None:
     """One line (UserError) when writing the `what` to `path` would fail or would replace
-    something the user has: check_writable's checks, then an existing path that is not a regular
-    file (a device, a pipe), or a file holding a harness kind other than `own_kind` (a record,
-    baselines, another command's JSON). Said before any work starts; an earlier output of the same
-    kind (own_kind, or a text file for a text output) may be replaced."""
+    something the user has, said before any work starts: an existing path that is not a regular
+    file (a device, a pipe), a file holding a harness kind other than `own_kind` (a record,
+    baselines, another command's JSON), a name the harness keeps for its own files
+    (check_harness_name), check_writable's checks, and, given the `writer` ("report",
+    "pr-check", ...), an existing file that is not its earlier output (written_by)."""
     p = Path(path)
     if p.exists() and not p.is_dir() and not p.is_file():
         raise UserError(f"{p}: the {what} path is not a regular file (a device, pipe or socket); "
                         "pass a file path")
-    check_writable(p, what)
     kind = held_kind(p) if p.is_file() else None
     if kind is not None and kind != own_kind:
         raise UserError(f"{p}: holds a {kind}; writing the {what} there would replace it; pass another path")
+    check_harness_name(p, what)
+    check_writable(p, what)
+    if writer is not None and p.is_file() and not written_by(p, writer, own_kind, earlier):
+        raise UserError(f"{p}: not written by harness {writer}; writing the {what} there would replace it; "
+                        "pass another path or remove it")
 
 
 def check_directory(path: str | Path, what: str) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.collect import recordcheck
-from harness.collect.files import check_writable, read_journal, read_json, write_json_atomic
+from harness.collect.files import check_harness_name, check_writable, read_journal, read_json, write_json_atomic
 from harness.collect.models import model_files
 from harness.core import schema
 from harness.core.errors import UserError
@@ -44,10 +44,15 @@ def now_iso() -> str:
 
 
 def check_new_record(path: Path) -> None:
-    """A new record may go to `path`: nothing there yet, and the place writable (one line if not)."""
-    if path.exists() and not path.is_dir():
+    """A new record may go to `path`: a regular file's name, nothing there yet, not named like a
+    file the harness keeps beside another (a journal, a lock), and the place writable (one line if not)."""
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise UserError(f"{path}: the record path is not a regular file (a device, pipe or socket); "
+                        "pass a file path to --record")
+    if path.is_file():
         raise UserError(f"{path}: record already exists; finish it with --resume {path} "
                         "or pass another --record")
+    check_harness_name(path, "record")
     check_writable(path, "record")
 
 
