@@ -26,7 +26,7 @@ TOKEN_ID = "a token id must be a whole number >= 0"
 # The times an engine reports besides its phase totals, in the order a problem is named: the
 # decode timings first (the others are derived from whichever the engine gave).
 DIAG_TIMINGS = ("decode_ms", "decode_tokens_per_s", "ms_per_token", "prefill_ms", "probe_ms", "profile_sync_ms")
-# Not `rounds`: specdec says -1 for rounds it did not count (instrument=False).
+# Not `rounds`: an engine may say -1 for rounds it did not count (an uninstrumented mode).
 DIAG_COUNTS = ("prompt_tokens", "proposed", "accepted", "per_step_tested", "profile_syncs")
 
 
