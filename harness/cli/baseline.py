@@ -28,6 +28,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     br.add_argument("--update", action="store_true", help="replace differing baselines (old ones kept in history)")
     br.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
     br.add_argument("--record", help="record path for the baseline session")
+    br.add_argument("--yes", action="store_true",
+                    help="run a plan above the bounds (10,000 runs, or an estimated 24 h); one no session finishes (over 1,000,000 runs, or a year) is refused even so")
     return b
 
 
@@ -35,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     """Run each arm twice per prompt and store the output where both runs agree."""
     from harness.analyze.identity import BaselineStore, record_baselines
     suite, record_path, baselines = identity_session(args, 2, "baseline")
-    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "baseline", "quick": False})
+    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "baseline", "quick": False},
+                         yes=args.yes)
     store = BaselineStore.load(baselines)   # re-read: the file may have changed meanwhile
     outcomes = record_baselines(record.data, store, update=args.update)
     if any(o.status in ("stored", "updated") for o in outcomes):

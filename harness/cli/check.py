@@ -26,6 +26,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     c.add_argument("suite")
     c.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
     c.add_argument("--record", help="record path for the check session")
+    c.add_argument("--yes", action="store_true",
+                   help="run a plan above the bounds (10,000 runs, or an estimated 24 h); one no session finishes (over 1,000,000 runs, or a year) is refused even so")
     return c
 
 
@@ -38,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{baselines}: no baselines file; record one with `harness baseline record "
                         f"{args.suite}" + (f" --baselines {baselines}`" if args.baselines else "`")
                         + ", or pass --baselines")
-    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "check", "quick": False})
+    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "check", "quick": False},
+                         yes=args.yes)
     out = console_out()
     t = Table(title=f"identity against own baselines ({baselines})", title_justify="left")
     for col in ("arm", "prompt", "identity", "label"):

@@ -27,6 +27,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                               "(the record keeps every finished run: resume it with --resume)")
     r.add_argument("suite", nargs="?", help="suite TOML (default: harness/suites/default.toml)")
     r.add_argument("--record", help="record path (default: records/<date-time>-<suite>-<host>.json)")
+    r.add_argument("--yes", action="store_true",
+                   help="run a plan above the bounds (10,000 runs, or an estimated 24 h); one no session finishes (over 1,000,000 runs, or a year) is refused even so")
     r.add_argument("--resume", metavar="RECORD", help="finish the missing runs of an incomplete record")
     r.add_argument("--quick", action="store_true",
                    help="smoke test: 2 repetitions, no warm-up, no cooldown, no quiet gate, <=32 tokens")
@@ -74,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
             suite = quick(suite)
         record_path = Path(args.record) if args.record else default_record_path(inv, suite.name)
         baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
-        record = new_session(inv, suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)})
+        record = new_session(inv, suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)},
+                             yes=args.yes)
     print_summary(record, f"{suite.name}: {record.path}")
     bad = [r for r in record.runs if r["status"] == "failed" or (r.get("identity") or {}).get("status") == "differs"]
     return 1 if bad else 0

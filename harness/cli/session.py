@@ -156,11 +156,12 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     record.finish(len(planned()))
 
 
-def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any]) -> Any:
+def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any],
+                yes: bool = False) -> Any:
     from harness.analyze.identity import BaselineStore
     from harness.collect.files import check_writable
     from harness.collect.host.profiles import resolve_host_settings
-    from harness.collect.plan import build_plan
+    from harness.collect.plan import build_plan, check_plan
     from harness.collect.record import Record, check_new_record
     from harness.collect.runner import check_inputs
     # Before the host is read (which loads MLX) and any model: where the outputs go.
@@ -168,6 +169,7 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
     if extra.get("purpose") == "baseline":
         check_writable(baselines, "baselines file")
     suite = resolve_host_settings(suite, inv.host())
+    check_plan(suite, yes)   # its size counted, not built: above the bounds only with --yes
     store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
     check_inputs(suite)
     record = Record.create(record_path, suite.to_dict(), inv.host(),

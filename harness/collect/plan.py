@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.collect.suite import Suite
+from harness.collect.suite import Suite, size
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,18 @@ def rotated(items: list, start: int) -> list:
         return []
     k = start % len(items)
     return items[k:] + items[:k]
+
+
+def plan_size(suite: Suite, repetitions: int | None = None) -> int:
+    """len(build_plan(suite, repetitions)), counted without building it."""
+    reps = suite.settings.repetitions if repetitions is None else repetitions
+    return size.plan_runs(len(suite.arms), len(suite.prompts), suite.settings.warmups, reps)
+
+
+def check_plan(suite: Suite, yes: bool = False) -> None:
+    """One line (UserError) before a session when its plan is above the bounds (harness.collect.suite.size)
+    and `yes` (--yes) was not given, or absurd whatever was given."""
+    size.check_size(suite.settings, len(suite.arms), len(suite.prompts), suite.path or suite.name, yes)
 
 
 def build_plan(suite: Suite, repetitions: int | None = None) -> list[PlannedRun]:

@@ -9,6 +9,7 @@ import string
 from pathlib import Path
 from typing import Any
 
+from harness.collect.suite import size
 from harness.collect.suite.model import (
     COMMAND_PLACEHOLDERS,
     Arm,
@@ -125,6 +126,9 @@ def build(data: dict, source: str, base_dir: Path, sha256: str, default_name: st
     pairings = _pairings(v, data.get("pairings"), base_dir)
     arms, engines = _arms(v, data.get("arms"), {p.name: p for p in pairings}, declared, settings)
     prompts = _prompts(v, data.get("prompts"), base_dir, engines)
+    bad = size.absurd(settings, len(arms), len(prompts))   # counted, before any plan is built
+    if bad is not None:
+        raise v.fail(*bad)
     name = v.str_(data.get("name", default_name), "name")
     return Suite(name=name, path=path, sha256=sha256, settings=settings,
                  pairings=pairings, arms=arms, prompts=prompts, engines=engines)
