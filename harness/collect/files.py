@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -144,6 +145,7 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: b
     """Write JSON so that `path` is always either the old complete file or the new one.
     exclusive: `path` must not exist yet (FileExistsError if it does); it appears complete, by a
     hard link of the finished temp file, so no reader ever sees it empty."""
+    mode = _new_file_mode(path)
     with _temp_beside(path) as (fd, tmp):
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             # Compact uses json's C encoder, about 4x faster than indent=1's Python one: the
@@ -156,6 +158,7 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: b
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, mode)   # a record follows the umask, as a report does
         if not exclusive:
             os.replace(tmp, path)
             return
@@ -173,15 +176,72 @@ def write_json_atomic(path: Path, data: Any, compact: bool = False, exclusive: b
 @contextlib.contextmanager
 def _temp_beside(path: Path) -> Iterator[tuple[int, str]]:
     """(fd, name) of a new temp file in `path`'s directory (made if missing), for an atomic
-    replace or link onto `path`; the temp file is removed if the block fails."""
+    replace or link onto `path`; the temp file is removed if the block fails. Its name carries
+    the writer's pid, so one that kill -9 left is known stale (remove_stale_temps)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         yield fd, tmp
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _temp_pattern(path: Path) -> re.Pattern[str]:
+    # _temp_beside's names for exactly this target: .NAME.<pid>.<mkstemp's 8 characters>.tmp
+    return re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[a-z0-9_]{{8}}\.tmp")
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Remove the temp files _temp_beside made for `path` whose writer (by the pid in the name)
+    is no longer running on this host, as kill -9 mid-write leaves them; the removed ones. Call
+    it only holding `path`'s lock (harness.collect.lock), so no live writer of it is cut short."""
+    pattern, removed = _temp_pattern(path), []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m and not _pid_alive(int(m.group(1))):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path.parent / name)
+                removed.append(path.parent / name)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return True   # not a pid the harness wrote: leave the file
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True   # someone else's live process, or no such pid to ask about: leave the file
+    return True
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line to `path` (made if missing, following the umask). A failed write (a full
+    disk) is cut back off, so the file never ends in half a line that the next append would
+    run into (a reader skips a cut-short last line; one mid-file would eat the line after it)."""
+    data = memoryview((line.rstrip("\n") + "\n").encode("utf-8"))
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        if end and os.pread(fd, 1, end - 1) != b"\n":   # a line a kill cut short: end it first
+            data = memoryview(b"\n" + bytes(data))
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
+            raise
+    finally:
+        os.close(fd)
 
 
 def _new_file_mode(path: Path) -> int:

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.collect import recordcheck
-from harness.collect.files import check_harness_name, check_writable, read_journal, read_json, write_json_atomic
+from harness.collect.files import (
+    append_line,
+    check_harness_name,
+    check_writable,
+    read_journal,
+    read_json,
+    write_json_atomic,
+)
 from harness.collect.models import model_files
 from harness.core import schema
 from harness.core.errors import UserError
@@ -169,10 +176,13 @@ class Record:
             run.clear()
             run.update(clean)
         self.runs.append(run)
-        # Flushed, not fsynced: a killed process's writes survive in the page cache, and a
+        # Written, not fsynced: a killed process's writes survive in the page cache, and a
         # power cut loses at most the runs since the last full rewrite (which is fsynced).
-        with open(self.journal_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(run, separators=(",", ":"), allow_nan=False) + "\n")
+        try:
+            append_line(self.journal_path, json.dumps(run, separators=(",", ":"), allow_nan=False))
+        except OSError:
+            self.runs.pop()   # not kept (a full disk): the record in memory says what the disk has
+            raise
         since = time.monotonic() - self._last_write
         if since >= max(REWRITE_MIN_INTERVAL_S, self._last_write_cost / REWRITE_MAX_SHARE):
             self.write(compact=True)
