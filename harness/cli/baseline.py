@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from harness.cli.session import (
+    cannot_write,
     console_out,
     identity_session,
     new_session,
 )
+
+if TYPE_CHECKING:
+    from harness.analyze.identity import BaselineOutcome
 
 NAME = "baseline"
 
@@ -35,14 +40,40 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run each arm twice per prompt and store the output where both runs agree."""
-    from harness.analyze.identity import BaselineStore, record_baselines
     suite, record_path, baselines = identity_session(args, 2, "baseline")
-    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "baseline", "quick": False},
+    outcomes: list[BaselineOutcome] = []
+    # The baselines are stored under the session's locks; an interrupted session's record says
+    # where they go and whether to --update, so `harness run --resume` stores them (cli/run.py).
+    record = new_session(args.invocation, suite, record_path, baselines,
+                         {"purpose": "baseline", "quick": False, "update": bool(args.update)},
+                         then=lambda rec: outcomes.extend(store_baselines(rec, baselines, bool(args.update))),
                          yes=args.yes)
-    store = BaselineStore.load(baselines)   # re-read: the file may have changed meanwhile
-    outcomes = record_baselines(record.data, store, update=args.update)
-    if any(o.status in ("stored", "updated") for o in outcomes):
-        store.save()
+    return show(outcomes, baselines, record)
+
+
+def store_baselines(record: Any, baselines: Path, update: bool) -> list[BaselineOutcome]:
+    """Store a finished baseline session's outputs in `baselines` (its lock held), then mark the
+    record so a resume does not store them again; a failed write is one line saying how to finish."""
+    from harness.analyze.identity import BaselineStore, record_baselines
+    from harness.collect.record import now_iso
+    store = BaselineStore.load(baselines)   # re-read: the file may have changed since the session began
+    outcomes = record_baselines(record.data, store, update=update)
+    try:
+        if any(o.status in ("stored", "updated") for o in outcomes):
+            store.save()
+    except OSError as e:
+        # Nothing is lost: the record holds every run, and its resume stores them again.
+        raise cannot_write(e, record.path, len(record.runs), "baselines", baselines) from None
+    record.data["baselines_stored"] = {"path": str(baselines), "at": now_iso()}
+    try:
+        record.write()
+    except OSError as e:
+        raise cannot_write(e, record.path, len(record.runs)) from None
+    return outcomes
+
+
+def show(outcomes: list[BaselineOutcome], baselines: Path, record: Any) -> int:
+    """The outcomes table and JSON line; the exit status (1: a key inconclusive or kept differing)."""
     out = console_out()
     t = Table(title=f"baselines ({baselines})", title_justify="left")
     for col in ("key", "outcome", "detail"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
@@ -33,7 +34,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """One run per arm and prompt, compared with each arm's own baseline."""
-    from harness.analyze.identity import describe
     suite, record_path, baselines = identity_session(args, 1, "check")
     if not baselines.is_file():
         # Every run would end "no baseline": say so before running any.
@@ -42,6 +42,12 @@ def run(args: argparse.Namespace) -> int:
                         + ", or pass --baselines")
     record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "check", "quick": False},
                          yes=args.yes)
+    return report(record, baselines, args.suite)
+
+
+def report(record: Any, baselines: Path, suite_arg: str) -> int:
+    """The identity table and the summary; the exit status (`harness run --resume` of a check too)."""
+    from harness.analyze.identity import describe
     out = console_out()
     t = Table(title=f"identity against own baselines ({baselines})", title_justify="left")
     for col in ("arm", "prompt", "identity", "label"):
@@ -53,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
         t.add_row(r["arm"], r["prompt"], describe(ident) if r["status"] == "ok" else f"failed: {r['error']}",
                   r.get("label") or "-")
     out.print(t)
-    print_summary(record, f"{suite.name}: {record.path}")
+    print_summary(record, f"{record.data['suite']['name']}: {record.path}")
     if "no_baseline" in verdicts:
         print(f"harness: some arms have no baseline in {baselines}; record them with "
-              f"`harness baseline record {args.suite}`", file=sys.stderr)
+              f"`harness baseline record {suite_arg}`", file=sys.stderr)
     ok = all(v == "identical" for v in verdicts)
     return 0 if ok else 1

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.session import (
+    cannot_write,
     default_baselines_path,
     default_record_path,
     execute,
     in_process_engines_first,
     new_session,
     print_summary,
+    session_locks,
 )
 from harness.core.errors import UserError
 
@@ -46,38 +48,70 @@ def same_host_or_refuse(record: Any, host: dict[str, Any]) -> None:
                         f"{' / '.join(now)}); resume it there, or start a new record here")
 
 
+def unfinished(data: dict[str, Any]) -> bool:
+    """Runs to make, or (a baseline session) its baselines still to store."""
+    return not data.get("complete") or (data.get("purpose") == "baseline" and not data.get("baselines_stored"))
+
+
 def run(args: argparse.Namespace) -> int:
-    from harness.analyze.identity import BaselineStore
-    from harness.collect.record import Record
-    from harness.collect.recordcheck import check_resumable
-    from harness.collect.suite import load_suite, quick, suite_from_record
+    from harness.collect.suite import load_suite, quick
     inv = args.invocation
     if args.resume:
         if args.suite or args.quick or args.record:
             raise UserError("--resume takes its suite, settings and path from the record; "
                             "drop SUITE, --quick and --record")
-        record = Record.load(args.resume)
-        suite = suite_from_record(record.data["suite"], str(record.path))
-        in_process_engines_first(suite)   # before inv.host() loads MLX
-        if not record.data.get("complete"):
-            check_resumable(record.data, suite, str(record.path))   # missing runs are found by index
-            same_host_or_refuse(record, inv.host())
-        baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path(inv))
-        store = BaselineStore.load(baselines)
-        if not record.data.get("complete"):
-            record.note_resume(inv.command, inv.host())
-            execute(record, suite, store)
-        else:
-            print(f"harness: {record.path} is complete; nothing to resume (its summary follows)", file=sys.stderr)
-    else:
-        suite = load_suite(args.suite)
-        in_process_engines_first(suite)
-        if args.quick:
-            suite = quick(suite)
-        record_path = Path(args.record) if args.record else default_record_path(inv, suite.name)
-        baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
-        record = new_session(inv, suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)},
-                             yes=args.yes)
-    print_summary(record, f"{suite.name}: {record.path}")
+        return resume(args)
+    suite = load_suite(args.suite)
+    in_process_engines_first(suite)
+    if args.quick:
+        suite = quick(suite)
+    record_path = Path(args.record) if args.record else default_record_path(inv, suite.name)
+    baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
+    record = new_session(inv, suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)},
+                         yes=args.yes)
+    return report(record, suite.name)
+
+
+def report(record: Any, suite_name: str) -> int:
+    print_summary(record, f"{suite_name}: {record.path}")
     bad = [r for r in record.runs if r["status"] == "failed" or (r.get("identity") or {}).get("status") == "differs"]
     return 1 if bad else 0
+
+
+def resume(args: argparse.Namespace) -> int:
+    """Finish a record's session as the command that began it would have: the missing runs, then a
+    check's report, or a baseline session's baselines stored (and that command's exit status)."""
+    from harness.analyze.identity import BaselineStore
+    from harness.cli import baseline, check
+    from harness.collect.record import Record
+    from harness.collect.recordcheck import check_resumable
+    from harness.collect.suite import suite_from_record
+    inv = args.invocation
+    record = Record.load(args.resume)   # its one-line errors first; read again under the lock
+    suite = suite_from_record(record.data["suite"], str(record.path))
+    in_process_engines_first(suite)   # before inv.host() loads MLX
+    purpose = record.data.get("purpose")
+    baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path(inv))
+    if not unfinished(record.data):
+        print(f"harness: {record.path} is complete; nothing to resume (its summary follows)", file=sys.stderr)
+        return report(record, suite.name)
+    if not record.data.get("complete"):
+        check_resumable(record.data, suite, str(record.path))   # missing runs are found by index
+        same_host_or_refuse(record, inv.host())
+    outcomes: list[Any] = []
+    try:
+        with session_locks(inv, record.path, baselines if purpose == "baseline" else None, len(record.runs)):
+            record = Record.load(record.path)   # what the last writer left, now that none writes
+            store = BaselineStore.load(baselines)
+            if not record.data.get("complete"):
+                record.note_resume(inv.command, inv.host())
+                execute(record, suite, store)
+            if purpose == "baseline" and not record.data.get("baselines_stored"):
+                outcomes = baseline.store_baselines(record, baselines, bool(record.data.get("update")))
+    except OSError as e:
+        raise cannot_write(e, record.path, len(record.runs)) from None
+    if purpose == "baseline":
+        return baseline.show(outcomes, baselines, record)
+    if purpose == "check":
+        return check.report(record, baselines, record.data["suite"].get("path") or suite.name)
+    return report(record, suite.name)

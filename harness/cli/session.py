@@ -9,12 +9,14 @@ runner itself never reaches downstream. It prints the summary table, then one JS
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import math
 import re
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,7 +144,7 @@ def execute(record: Any, suite: Any, store: Any) -> None:
         record.finish(len(plan), interrupted=True)
         n = len(record.runs)
         print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
-              f"finish with: harness run --resume {record.path}", file=sys.stderr)
+              f"finish with: {follow_up(record.path)}", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
         pacer.close()
@@ -156,26 +158,85 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     record.finish(len(planned()))
 
 
+def follow_up(record_path: str | Path) -> str:
+    """The command that finishes the session `record_path` keeps, whatever its kind: a resumed
+    check reports as a check, a resumed baseline session stores its baselines (cli/run.py)."""
+    return f"harness run --resume {shlex.quote(str(record_path))}"
+
+
+def cannot_write(e: OSError, record_path: Path, kept: int | None, what: str = "record",
+                 where: Path | None = None) -> UserError:
+    """A write that failed (a full disk, a read-only or failing one) as one line: what the record
+    keeps and how to finish it; kept None: the session had not begun, nothing was run."""
+    why = e.strerror or str(e)
+    if kept is None:
+        option = "--baselines" if what.startswith("baselines") else "--record"
+        return UserError(f"{where or record_path}: cannot write the {what} ({why}); nothing was run; "
+                         f"run it again once the place can be written, or pass another {option}")
+    return UserError(f"{where or record_path}: cannot write the {what} ({why}); {kept} runs kept, "
+                     f"finish with: {follow_up(record_path)}")
+
+
+@contextlib.contextmanager
+def session_locks(inv: Invocation, record_path: Path, baselines: Path | None = None,
+                  kept: int | None = None) -> Iterator[None]:
+    """Held for a whole session: the record's lock (its journal too) and, where the session writes
+    it, the baselines file's, in that order; a second writer gets one line naming the holder. A
+    lock file that cannot be written is one line too (kept: the runs the record has so far)."""
+    from harness.collect.lock import acquire
+    with contextlib.ExitStack() as held:
+        for target, what in ((record_path, "record"), (baselines, "baselines file")):
+            if target is None:
+                continue
+            try:
+                held.enter_context(acquire(target, what, inv.command))
+            except OSError as e:
+                raise cannot_write(e, record_path, kept, what, target) from None
+        yield
+
+
+def _check_new_record(inv: Invocation, record_path: Path) -> None:
+    from harness.collect.lock import acquire
+    from harness.collect.record import check_new_record
+    try:
+        check_new_record(record_path)
+    except UserError:
+        # A session writing it now is said by name (pid, host, command), not only "exists".
+        with contextlib.suppress(OSError), acquire(record_path, "record", inv.command):
+            pass
+        raise
+
+
 def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any],
-                yes: bool = False) -> Any:
+                then: Callable[[Any], None] | None = None, yes: bool = False) -> Any:
+    """Create the record and run the plan, holding the session's locks throughout; `then(record)`
+    runs under them too (a baseline session stores its baselines there)."""
     from harness.analyze.identity import BaselineStore
     from harness.collect.files import check_writable
     from harness.collect.host.profiles import resolve_host_settings
     from harness.collect.plan import build_plan, check_plan
-    from harness.collect.record import Record, check_new_record
+    from harness.collect.record import Record
     from harness.collect.runner import check_inputs
+    writes_baselines = extra.get("purpose") == "baseline"
     # Before the host is read (which loads MLX) and any model: where the outputs go.
-    check_new_record(record_path)
-    if extra.get("purpose") == "baseline":
+    _check_new_record(inv, record_path)
+    if writes_baselines:
         check_writable(baselines, "baselines file")
-    suite = resolve_host_settings(suite, inv.host())
-    check_plan(suite, yes)   # its size counted, not built: above the bounds only with --yes
-    store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
-    check_inputs(suite)
-    record = Record.create(record_path, suite.to_dict(), inv.host(),
-                           inv.command, len(build_plan(suite)),
-                           extra={**extra, "baselines": str(baselines)})
-    execute(record, suite, store)
+    record = None
+    try:
+        with session_locks(inv, record_path, baselines if writes_baselines else None):
+            suite = resolve_host_settings(suite, inv.host())
+            check_plan(suite, yes)   # its size counted, not built: above the bounds only with --yes
+            store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
+            check_inputs(suite)
+            record = Record.create(record_path, suite.to_dict(), inv.host(),
+                                   inv.command, len(build_plan(suite)),
+                                   extra={**extra, "baselines": str(baselines)})
+            execute(record, suite, store)
+            if then is not None:
+                then(record)
+    except OSError as e:
+        raise cannot_write(e, record_path, None if record is None else len(record.runs)) from None
     return record
 
 
