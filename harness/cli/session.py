@@ -222,21 +222,20 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
     _check_new_record(inv, record_path)
     if writes_baselines:
         check_writable(baselines, "baselines file")
-    record = None
-    try:
-        with session_locks(inv, record_path, baselines if writes_baselines else None):
-            suite = resolve_host_settings(suite, inv.host())
-            check_plan(suite, yes)   # its size counted, not built: above the bounds only with --yes
-            store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
-            check_inputs(suite)
-            record = Record.create(record_path, suite.to_dict(), inv.host(),
-                                   inv.command, len(build_plan(suite)),
-                                   extra={**extra, "baselines": str(baselines)})
+    with session_locks(inv, record_path, baselines if writes_baselines else None):
+        suite = resolve_host_settings(suite, inv.host())
+        check_plan(suite, yes)   # its size counted, not built: above the bounds only with --yes
+        store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
+        check_inputs(suite)
+        record = Record.create(record_path, suite.to_dict(), inv.host(),
+                               inv.command, len(build_plan(suite)),
+                               extra={**extra, "baselines": str(baselines)})
+        try:
             execute(record, suite, store)
             if then is not None:
                 then(record)
-    except OSError as e:
-        raise cannot_write(e, record_path, None if record is None else len(record.runs)) from None
+        except OSError as e:   # the journal or the record (a full disk): what landed resumes
+            raise cannot_write(e, record_path, len(record.runs)) from None
     return record
 
 
