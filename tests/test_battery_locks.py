@@ -59,7 +59,7 @@ def _incomplete(t: Path, monkeypatch, capsys, keep: int = 1, command: str = "run
 def _holder(t: Path, *args: Any) -> Iterator[subprocess.Popen]:
     """A `harness` process mid-session: its engine sleeps in its first run until the test lets
     it go (removes the sleep file); waited for, or killed, on the way out."""
-    (t / "sleep").write_text("30")
+    (t / "sleep").write_text("120")
     before = _started(t)
     proc = subprocess.Popen(harness_argv(*map(str, args)), cwd=t, env=clean_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
