@@ -142,3 +142,37 @@ def cli_in_process(argv: list[str], cwd: Path, monkeypatch: Any, capsys: Any) ->
             signal.signal(s, h)
     out = capsys.readouterr()
     return subprocess.CompletedProcess(argv, rc, out.out, out.err)
+
+
+def one_line(r: subprocess.CompletedProcess) -> str:
+    """The one stderr line of a refusal: exit 2, one line starting `harness: `, no traceback."""
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("harness: ") and "Traceback" not in r.stderr, r.stderr[-2000:]
+    return lines[0]
+
+
+def snapshot(root: Path, dirs: bool = False) -> dict[str, bytes | None]:
+    """Every file under root by relative path, its bytes; dirs: directories too (None), so that a
+    directory made where nothing should be shows."""
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+            for p in sorted(root.rglob("*")) if dirs or p.is_file()}
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def asv_project(t: Path) -> Path:
+    """A git repository with an asv config, two commits on main, and the packaged asv suite."""
+    proj = t / "proj"
+    (proj / "benchmarks").mkdir(parents=True, exist_ok=True)
+    (proj / "asv.conf.json").write_text(json.dumps({"version": 1, "repo": ".", "benchmark_dir": "benchmarks",
+                                                    "harness_suite": "benchmarks/suite.toml"}) + "\n")
+    (proj / "benchmarks" / "suite.toml").write_bytes((REPO / "benchmarks" / "suite.toml").read_bytes())
+    git(proj, "init", "-q", "-b", "main")
+    git(proj, "add", "-A")
+    git(proj, "commit", "-qm", "one")
+    git(proj, "commit", "-qm", "two", "--allow-empty")
+    return proj

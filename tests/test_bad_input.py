@@ -16,13 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, clean_env, cli_in_process, command_arm, harness_argv, load, write_suite
+from harness_helpers import REPO, clean_env, cli_in_process, command_arm, harness_argv, load, snapshot, write_suite
 
 RECORD_FX = REPO / "tests" / "fixtures" / "report" / "record.json"
-
-
-def _snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _suite(tmp: Path, **settings) -> Path:
@@ -265,7 +261,7 @@ CASES = [
 def test_bad_input_is_one_line_exit_2_and_touches_nothing(case: Case, tmp_path: Path, monkeypatch, capsys) -> None:
     argv = case.argv(tmp_path)
     cwd = case.cwd(tmp_path) if case.cwd else tmp_path
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     if case.subprocess:
         r = subprocess.run(harness_argv(*argv), cwd=cwd, env=clean_env(), capture_output=True, text=True,
                            timeout=120, stdin=subprocess.DEVNULL)
@@ -276,7 +272,7 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(case: Case, tmp_path: 
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert lines[0].startswith("harness") and case.says in lines[0], lines[0]
     print(f"{case.name}: {lines[0]}")   # pytest -rP lists every case with its line
-    after = _snapshot(tmp_path)
+    after = snapshot(tmp_path)
     assert {k: after.get(k) for k in before} == before, "a file that was there changed"
     if case.name == "nightly unreachable results repository":
         assert not (tmp_path / "machine.json").exists(), "the machine file was written before the check"

@@ -99,3 +99,16 @@ def test_a_prompt_with_a_nul_character_is_one_line_before_the_session(tmp_path: 
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"prompts[0].{where}: the prompt holds a NUL character (at character 9); remove it" in lines[0]
     assert not (tmp_path / "r.json").exists()
+
+
+def test_every_test_the_reliability_table_names_exists() -> None:
+    # docs/reliability.md is the battery's index: a renamed or deleted test must not leave it stale.
+    import ast
+    import re
+    text = (REPO / "docs" / "reliability.md").read_text()
+    named = re.findall(r"`(tests/[\w/]+\.py)(?:::(\w+))?`", text)
+    assert len(named) >= 15, named
+    for path, func in named:
+        tree = ast.parse((REPO / path).read_text())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert not func or func in defined, f"{path}::{func} named in docs/reliability.md does not exist"

@@ -18,29 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, cli_in_process, command_arm, write_suite
+from harness_helpers import REPO, asv_project, cli_in_process, command_arm, one_line, snapshot, write_suite
 
 RECORD_FX = REPO / "tests" / "fixtures" / "report" / "record.json"
 SUITE = REPO / "benchmarks" / "suite.toml"
 NOTES = "# Lab notes\n\nwhat we measure and why\n"
 REPORT_MARK = "<!-- written by harness report; replaced on the next run -->"
-
-
-def _one_line(r: subprocess.CompletedProcess) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    assert len(lines) == 1 and lines[0].startswith("harness") and "Traceback" not in r.stderr, r.stderr[-2000:]
-    return lines[0]
-
-
-def _snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under root: a file's bytes, None for a directory (a new directory shows too)."""
-    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in sorted(root.rglob("*"))}
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout
 
 
 def _file(t: Path, name: str, data: str | bytes) -> Path:
@@ -52,20 +35,6 @@ def _file(t: Path, name: str, data: str | bytes) -> Path:
 
 def _record(t: Path, name: str = "rec.json") -> Path:
     return _file(t, name, RECORD_FX.read_bytes())
-
-
-def _project(t: Path) -> Path:
-    """A git repository with an asv config, two commits on main, and a suite asv would run."""
-    proj = t / "proj"
-    (proj / "benchmarks").mkdir(parents=True, exist_ok=True)
-    (proj / "asv.conf.json").write_text(json.dumps({"version": 1, "repo": ".", "benchmark_dir": "benchmarks",
-                                                    "harness_suite": "benchmarks/suite.toml"}) + "\n")
-    (proj / "benchmarks" / "suite.toml").write_bytes(SUITE.read_bytes())
-    _git(proj, "init", "-q", "-b", "main")
-    _git(proj, "add", "-A")
-    _git(proj, "commit", "-qm", "one")
-    _git(proj, "commit", "-qm", "two", "--allow-empty")
-    return proj
 
 
 def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,14 +142,14 @@ def test_refused_in_one_line_and_nothing_changed(case: Case, tmp_path: Path, mon
     monkeypatch.delenv("HARNESS_ASV_SUITE", raising=False)
     cwd = tmp_path
     if case.project:
-        cwd = _project(tmp_path)
+        cwd = asv_project(tmp_path)
         if "acknowledgements" in case.says:
             _file(cwd, "benchmarks/acknowledgements.toml", "[[acknowledge]]\ncommits = 'nosuch'\n")
     argv = case.argv(tmp_path)
-    before = _snapshot(tmp_path)
-    line = _one_line(cli_in_process(argv, cwd, monkeypatch, capsys))
+    before = snapshot(tmp_path, dirs=True)
+    line = one_line(cli_in_process(argv, cwd, monkeypatch, capsys))
     assert case.says in line, line
-    after = _snapshot(tmp_path)
+    after = snapshot(tmp_path, dirs=True)
     assert {k: after.get(k) for k in before} == before, "a file that was there changed"
     assert sorted(set(after) - set(before)) == [], "something was made"
 
@@ -243,7 +212,7 @@ def test_pr_check_output_carries_its_marker_and_is_replaced_next_time(tmp_path, 
     import harness.ci.prcheck as prcheck
     from harness.analyze import paired
     from harness.ci import commits
-    proj = _project(tmp_path)
+    proj = asv_project(tmp_path)
     runs = [{"arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
              "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
              "identity": {"status": "identical"}, "marks": []} for rep in range(8)]

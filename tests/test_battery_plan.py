@@ -16,20 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, cli_in_process, command_arm, write_suite
+from harness_helpers import REPO, cli_in_process, command_arm, one_line, snapshot, write_suite
 
 from harness.core.errors import UserError
-
-
-def _one_line(r: subprocess.CompletedProcess) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    assert len(lines) == 1 and lines[0].startswith("harness") and "Traceback" not in r.stderr, r.stderr[-2000:]
-    return lines[0]
-
-
-def _snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _wide(tmp: Path, arms: int, prompts: int, **settings) -> Path:
@@ -127,12 +116,12 @@ REFUSED = [
 def test_refused_in_one_line_before_anything_runs(case: Case, tmp_path: Path, no_runs, monkeypatch,
                                                   capsys) -> None:
     argv = _session(case.command, case.suite(tmp_path), tmp_path, *case.extra)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     t0 = time.monotonic()
-    line = _one_line(cli_in_process(argv, tmp_path, monkeypatch, capsys))
+    line = one_line(cli_in_process(argv, tmp_path, monkeypatch, capsys))
     assert time.monotonic() - t0 < 60, "the refusal took long: was the plan built?"
     assert case.says in line, line
-    assert _snapshot(tmp_path) == before, "a file changed or was written"
+    assert snapshot(tmp_path) == before, "a file changed or was written"
     assert no_runs["executed"] == 0
 
 
@@ -215,6 +204,6 @@ def test_compare_commits_refuses_a_huge_suite_in_one_line(tmp_path: Path, monkey
     proj.mkdir()
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=proj, check=True)
     suite = _wide(tmp_path, 1, 1, repetitions=HUGE)
-    line = _one_line(cli_in_process(["compare-commits", "HEAD", "HEAD", "--suite", str(suite), "--repo", str(proj)],
+    line = one_line(cli_in_process(["compare-commits", "HEAD", "HEAD", "--suite", str(suite), "--repo", str(proj)],
                                     proj, monkeypatch, capsys))
     assert "more than any session can finish" in line, line

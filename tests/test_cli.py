@@ -10,15 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness_helpers import clean_env, command_arm, harness_argv, last_json, load, run_cli, write_suite
-
-
-def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("harness: "), r.stderr
-    assert "Traceback" not in r.stderr
-    return lines[0]
+from harness_helpers import clean_env, command_arm, harness_argv, last_json, load, one_line, run_cli, write_suite
 
 
 @pytest.mark.parametrize("mutate, expect", [
@@ -40,17 +32,17 @@ def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
 def test_bad_suites_exit_2_with_one_line(tmp_path: Path, mutate, expect: str) -> None:
     suite = write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)])
     mutate(suite)
-    line = _one_line_exit_2(run_cli("run", str(suite), "--record", str(tmp_path / "r.json"), cwd=tmp_path))
+    line = one_line(run_cli("run", str(suite), "--record", str(tmp_path / "r.json"), cwd=tmp_path))
     assert str(suite) in line and expect in line
     assert not (tmp_path / "r.json").exists()          # validation happens before anything runs
 
 
 def test_missing_suite_and_unavailable_extension(tmp_path: Path) -> None:
-    assert "suite file not found" in _one_line_exit_2(run_cli("check", "nope.toml", cwd=tmp_path))
+    assert "suite file not found" in one_line(run_cli("check", "nope.toml", cwd=tmp_path))
     (tmp_path / "dir.toml").mkdir()
-    assert "a directory, not a suite file" in _one_line_exit_2(run_cli("run", "dir.toml", cwd=tmp_path))
+    assert "a directory, not a suite file" in one_line(run_cli("run", "dir.toml", cwd=tmp_path))
     # nightly has landed (harness.ci.nightly): without a results repository it is one line, exit 2.
-    assert "no results repository" in _one_line_exit_2(run_cli("nightly", cwd=tmp_path))
+    assert "no results repository" in one_line(run_cli("nightly", cwd=tmp_path))
 
 
 def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
@@ -74,7 +66,7 @@ def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
     assert b3["per_step_ci"] is not None
 
     # Never overwrite a record.
-    line = _one_line_exit_2(run_cli("run", str(suite), "--record", str(rec_path), cwd=tmp_path))
+    line = one_line(run_cli("run", str(suite), "--record", str(rec_path), cwd=tmp_path))
     assert "already exists" in line
 
 
@@ -161,9 +153,9 @@ def test_sigterm_keeps_runs_and_says_how_to_resume(tmp_path: Path) -> None:
 def test_resume_refuses_truncated_and_other_schema(tmp_path: Path) -> None:
     p = tmp_path / "r.json"
     p.write_text('{"schema_version": 1, "kind": "harness.record", "runs": [')
-    assert "not valid JSON" in _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
+    assert "not valid JSON" in one_line(run_cli("run", "--resume", str(p), cwd=tmp_path))
     p.write_text('{"schema_version": 7, "kind": "harness.record"}')
-    assert "schema_version 7" in _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
+    assert "schema_version 7" in one_line(run_cli("run", "--resume", str(p), cwd=tmp_path))
 
 
 def test_resume_refuses_a_record_of_another_host(tmp_path: Path) -> None:
@@ -177,7 +169,7 @@ def test_resume_refuses_a_record_of_another_host(tmp_path: Path) -> None:
     rec["host"]["os"]["hostname"] = "otherbox"
     p.write_text(json.dumps(rec))
     before = p.read_text()
-    line = _one_line_exit_2(run_cli("run", "--resume", str(p), cwd=tmp_path))
+    line = one_line(run_cli("run", "--resume", str(p), cwd=tmp_path))
     assert "recorded on another host (otherbox /" in line and "resume it there" in line
     assert p.read_text() == before                 # nothing added, no resume noted
     # The same record, back on this host, resumes and completes.
@@ -204,7 +196,7 @@ def test_host_register_refuses_a_harness_file_as_the_machine_file(tmp_path: Path
     p = tmp_path / "r.json"
     p.write_text(json.dumps({"schema_version": 4, "kind": "harness.record", "runs": [], "host": {"cpu": {}}}))
     before = p.read_text()
-    line = _one_line_exit_2(run_cli("host", "register", "--machine-file", str(p), cwd=tmp_path))
+    line = one_line(run_cli("host", "register", "--machine-file", str(p), cwd=tmp_path))
     assert "holds a harness.record, not an asv machine file" in line
     assert p.read_text() == before
 

@@ -18,28 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, cli_in_process, command_arm, write_suite
+from harness_helpers import REPO, asv_project, cli_in_process, command_arm, one_line, snapshot, write_suite
 
 from harness.core.errors import UserError
 
 RECORD_FX = REPO / "tests" / "fixtures" / "report" / "record.json"
 SUITE = REPO / "benchmarks" / "suite.toml"
-
-
-def _one_line(r: subprocess.CompletedProcess) -> str:
-    lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    assert len(lines) == 1 and lines[0].startswith("harness: ") and "Traceback" not in r.stderr, r.stderr[-2000:]
-    return lines[0]
-
-
-def _snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True,
-                          capture_output=True, text=True).stdout
 
 
 def _record(t: Path, name: str = "rec.json") -> Path:
@@ -66,20 +50,6 @@ def _reports_with_readme(t: Path) -> Path:
     d = _reports(t)
     _text(d, "README.md", "# Lab notes\n\nwhat we measure and why\n")
     return d
-
-
-def _project(t: Path) -> Path:
-    """A git repository with an asv config, two commits on main, and a suite asv would run."""
-    proj = t / "proj"
-    (proj / "benchmarks").mkdir(parents=True)
-    (proj / "asv.conf.json").write_text(json.dumps({"version": 1, "repo": ".", "benchmark_dir": "benchmarks",
-                                                    "harness_suite": "benchmarks/suite.toml"}) + "\n")
-    (proj / "benchmarks" / "suite.toml").write_bytes(SUITE.read_bytes())
-    _git(proj, "init", "-q", "-b", "main")
-    _git(proj, "add", "-A")
-    _git(proj, "commit", "-qm", "one")
-    _git(proj, "commit", "-qm", "two", "--allow-empty")
-    return proj
 
 
 def _machines(t: Path) -> Path:
@@ -119,33 +89,33 @@ CASES = [
          "README.md: not an index `harness report --index` wrote (its first line is '# Lab notes')"),
     Case("pr-check output over a record",
          lambda t: ["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--no-asv", "--output", str(_record(t))],
-         "holds a harness.record; writing the Markdown (--output) there would replace it", cwd=_project),
+         "holds a harness.record; writing the Markdown (--output) there would replace it", cwd=asv_project),
     Case("pr-check json over a record",
          lambda t: ["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--no-asv", "--json", str(_record(t))],
-         "holds a harness.record; writing the JSON (--json) there would replace it", cwd=_project),
+         "holds a harness.record; writing the JSON (--json) there would replace it", cwd=asv_project),
     Case("pr-check output and json the same file",
          lambda t: ["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--no-asv", "--output", str(t / "o"),
-                    "--json", str(t / "o")], "--output and --json name the same file", cwd=_project),
+                    "--json", str(t / "o")], "--output and --json name the same file", cwd=asv_project),
     Case("changes json over a record", lambda t: ["changes", "--json", str(_record(t))],
-         "holds a harness.record; writing the changes JSON (--json) there would replace it", cwd=_project),
+         "holds a harness.record; writing the changes JSON (--json) there would replace it", cwd=asv_project),
     # Outputs that cannot be written: said before anything is measured.
     Case("report to a device", lambda t: ["report", str(_record(t)), "--out", "/dev/full"],
          "/dev/full: the report path is not a regular file"),
     Case("pr-check json a directory",
          lambda t: ["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--json", str(t),
-                    "--machine-file", str(t / "m.json")], "the JSON (--json) path is a directory", cwd=_project),
+                    "--machine-file", str(t / "m.json")], "the JSON (--json) path is a directory", cwd=asv_project),
     Case("pr-check output under a file",
          lambda t: ["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--output",
                     str(_text(t, "file.md", "x")) + "/x.md", "--machine-file", str(t / "m.json")],
-         "file.md is a file, not a directory", cwd=_project),
+         "file.md is a file, not a directory", cwd=asv_project),
     Case("changes json a directory", lambda t: ["changes", "--json", str(t)],
-         "the changes JSON (--json) path is a directory", cwd=_project),
+         "the changes JSON (--json) path is a directory", cwd=asv_project),
     Case("compare-commits work a file",
          lambda t: ["compare-commits", "HEAD~1", "HEAD", "--suite", str(SUITE), "--work", str(_text(t, "w", "x"))],
-         "the work directory (--work) is a file, not a directory", cwd=_project),
+         "the work directory (--work) is a file, not a directory", cwd=asv_project),
     Case("bisect work under a file",
          lambda t: ["bisect", "HEAD~1", "HEAD", "--arm", "classic", "--suite", str(SUITE), "--work",
-                    str(_text(t, "w", "x")) + "/sub"], "w is a file, not a directory", cwd=_project),
+                    str(_text(t, "w", "x")) + "/sub"], "w is a file, not a directory", cwd=asv_project),
     Case("schema write into a file", lambda t: ["schema", "--dir", str(_record(t)), "--write"],
          "the schema directory (--dir) is a file, not a directory"),
     # Setup the checks read.
@@ -155,25 +125,25 @@ CASES = [
          lambda t: ["bisect", "HEAD~1", "HEAD", "--arm", "classic", "--suite", str(SUITE), "--repo", str(t)],
          "not a git repository"),
     Case("compare-commits suite variable names no file", lambda t: ["compare-commits", "HEAD~1", "HEAD"],
-         "nope.toml: suite file not found (named by $HARNESS_ASV_SUITE", cwd=_project,
+         "nope.toml: suite file not found (named by $HARNESS_ASV_SUITE", cwd=asv_project,
          env={"HARNESS_ASV_SUITE": "nope.toml"}),
     Case("bisect suite variable names no file", lambda t: ["bisect", "HEAD~1", "HEAD", "--arm", "classic"],
-         "nope.toml: suite file not found (named by $HARNESS_ASV_SUITE", cwd=_project,
+         "nope.toml: suite file not found (named by $HARNESS_ASV_SUITE", cwd=asv_project,
          env={"HARNESS_ASV_SUITE": "nope.toml"}),
     Case("changes unknown machine",
          lambda t: ["changes", "--machine", "nosuch", "--machine-file", str(_machines(t))],
-         "no machine named 'nosuch'", cwd=_project),
+         "no machine named 'nosuch'", cwd=asv_project),
     # Other commands' bad input.
     Case("schema check of a missing directory", lambda t: ["schema", "--dir", str(t / "nonexist"), "--check"],
          "nonexist: no such directory"),
     Case("init with an unterminated quote",
          lambda t: ["init", "--dir", str(t / "proj"), "--harness-spec", "x", "--hosts", "linux-cpu",
                     "--command", 'python "unterminated'],
-         "cannot split it like a shell (No closing quotation)", cwd=_project),
+         "cannot split it like a shell (No closing quotation)", cwd=asv_project),
     Case("init into a missing directory", lambda t: ["init", "--dir", str(t / "nonexist")],
          "nonexist: no such directory"),
     Case("dashboard preview before a publish", lambda t: ["dashboard", "preview"],
-         "html: nothing published yet; run `harness dashboard publish` first", cwd=_project),
+         "html: nothing published yet; run `harness dashboard publish` first", cwd=asv_project),
     Case("report of a JSON list", lambda t: ["report", str(_text(t, "l.json", "[1, 2]"))],
          "l.json: not a harness.record file: it holds a JSON list, not a JSON object"),
     Case("report of a record without schema_version",
@@ -211,10 +181,10 @@ def test_bad_output_or_setup_is_one_line_exit_2_before_any_work(case: Case, tmp_
         monkeypatch.setenv(k, v)
     cwd = case.cwd(tmp_path) if case.cwd else tmp_path
     argv = case.argv(tmp_path)
-    before = _snapshot(tmp_path)
-    line = _one_line(cli_in_process(argv, cwd, monkeypatch, capsys))
+    before = snapshot(tmp_path)
+    line = one_line(cli_in_process(argv, cwd, monkeypatch, capsys))
     assert case.says in line, line
-    after = _snapshot(tmp_path)
+    after = snapshot(tmp_path)
     assert {k: after.get(k) for k in before} == before, "a file that was there changed"
 
 
@@ -294,7 +264,7 @@ def _stub_comparison(tmp_path: Path):
 
 def test_pr_check_replaces_its_earlier_outputs_after_the_check(tmp_path, monkeypatch, capsys) -> None:
     import harness.ci.prcheck as prcheck
-    proj = _project(tmp_path)
+    proj = asv_project(tmp_path)
     c = _stub_comparison(tmp_path)
     monkeypatch.setattr(prcheck, "compare_commits", lambda *a, **k: c)
     md = _text(tmp_path, "comment.md", "the last check's comment\n\n<!-- written by harness pr-check; replaced on the next run -->\n")
@@ -307,7 +277,7 @@ def test_pr_check_replaces_its_earlier_outputs_after_the_check(tmp_path, monkeyp
 
 
 def test_changes_json_says_its_kind_and_replaces_an_earlier_one(tmp_path, monkeypatch, capsys) -> None:
-    proj = _project(tmp_path)
+    proj = asv_project(tmp_path)
     mf = _machines(tmp_path)
     out = tmp_path / "changes.json"
     for _ in range(2):
@@ -316,7 +286,7 @@ def test_changes_json_says_its_kind_and_replaces_an_earlier_one(tmp_path, monkey
         assert r.returncode == 0, r.stderr
         data = json.loads(out.read_text())
         assert data["kind"] == "harness.changes" and data["machine"] == "r"
-    line = _one_line(cli_in_process(["changes", "--machine", "nosuch", "--machine-file", str(mf)], proj, monkeypatch, capsys))
+    line = one_line(cli_in_process(["changes", "--machine", "nosuch", "--machine-file", str(mf)], proj, monkeypatch, capsys))
     assert "(known: m, r; pass one of those to --machine)" in line, line
 
 
@@ -327,7 +297,7 @@ def test_compare_commits_and_bisect_take_the_suite_from_the_variable(command, tm
                                                                      capsys) -> None:
     import harness.cli.bisect
     import harness.cli.compare_commits
-    proj = _project(tmp_path)
+    proj = asv_project(tmp_path)
     suite = write_suite(tmp_path, [command_arm("classic")], name="from-variable")
     seen = {}
 

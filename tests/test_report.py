@@ -11,12 +11,11 @@ import copy
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_helpers import REPO, md_section, run_cli, write_record
+from harness_helpers import REPO, md_section, one_line, run_cli, write_record
 
 from harness.analyze import stats
 from harness.analyze.labels import annotate_label
@@ -478,34 +477,27 @@ def test_cli_writes_out_file(tmp_path: Path) -> None:
     assert out.read_text().startswith("# report-fixture on linux-cpu")
 
 
-def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("harness: ") and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     rec = load(RECORD)
     other = copy.deepcopy(rec)
     other["schema_version"] = 99
-    assert "schema_version 99" in _one_line_exit_2(run_cli("report", write(tmp_path, "v99.json", other), cwd=tmp_path))
+    assert "schema_version 99" in one_line(run_cli("report", write(tmp_path, "v99.json", other), cwd=tmp_path))
     # A field of the wrong type is named by its path, in one line.
     typed = copy.deepcopy(rec)
     typed["runs"][3]["diagnostics"]["rounds"] = "four"
-    line = _one_line_exit_2(run_cli("report", write(tmp_path, "typed.json", typed), cwd=tmp_path))
+    line = one_line(run_cli("report", write(tmp_path, "typed.json", typed), cwd=tmp_path))
     assert "$.runs[3].diagnostics.rounds" in line and "Expected `int | null`" in line
     text = (REPO / RECORD).read_text()
     (tmp_path / "cut.json").write_text(text[: len(text) // 2])
-    assert "not valid JSON" in _one_line_exit_2(run_cli("report", str(tmp_path / "cut.json"), cwd=tmp_path))
+    assert "not valid JSON" in one_line(run_cli("report", str(tmp_path / "cut.json"), cwd=tmp_path))
     pairing = copy.deepcopy(rec)
     pairing["suite"]["pairings"][0]["target"] = "/models/another-target"
-    line = _one_line_exit_2(run_cli("report", str(REPO / RECORD), "--compare",
+    line = one_line(run_cli("report", str(REPO / RECORD), "--compare",
                                     write(tmp_path, "p.json", pairing), cwd=tmp_path))
     assert "different pairings" in line and "another-target" in line
-    assert "not found" in _one_line_exit_2(run_cli("report", str(REPO / RECORD), "--template", "nope", cwd=tmp_path))
-    assert "needs a RECORD" in _one_line_exit_2(run_cli("report", cwd=tmp_path))
-    assert "no such file" in _one_line_exit_2(run_cli("report", "missing.json", cwd=tmp_path))
+    assert "not found" in one_line(run_cli("report", str(REPO / RECORD), "--template", "nope", cwd=tmp_path))
+    assert "needs a RECORD" in one_line(run_cli("report", cwd=tmp_path))
+    assert "no such file" in one_line(run_cli("report", "missing.json", cwd=tmp_path))
 
 
 def test_scaling_section_when_the_record_has_one(tmp_path: Path) -> None:
