@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ENGINE = Path("specdec/engine.py")
-WORK_CALL = 'overrides.number("SPECDEC_INJECT_WORK")'
+ENGINE = Path("specdec/overrides.py")
+WORK_CALL = 'number("SPECDEC_INJECT_WORK")'
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -64,7 +64,7 @@ def slow_engine(repo: Path, work: float) -> None:
     p = repo / ENGINE
     text = p.read_text()
     assert WORK_CALL in text, f"{ENGINE} no longer reads {WORK_CALL}; update tests/asv_scratch.py"
-    p.write_text(text.replace(WORK_CALL, f'overrides.number("SPECDEC_INJECT_WORK", {float(work)!r})', 1))
+    p.write_text(text.replace(WORK_CALL, f'number("SPECDEC_INJECT_WORK", {float(work)!r})', 1))
 
 
 def make_scratch(root: Path, work: float = 1.0) -> dict[str, str]:

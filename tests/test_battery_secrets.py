@@ -263,3 +263,26 @@ def test_a_subprocess_session_keeps_the_short_secret_out_of_its_terminal(tmp_pat
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stderr[-2000:]
     assert _leaks(r.stdout) == [] and _leaks(r.stderr) == [], (_leaks(r.stdout), _leaks(r.stderr))
+
+
+@pytest.mark.parametrize("value", ["abc", "a-long-secret-value-42"])
+def test_an_override_that_is_a_secret_is_named_without_its_value_in_the_asv_label(value: str) -> None:
+    # The label is the asv benchmark's name: asv keeps it in results, the dashboard and PR comments.
+    from harness.ci.asvsession import arm_specs
+    suite = {"override_prefixes": ["MYENG_"], "arms": [
+        {"name": "b3", "engine": "command", "block": 3, "env": {"MYENG_AUTH_TOKEN": value, "MYENG_TRACE": "2"}}]}
+    (spec,) = arm_specs(suite, environ={})
+    assert spec.label == "b3 [not shipping: MYENG_AUTH_TOKEN, MYENG_TRACE=2]"
+    assert value not in spec.label
+
+
+def test_a_compare_workers_log_keeps_no_secret_once_it_is_closed(tmp_path: Path, monkeypatch) -> None:
+    # The log is the worker's raw stderr (what an in-process engine printed), kept beside a comparison.
+    from harness.collect.worker import Worker
+    monkeypatch.setenv("LAB_API_TOKEN", "tok-0123456789")
+    w = Worker("base", tmp_path, {"arms": []}, tmp_path / "logs")
+    w.log_path.parent.mkdir(parents=True)
+    w.log_path.write_text("loading... LAB_API_TOKEN=tok-0123456789\nauth with tok-0123456789 failed\n")
+    w.close()
+    text = w.log_path.read_text()
+    assert "tok-0123456789" not in text and text.count("[redacted $LAB_API_TOKEN]") == 2, text

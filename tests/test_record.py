@@ -14,7 +14,7 @@ from harness.core.errors import UserError
 
 
 def _new(path: Path) -> Record:
-    return Record.create(path, {"name": "s", "settings": {}, "arms": [], "pairings": [], "prompts": []},
+    return Record.create(path, {"name": "s", "settings": {}, "arms": [{"name": "a"}], "pairings": [], "prompts": []},
                          {"cpu": {}}, ["harness", "run"], planned_runs=2)
 
 
@@ -23,24 +23,24 @@ def test_create_add_finish(tmp_path: Path) -> None:
     rec = _new(p)
     d = json.loads(p.read_text())
     assert d["schema_version"] == SCHEMA_VERSION and d["complete"] is False and d["runs"] == []
-    rec.add_run({"index": 0, "status": "ok"})
-    assert Record.load(p).runs == [{"index": 0, "status": "ok"}]
+    rec.add_run({"index": 0, "arm": "a", "status": "ok"})
+    assert Record.load(p).runs == [{"index": 0, "arm": "a", "status": "ok"}]
     rec.finish(planned=2)
     assert json.loads(p.read_text())["complete"] is False
-    rec.add_run({"index": 1, "status": "failed"})
+    rec.add_run({"index": 1, "arm": "a", "status": "failed"})
     rec.finish(planned=2)
     d = json.loads(p.read_text())
     assert d["complete"] is True and d["finished"]
     assert list(p.parent.iterdir()) == [p]          # no temp files left behind
     with pytest.raises(ValueError):
-        rec.add_run({"index": 1, "status": "ok"})   # runs are never replaced
+        rec.add_run({"index": 1, "arm": "a", "status": "ok"})   # runs are never replaced
 
 
 def test_a_killed_session_keeps_every_finished_run(tmp_path: Path) -> None:
     p = tmp_path / "r.json"
     rec = _new(p)
     for i in range(3):
-        rec.add_run({"index": i, "status": "ok", "wall_s": 0.1})
+        rec.add_run({"index": i, "arm": "a", "status": "ok", "wall_s": 0.1})
     # No full rewrite yet (the first comes after 30 s): the runs are in the journal only.
     assert json.loads(p.read_text())["runs"] == []
     # A kill in the middle of the fourth line leaves it cut short; it is skipped, not fatal.
@@ -48,7 +48,7 @@ def test_a_killed_session_keeps_every_finished_run(tmp_path: Path) -> None:
         f.write('{"index": 3, "sta')
     again = Record.load(p)
     assert [r["index"] for r in again.runs] == [0, 1, 2]
-    again.add_run({"index": 3, "status": "ok"})
+    again.add_run({"index": 3, "arm": "a", "status": "ok"})
     again.finish(planned=4)
     assert not again.journal_path.exists()
     d = json.loads(p.read_text())
@@ -61,11 +61,11 @@ def test_record_is_rewritten_when_due_and_the_journal_goes(tmp_path: Path, monke
     monkeypatch.setattr(record, "REWRITE_MAX_SHARE", float("inf"))
     p = tmp_path / "r.json"
     rec = _new(p)
-    rec.add_run({"index": 0, "status": "ok"})
-    assert json.loads(p.read_text())["runs"] == [{"index": 0, "status": "ok"}]
+    rec.add_run({"index": 0, "arm": "a", "status": "ok"})
+    assert json.loads(p.read_text())["runs"] == [{"index": 0, "arm": "a", "status": "ok"}]
     assert not rec.journal_path.exists()
     # A journal whose runs are already in the record (killed between rename and unlink) adds nothing.
-    rec.journal_path.write_text('{"index": 0, "status": "ok"}\n')
+    rec.journal_path.write_text('{"index": 0, "arm": "a", "status": "ok"}\n')
     assert [r["index"] for r in Record.load(p).runs] == [0]
 
 
@@ -168,7 +168,7 @@ def test_session_wall_sums_segments_and_finish_writes_duty(tmp_path: Path, monke
     p = tmp_path / "r.json"
     rec = _new(p)                                  # segment 1 starts at 100
     clock.t = 110.0
-    rec.add_run({"index": 0, "status": "ok", "wall_s": 4.0, "warmup": False, "cooldown_s": 2.0,
+    rec.add_run({"index": 0, "arm": "a", "status": "ok", "wall_s": 4.0, "warmup": False, "cooldown_s": 2.0,
                  "quiet_wait_s": 0.0})
     rec.finish(planned=2)                          # interrupted: 10 s so far
     d = json.loads(p.read_text())
@@ -178,7 +178,7 @@ def test_session_wall_sums_segments_and_finish_writes_duty(tmp_path: Path, monke
     clock.t = 500.0                                # a resume much later: the gap is not counted
     again = Record.load(p)
     clock.t = 506.0
-    again.add_run({"index": 1, "status": "ok", "wall_s": 2.0, "warmup": False, "cooldown_s": 1.0,
+    again.add_run({"index": 1, "arm": "a", "status": "ok", "wall_s": 2.0, "warmup": False, "cooldown_s": 1.0,
                    "quiet_wait_s": 0.5})
     again.finish(planned=2)
     d = json.loads(p.read_text())
@@ -192,7 +192,7 @@ def test_old_record_keeps_its_earlier_runs_out_of_the_duty(tmp_path: Path, monke
     clock = _Clock()
     monkeypatch.setattr(record_mod.time, "monotonic", clock)
     p = tmp_path / "r.json"
-    _new(p).add_run({"index": 0, "status": "ok", "wall_s": 50.0, "warmup": False})
+    _new(p).add_run({"index": 0, "arm": "a", "status": "ok", "wall_s": 50.0, "warmup": False})
     d = json.loads(p.read_text())
     for k in ("session_wall_s", "session_segments_s", "session_wall_from_run"):
         del d[k]                                   # as written before session wall time
@@ -200,7 +200,7 @@ def test_old_record_keeps_its_earlier_runs_out_of_the_duty(tmp_path: Path, monke
     rec = Record.load(p)
     assert record_mod.record_duty(rec.data) is None
     clock.t = 104.0
-    rec.add_run({"index": 1, "status": "ok", "wall_s": 2.0, "warmup": False})
+    rec.add_run({"index": 1, "arm": "a", "status": "ok", "wall_s": 2.0, "warmup": False})
     rec.finish(planned=2)
     d = json.loads(p.read_text())
     assert d["session_wall_from_run"] == 1

@@ -44,6 +44,7 @@ from harness.collect.record import Record
 from harness.core import declare
 from harness.core.declare import EngineDecl
 from harness.core.errors import UserError
+from harness.core.redact import is_secret_name
 
 try:
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -105,11 +106,13 @@ def load_suite_file(path: Path | None = None) -> dict[str, Any]:
 
 
 def override_names(env: dict[str, Any], prefixes: list[str], ignore: list[str]) -> list[str]:
-    """"NAME" for a flag set to 1, "NAME=value" otherwise, for every override-prefixed variable."""
+    """"NAME" for a flag set to 1 or a secret (the label becomes an asv benchmark name, kept in
+    results, the dashboard and PR comments), "NAME=value" otherwise, for every override-prefixed
+    variable."""
     out = []
     for k, v in sorted(env.items()):
         if any(k.startswith(p) for p in prefixes) and k not in ignore:
-            out.append(k if str(v) == "1" else f"{k}={v}")
+            out.append(k if str(v) == "1" or is_secret_name(k) else f"{k}={v}")
     return out
 
 

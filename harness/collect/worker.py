@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.collect.engines import EngineFailure, EngineOutput, Engines, RunRequest
+from harness.collect.files import write_text_atomic
 from harness.core import schema
+from harness.core.redact import redact
 
 READY_TIMEOUT_S = 120.0   # imports and the BLAS preload; models load at the first run
 
@@ -218,6 +220,13 @@ class Worker:
             self._closed = True
         self.stop(grace_s)
         self._tmp.cleanup()
+        # The log is the engine's own stderr, written by its process: secrets come out once it is done.
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            if (clean := redact(text)) != text:
+                write_text_atomic(self.log_path, clean)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
