@@ -29,7 +29,8 @@ STOPS = {
     "max_rounds": "the maximum number of rounds was reached",
     "looks": "the last look was taken",
     "fixed": "a fixed number of rounds (no budget)",
-    "nothing_to_compare": "no compared figure: the minimum number of rounds only",
+    "nothing_to_compare": "nothing to compare (one arm, no paired figure): the repetitions only; "
+                          "a budget adds no rounds",
 }
 
 
@@ -69,11 +70,14 @@ class Outcome:
 def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
         do_round: Callable[[int], None],
         analyze: Callable[[tuple[float, ...], tuple[float, ...]], dict[str, Paired]],
-        started: float | None = None, clock: Callable[[], float] = time.monotonic) -> Outcome:
+        started: float | None = None, clock: Callable[[], float] = time.monotonic,
+        compares: bool = True) -> Outcome:
     """Run rounds 0, 1, ... through do_round(i) and take each look with analyze(times, sizes) under
     the rule above: the looks' budget shares and rounds so far, this look's last.
 
-    budget_s None: exactly min_rounds rounds and one look (a fixed design)."""
+    budget_s None: exactly min_rounds rounds and one look (a fixed design). compares False (one
+    arm, no paired figure): min_rounds rounds and one look whatever the budget, since more rounds
+    resolve nothing (a one-arm nightly suite once sampled 110 runs a commit instead of 7)."""
     if min_rounds < 1 or max_rounds < min_rounds:
         raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}")
     start = clock() if started is None else started
@@ -87,6 +91,10 @@ def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
 
     while out.rounds < min_rounds:
         one_round()
+    if not compares and budget_s is not None:
+        out.looks.append(Look(1, out.rounds, round(clock() - start, 3), 1.0, {}, True))
+        out.stopped = "nothing_to_compare"
+        return out
     k = 1 if budget_s is None else looks
     while True:
         elapsed = clock() - start

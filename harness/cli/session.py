@@ -119,7 +119,8 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     # One set of adapters for the whole session: the models the warm-ups loaded (and what their
     # first runs compiled and cached) serve every round after them.
     engines = runner.Engines()
-    design = Design.for_settings(s, len(vs_classic({"suite": record.data["suite"], "runs": []})))
+    compared = len(vs_classic({"suite": record.data["suite"], "runs": []}))
+    design = Design.for_settings(s, compared)
 
     def planned() -> list[Any]:
         return build_plan(suite, int(record.data["planned_repetitions"]))
@@ -136,7 +137,8 @@ def execute(record: Any, suite: Any, store: Any) -> None:
         # Resumed: one "round" that finishes every planned repetition.
         outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
                                  design.looks, do_round,
-                                 lambda times, sizes: judge_vs_classic(record.data, design.at_looks(times, sizes)))
+                                 lambda times, sizes: judge_vs_classic(record.data, design.at_looks(times, sizes)),
+                                 compares=compared > 0)
     except KeyboardInterrupt:
         plan = planned()
         # Interrupted is incomplete even when every planned run landed: a budgeted session had
