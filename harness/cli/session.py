@@ -276,9 +276,12 @@ def finite_float(text: str) -> float:
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:
     """The options pr-check and compare-commits share: the suite, the budget, the threshold, alpha."""
-    p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else asv.conf.json's "
-                                   "\"harness_suite\" for pr-check and the packaged default suite for "
-                                   "compare-commits and bisect)")
+    # The order is prcheck.given_suite, then asvtool.configured_suite; compare-commits and bisect
+    # fall back to the packaged suite only without asv.conf.json (compare_commits.check_suite_file).
+    p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else the suite the repository's "
+                                   "asv.conf.json names in \"harness_suite\", else suite.toml in its benchmark "
+                                   "directory; compare-commits and bisect in a repository without asv.conf.json: "
+                                   "the packaged default suite)")
     p.add_argument("--budget-s", type=finite_float, help="time budget in seconds, counted from the end of the "
                                                          "warm-ups (default: the suite's budget_s); the suite's "
                                                          "repetitions become a minimum that always runs, so a busy "
