@@ -35,6 +35,7 @@ from harness.analyze import acks as ackmod
 from harness.analyze import comparisons, envdiff, paired, sequential
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
+from harness.ci.build import side_trees
 from harness.collect import runner
 from harness.collect.engines import RunRequest
 from harness.collect.plan import build_plan
@@ -255,8 +256,9 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     s = suite.settings
     store = store if store is not None else BaselineStore.load(work / "no-baselines.json")
     design = paired.Design.for_settings(s, len(suite.arms))
+    say = (lambda line: console.print(f"harness: {line}", highlight=False, soft_wrap=True)) if console else None
     session = _PairedSession(repo, suite, work, store, design, base_sha, head_sha,
-                             command or ["harness", "compare-commits", base, head], host or {})
+                             command or ["harness", "compare-commits", base, head], host or {}, say)
     max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
     interrupted = False
     try:
@@ -297,7 +299,7 @@ class _PairedSession:
     pair by pair, the side that goes first alternating (ABBA)."""
 
     def __init__(self, repo: Path, suite: Any, work: Path, store: Any, design: paired.Design,
-                 base_sha: str, head_sha: str, command: list[str], host: dict[str, Any]):
+                 base_sha: str, head_sha: str, command: list[str], host: dict[str, Any], say: Any = None):
 
         self.suite, self.store, self.design = suite, store, design
         self.arms = [a.name for a in suite.arms]
@@ -305,12 +307,18 @@ class _PairedSession:
         self.settings_dict = suite_dict["settings"]
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.sides: dict[str, dict[str, Any]] = {}
+        # Each commit exported (and built, once, where its engine declares a build); refused
+        # here, before any worker starts, when both would run one executable.
+        trees = side_trees(repo, suite, work, {"base": base_sha, "head": head_sha}, export_commit, say)
+        self.builds = {side: info.to_dict() for side, (_, info) in trees.items() if info is not None}
         for side, sha in (("base", base_sha), ("head", head_sha)):
-            root = export_commit(repo, sha, work / "trees" / f"{side}-{sha[:12]}")
+            root, info = trees[side]
+            extra = {"purpose": "compare-commits", "side": side, "commit": sha,
+                     "paired_with": {"base": base_sha, "head": head_sha}}
+            if info is not None:
+                extra["build"] = info.to_dict()
             rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict, host, command,
-                                len(build_plan(suite)),
-                                extra={"purpose": "compare-commits", "side": side, "commit": sha,
-                                       "paired_with": {"base": base_sha, "head": head_sha}})
+                                len(build_plan(suite)), extra=extra)
             self.sides[side] = {"sha": sha, "record": rec, "worker": Worker(side, root, suite_dict, work / "logs")}
         self.pacer, self.ui, self.pair_no = runner.Pacer(), runner.NullUI(), 0
         self.generation_started = time.monotonic()
@@ -435,7 +443,7 @@ def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budg
                                 "restart_wall_s": round(sum(float(r.get("wall_s") or 0.0) for r in restarts), 3)},
                  "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()},
                  "generations": {side: sd["worker"].generation for side, sd in sides.items()},
-                 "restart_s": session.suite.settings.restart_s,
+                 "restart_s": session.suite.settings.restart_s, "builds": session.builds,
                  "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)]}
     for sd in sides.values():
         sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
@@ -475,7 +483,7 @@ def summary_json(c: Comparison) -> dict[str, Any]:
                          for r in c.identity],
             "newly_failing": c.newly_failing, "duty": c.notes.get("check_duty"),
             "environment": c.notes.get("environment", []),
-            "duty_per_side": c.notes.get("duty")}
+            "duty_per_side": c.notes.get("duty"), "builds": c.notes.get("builds") or {}}
 
 
 EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, every output byte-identical "

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from harness.collect.host.probe import dispatch_probe_ms
 from harness.collect.suite import Arm, Pairing, Prompt, Settings
+from harness.collect.tree import engine_tree
 from harness.core.declare import builtin_modules
 from harness.core.results import usable
 from harness.core.schema import ArmInfo, Diagnostics, EngineInfo, EngineResult, Gate, ResultError, decode_engine_result
@@ -147,7 +148,7 @@ class CommandAdapter:
                 "max_tokens": s.max_tokens, "block": arm.block, "num_draft": arm.block - 1,
                 "model": str(pairing.target_dir()), "draft_model": "" if dd is None else str(dd),
                 "temp": s.temp, "seed": s.seed, "python": sys.executable,
-                "ignore_eos": "1" if s.ignore_eos else "0",
+                "ignore_eos": "1" if s.ignore_eos else "0", "tree": engine_tree(),
             }
             argv = [part.format_map(values) for part in arm.command]
             stdout, stderr, rc = self._spawn(argv, env, arm.timeout_s, overrides)

@@ -41,6 +41,11 @@ class EngineDecl:
     prepare_process: Callable[[], Any] | None = field(default=None, compare=False)
     # The engine an arm without `engine` runs (suites written before engines were declared).
     default_for_undeclared_arms: bool = field(default=False, compare=False)
+    # How a commit's exported tree is built before its runs (argv run in the tree; empty: not
+    # built), and whether the command reads the commit's code from the tree as it runs (an
+    # interpreter; None: only when the command starts with {python}). harness/ci/build.py.
+    build: tuple[str, ...] = ()
+    interpreted: bool | None = None
 
     def builtin_prompts(self, category: str) -> list[tuple[str, str]]:
         """(name, text) pairs of a built-in category; KeyError/ValueError when it has none."""
@@ -56,10 +61,16 @@ class EngineDecl:
 
     def to_dict(self) -> dict[str, Any]:
         """The record's suite.engines[name] (prompts are in the suite's own prompts)."""
-        return {"name": self.name, "adapter": self.adapter, "phases": list(self.phases),
-                "phase_labels": dict(self.phase_labels), "overrides": dict(self.overrides),
-                "override_prefixes": list(self.override_prefixes), "profile_var": self.profile_var,
-                "numerics": self.numerics, "tools": dict(self.tools), "split_notes": dict(self.split_notes)}
+        d: dict[str, Any] = {"name": self.name, "adapter": self.adapter, "phases": list(self.phases),
+                              "phase_labels": dict(self.phase_labels), "overrides": dict(self.overrides),
+                              "override_prefixes": list(self.override_prefixes), "profile_var": self.profile_var,
+                              "numerics": self.numerics, "tools": dict(self.tools), "split_notes": dict(self.split_notes)}
+        # Only when declared: records of engines without them stay as they were.
+        if self.build:
+            d["build"] = list(self.build)
+        if self.interpreted is not None:
+            d["interpreted"] = self.interpreted
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EngineDecl:
@@ -68,7 +79,8 @@ class EngineDecl:
                    overrides=dict(d.get("overrides") or {}),
                    override_prefixes=tuple(d.get("override_prefixes") or ()),
                    profile_var=d.get("profile_var"), numerics=str(d.get("numerics") or "unknown"),
-                   tools=dict(d.get("tools") or {}), split_notes=dict(d.get("split_notes") or {}))
+                   tools=dict(d.get("tools") or {}), split_notes=dict(d.get("split_notes") or {}),
+                   build=tuple(d.get("build") or ()), interpreted=d.get("interpreted"))
 
 
 # A command engine that declares nothing: no phases, no prefixes, no profile mode.

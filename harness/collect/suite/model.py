@@ -14,7 +14,7 @@ EMBEDDED = "embedded"
 # Placeholders a command arm's argv may use; anything else is a typo caught at load time.
 COMMAND_PLACEHOLDERS = (
     "prompt_file", "prompt", "max_tokens", "block", "num_draft", "model", "draft_model",
-    "temp", "seed", "python", "ignore_eos",
+    "temp", "seed", "python", "ignore_eos", "tree",
 )
 DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "suites" / "default.toml"
 

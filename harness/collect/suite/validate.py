@@ -114,7 +114,7 @@ _PAIRING = ("name", "target", "drafter")
 _ARM = ("name", "pairing", "engine", "block", "env", "command", "timeout_s", "tok_s_regex")
 _PROMPT = ("name", "category", "text", "file", "limit", "engine")
 _ENGINE = ("adapter", "phases", "phase_labels", "overrides", "override_prefixes", "profile_var", "split_notes",
-           "numerics", "tools", "prompts")
+           "numerics", "tools", "prompts", "build", "interpreted")
 
 
 def build(data: dict, source: str, base_dir: Path, sha256: str, default_name: str,
@@ -166,8 +166,20 @@ def _engines(v: _V, raw: Any) -> dict[str, EngineDecl]:
             profile_var=None if profile is None else v.str_(profile, f"{k}.profile_var"),
             numerics=v.str_(t.get("numerics", "unknown"), f"{k}.numerics"),
             tools=_str_table(v, t.get("tools", {}), f"{k}.tools"), prompts=prompts,
-            split_notes=_str_table(v, t.get("split_notes", {}), f"{k}.split_notes"))
+            split_notes=_str_table(v, t.get("split_notes", {}), f"{k}.split_notes"),
+            build=_build_argv(v, t, k),
+            interpreted=None if "interpreted" not in t else v.bool_(t["interpreted"], f"{k}.interpreted"))
     return out
+
+
+def _build_argv(v: _V, t: dict, k: str) -> tuple[str, ...]:
+    """An engine's `build`: an argv list (never a shell) run in each commit's exported tree."""
+    if "build" not in t:
+        return ()
+    argv = v.str_list(t["build"], f"{k}.build")
+    if not argv:
+        raise v.fail(f"{k}.build", "empty argv list (leave `build` out when nothing is built)")
+    return argv
 
 
 def _str_table(v: _V, raw: Any, key: str) -> dict[str, str]:
