@@ -27,7 +27,16 @@ from harness.collect.suite import Arm, Pairing, Prompt, Settings
 from harness.collect.tree import engine_tree
 from harness.core.declare import builtin_modules
 from harness.core.results import usable
-from harness.core.schema import ArmInfo, Diagnostics, EngineInfo, EngineResult, Gate, ResultError, decode_engine_result
+from harness.core.schema import (
+    ArmInfo,
+    Diagnostics,
+    EngineInfo,
+    EngineResult,
+    Gate,
+    ResultError,
+    decode_engine_result,
+    to_builtins,
+)
 
 STDERR_TAIL_CHARS = 2000
 
@@ -124,8 +133,9 @@ def run_in_process(req: RunRequest, generate: Callable[[dict[str, str]], dict[st
 class CommandAdapter:
     """Runs an argv list (never a shell) with a copy of the environment plus the arm's env.
 
-    The result is the last non-empty stdout line, one JSON object per the engine contract
-    (docs/engine-contract.md, schema/engine-result.schema.json); failing that, the arm's
+    The result is what the engine's parse table reads from its text (harness.collect.textparse),
+    when it declares one; else the last non-empty stdout line, one JSON object per the engine
+    contract (docs/engine-contract.md, schema/engine-result.schema.json); failing that, the arm's
     tok_s_regex (one capture group) over stdout then stderr.
     """
 
@@ -226,6 +236,8 @@ CONTRACT = "see docs/engine-contract.md"
 
 def parse_result(stdout: str, stderr: str, arm: Arm, s: Settings, pairing: Pairing) -> EngineResult:
     """The engine's result from its output; ResultError says what is missing and what to do."""
+    if arm.parser is not None:
+        return arm.parser.result(stdout, stderr, to_builtins(_arm_info(arm, s, pairing)))
     lines = [ln for ln in stdout.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else ""
     json_error: ResultError | None = None
@@ -256,13 +268,18 @@ def parse_result(stdout: str, stderr: str, arm: Arm, s: Settings, pairing: Pairi
 def _regex_result(tps: float, arm: Arm, s: Settings, pairing: Pairing) -> EngineResult:
     """A result that knows only tok/s: no tokens, no gate, so no identity and no shipping claim."""
     return EngineResult(
-        arm=ArmInfo(mode="classic" if arm.classic else "speculative", block=arm.block, temp=s.temp,
-                    seed=s.seed, max_tokens=s.max_tokens, ignore_eos=s.ignore_eos,
-                    target=str(pairing.target_dir())),
+        arm=_arm_info(arm, s, pairing),
         gate=Gate(outcome="unknown", reading="the engine reported only tok/s"),
         engine=EngineInfo(name=arm.engine),
         # Nothing derived from a rate the runner's gate refuses (nan, inf, <= 0): it names the rate.
         diagnostics=Diagnostics(decode_tokens_per_s=tps, ms_per_token=1000.0 / tps if usable(tps) else None))
+
+
+def _arm_info(arm: Arm, s: Settings, pairing: Pairing) -> ArmInfo:
+    """What the harness asked of the engine, for a result that reads only figures from text."""
+    return ArmInfo(mode="classic" if arm.classic else "speculative", block=arm.block, temp=s.temp,
+                   seed=s.seed, max_tokens=s.max_tokens, ignore_eos=s.ignore_eos,
+                   target=str(pairing.target_dir()))
 
 
 def _adapter(kind: str) -> Adapter:

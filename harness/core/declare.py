@@ -33,6 +33,13 @@ class EngineDecl:
     tools: dict[str, str] = field(default_factory=dict)          # e.g. {"scaling": "<command>"}
     # What a round split means in each timing mode ("default", "profile"), said under the split.
     split_notes: dict[str, str] = field(default_factory=dict)
+    # The argv (and its time limit) an arm of this engine runs when the arm gives none.
+    command: tuple[str, ...] | None = None
+    timeout_s: float | None = None
+    # How to read an engine that prints text (`[engines.NAME.parse]`, as declared), and that table
+    # compiled when the suite is read (harness.collect.textparse.TextParser).
+    parse: dict[str, Any] | None = None
+    parser: Any = field(default=None, compare=False)
     prompts: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     # A loader for prompts kept in the engine's own package (imported only when used).
     prompt_loader: Callable[[str], list[tuple[str, str]]] | None = field(default=None, compare=False)
@@ -70,6 +77,12 @@ class EngineDecl:
             d["build"] = list(self.build)
         if self.interpreted is not None:
             d["interpreted"] = self.interpreted
+        if self.command is not None:
+            d["command"] = list(self.command)
+        if self.timeout_s is not None:
+            d["timeout_s"] = self.timeout_s
+        if self.parse is not None:
+            d["parse"] = dict(self.parse)
         return d
 
     @classmethod
@@ -80,7 +93,9 @@ class EngineDecl:
                    override_prefixes=tuple(d.get("override_prefixes") or ()),
                    profile_var=d.get("profile_var"), numerics=str(d.get("numerics") or "unknown"),
                    tools=dict(d.get("tools") or {}), split_notes=dict(d.get("split_notes") or {}),
-                   build=tuple(d.get("build") or ()), interpreted=d.get("interpreted"))
+                   build=tuple(d.get("build") or ()), interpreted=d.get("interpreted"),
+                   command=None if d.get("command") is None else tuple(d["command"]),
+                   timeout_s=d.get("timeout_s"), parse=d.get("parse"))
 
 
 # A command engine that declares nothing: no phases, no prefixes, no profile mode.

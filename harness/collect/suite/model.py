@@ -109,6 +109,8 @@ class Arm:
     # (the suite's plus the engine's) under which an inherited variable is an override.
     adapter: str = "command"
     override_prefixes: tuple[str, ...] = ()
+    # The engine's text parser (harness.collect.textparse.TextParser), when it declares one.
+    parser: Any = field(default=None, compare=False)
 
     @property
     def classic(self) -> bool:

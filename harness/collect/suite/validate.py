@@ -9,6 +9,7 @@ import string
 from pathlib import Path
 from typing import Any
 
+from harness.collect import textparse
 from harness.collect.suite import size
 from harness.collect.suite.model import (
     COMMAND_PLACEHOLDERS,
@@ -114,7 +115,8 @@ _PAIRING = ("name", "target", "drafter")
 _ARM = ("name", "pairing", "engine", "block", "env", "command", "timeout_s", "tok_s_regex")
 _PROMPT = ("name", "category", "text", "file", "limit", "engine")
 _ENGINE = ("adapter", "phases", "phase_labels", "overrides", "override_prefixes", "profile_var", "split_notes",
-           "numerics", "tools", "prompts", "build", "interpreted")
+           "numerics", "tools", "prompts", "build", "interpreted",
+           "command", "timeout_s", "parse")
 
 
 def build(data: dict, source: str, base_dir: Path, sha256: str, default_name: str,
@@ -122,7 +124,7 @@ def build(data: dict, source: str, base_dir: Path, sha256: str, default_name: st
     v = _V(source)
     v.known(data, "", _TOP)
     settings = _settings(v, data)
-    declared = _engines(v, data.get("engines", {}))
+    declared = _engines(v, data.get("engines", {}), base_dir)
     pairings = _pairings(v, data.get("pairings"), base_dir)
     arms, engines = _arms(v, data.get("arms"), {p.name: p for p in pairings}, declared, settings)
     prompts = _prompts(v, data.get("prompts"), base_dir, engines)
@@ -134,7 +136,7 @@ def build(data: dict, source: str, base_dir: Path, sha256: str, default_name: st
                  pairings=pairings, arms=arms, prompts=prompts, engines=engines)
 
 
-def _engines(v: _V, raw: Any) -> dict[str, EngineDecl]:
+def _engines(v: _V, raw: Any, base_dir: Path) -> dict[str, EngineDecl]:
     """[engines.NAME] tables: what a command engine declares about itself."""
     out: dict[str, EngineDecl] = {}
     for name, t in v.table(raw, "engines").items():
@@ -150,6 +152,10 @@ def _engines(v: _V, raw: Any) -> dict[str, EngineDecl]:
         if len(set(phases)) != len(phases):
             raise v.fail(f"{k}.phases", "a phase is named twice")
         profile = t.get("profile_var")
+        try:
+            parser = textparse.compile_spec(t["parse"], base_dir, f"{k}.parse") if "parse" in t else None
+        except textparse.SpecError as e:
+            raise v.fail(e.key, e.what) from None
         prompts: dict[str, tuple[tuple[str, str], ...]] = {}
         for cat, items in v.table(t.get("prompts", {}), f"{k}.prompts").items():
             got = []
@@ -166,6 +172,9 @@ def _engines(v: _V, raw: Any) -> dict[str, EngineDecl]:
             profile_var=None if profile is None else v.str_(profile, f"{k}.profile_var"),
             numerics=v.str_(t.get("numerics", "unknown"), f"{k}.numerics"),
             tools=_str_table(v, t.get("tools", {}), f"{k}.tools"), prompts=prompts,
+            command=_command(v, t["command"], f"{k}.command") if "command" in t else None,
+            timeout_s=v.num(t["timeout_s"], f"{k}.timeout_s", 0, lo_open=True) if "timeout_s" in t else None,
+            parse=None if parser is None else parser.spec, parser=parser,
             split_notes=_str_table(v, t.get("split_notes", {}), f"{k}.split_notes"),
             build=_build_argv(v, t, k),
             interpreted=None if "interpreted" not in t else v.bool_(t["interpreted"], f"{k}.interpreted"))
@@ -180,6 +189,23 @@ def _build_argv(v: _V, t: dict, k: str) -> tuple[str, ...]:
     if not argv:
         raise v.fail(f"{k}.build", "empty argv list (leave `build` out when nothing is built)")
     return argv
+
+
+def _command(v: _V, raw: Any, key: str) -> tuple[str, ...]:
+    """A command engine's argv: strings, not empty, only known placeholders."""
+    command = v.str_list(raw, key)
+    if not command:
+        raise v.fail(key, "empty argv list")
+    for part in command:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(part)]
+        except ValueError as e:
+            raise v.fail(key, f"bad placeholder in {part!r}: {e}") from None
+        for fname in fields:
+            if fname is not None and fname not in COMMAND_PLACEHOLDERS:
+                raise v.fail(key, f"unknown placeholder {{{fname}}} "
+                             f"(known: {', '.join(COMMAND_PLACEHOLDERS)})")
+    return command
 
 
 def _str_table(v: _V, raw: Any, key: str) -> dict[str, str]:
@@ -362,22 +388,22 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, Eng
         redact.remember(env)   # a secret-named variable here is kept out of every output too
         command = None
         if decl.adapter == "command":
-            if "command" not in t:
-                raise v.fail(f"{k}.command", f"missing: engine {engine!r} runs a command and needs an argv list")
-            command = v.str_list(t["command"], f"{k}.command")
-            if not command:
-                raise v.fail(f"{k}.command", "empty argv list")
-            for part in command:
-                for _, fname, _, _ in _formatter_parse(v, part, f"{k}.command"):
-                    if fname is not None and fname not in COMMAND_PLACEHOLDERS:
-                        raise v.fail(f"{k}.command", f"unknown placeholder {{{fname}}} "
-                                     f"(known: {', '.join(COMMAND_PLACEHOLDERS)})")
+            # The arm's own argv wins; else the engine's default (`[engines.NAME] command`).
+            if "command" in t:
+                command = _command(v, t["command"], f"{k}.command")
+            elif decl.command is not None:
+                command = decl.command
+            else:
+                raise v.fail(f"{k}.command", f"missing: engine {engine!r} runs a command and needs an argv "
+                             f"list (here, or once for every arm as [engines.{engine}] command)")
         elif "command" in t:
             raise v.fail(f"{k}.command", f"only engine \"command\" takes a command (engine is {engine!r})")
         regex = None
         if "tok_s_regex" in t:
             if decl.adapter != "command":
                 raise v.fail(f"{k}.tok_s_regex", "only a command engine takes tok_s_regex")
+            if decl.parser is not None:
+                raise v.fail(f"{k}.tok_s_regex", f"engine {engine!r} declares a parse table; give one or the other")
             regex = v.str_(t["tok_s_regex"], f"{k}.tok_s_regex")
             try:
                 rx = re.compile(regex)
@@ -385,21 +411,14 @@ def _arms(v: _V, raw: Any, pairings: dict[str, Pairing], declared: dict[str, Eng
                 raise v.fail(f"{k}.tok_s_regex", f"not a valid regular expression: {e}") from None
             if rx.groups < 1:
                 raise v.fail(f"{k}.tok_s_regex", "needs one capture group around the number")
-        timeout = v.num(t.get("timeout_s", 600.0), f"{k}.timeout_s", 0, lo_open=True)
+        timeout = v.num(t.get("timeout_s", decl.timeout_s or 600.0), f"{k}.timeout_s", 0, lo_open=True)
         prefixes = tuple(dict.fromkeys([*settings.override_prefixes, *decl.override_prefixes]))
         out.append(Arm(name=name, pairing=pairing, engine=engine, block=block, env=env,
                        command=command, timeout_s=timeout, tok_s_regex=regex,
-                       adapter=decl.adapter, override_prefixes=prefixes))
+                       adapter=decl.adapter, override_prefixes=prefixes, parser=decl.parser))
     if not out:
         raise v.fail("arms", "empty: the suite needs at least one arm")
     return tuple(out), engines
-
-
-def _formatter_parse(v: _V, s: str, key: str) -> list:
-    try:
-        return list(string.Formatter().parse(s))
-    except ValueError as e:
-        raise v.fail(key, f"bad placeholder in {s!r}: {e}") from None
 
 
 def _prompts(v: _V, raw: Any, base_dir: Path, engines: dict[str, EngineDecl]) -> tuple[Prompt, ...]:

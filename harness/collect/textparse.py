@@ -1,0 +1,233 @@
+"""An engine that prints text: the parser its suite declares (`[engines.NAME.parse]`).
+
+Either regular expressions for named figures (token ids, decode timing, phases, gate, overrides,
+acceptance counts) or a Python function `module:function` in the engine's tree that takes
+(stdout, stderr) and returns the contract's result dict. Both produce the same dict a JSON engine
+prints, decoded by `decode_engine_result` and then checked by the runner's one gate
+(`harness.core.results.result_problem`), so phases, identity and the gate work as for JSON.
+Checked when the suite is read (a bad regex, a missing group, an unimportable function: one line);
+a pattern that does not match fails the run, naming its key.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core.schema import EngineResult, ResultError, decode_engine_result
+
+# Figures one capture group reads as a number: the result field each fills.
+NUMBERS = {
+    "decode_ms": "decode_ms", "decode_tokens_per_s": "decode_tokens_per_s", "ms_per_token": "ms_per_token",
+    "prefill_ms": "prefill_ms", "generated_tokens": "generated_tokens", "prompt_tokens": "prompt_tokens",
+    "proposed": "proposed", "accepted": "accepted", "rounds": "rounds",
+}
+COUNTS = ("generated_tokens", "prompt_tokens", "proposed", "accepted", "rounds")
+# Figures a run that decoded classic does not print (block 1, or the gate declined).
+SPECULATIVE_ONLY = ("proposed", "accepted", "rounds")
+GATES = ("gate_overridden", "gate_declined", "gate_passed")   # the first that matches decides
+TEXTS = ("tokens", "text", "gate_reading", "overrides")
+KEYS = ("function", *NUMBERS, *GATES, *TEXTS, "phases")
+TOKEN_IDS = re.compile(r"^[\s,\[\]]*\d+(?:[\s,]+\d+)*[\s,\]]*$")
+
+
+class SpecError(ValueError):
+    """A parse table the suite cannot use: (the suite key, what), for the suite's one-line error."""
+
+    def __init__(self, key: str, what: str):
+        super().__init__(f"{key}: {what}")
+        self.key, self.what = key, what
+
+
+@dataclass(frozen=True)
+class TextParser:
+    spec: dict[str, Any]                                   # as declared, for the record
+    patterns: dict[str, re.Pattern[str]] = field(default_factory=dict)   # key -> pattern
+    phases: dict[str, re.Pattern[str]] = field(default_factory=dict)     # phase -> pattern
+    function: Callable[[str, str], Any] | None = None
+
+    def result(self, stdout: str, stderr: str, base: dict[str, Any]) -> EngineResult:
+        """The run's result; `base` is what the harness knows of the arm (its `arm` block).
+        ResultError names the pattern key that failed."""
+        if self.function is not None:
+            name = self.spec["function"]
+            try:
+                got = self.function(stdout, stderr)
+            except Exception as e:  # the engine's own code may fail in any way: this run fails
+                raise ResultError(f"parse.function {name} raised {type(e).__name__}: {e}") from None
+            if not isinstance(got, dict):
+                raise ResultError(f"parse.function {name} returned {type(got).__name__}, not a result dict")
+            return decode_engine_result(got)
+        return decode_engine_result(self._figures(stdout, stderr, base))
+
+    def _figures(self, stdout: str, stderr: str, base: dict[str, Any]) -> dict[str, Any]:
+        p = self.patterns
+        classic_arm = base.get("block") == 1
+        gate = _gate(p, stdout, stderr, classic_arm)
+        classic = classic_arm or gate["outcome"] == "declined"
+        diag: dict[str, Any] = {"mode": "classic" if classic else "speculative"}
+        out: dict[str, Any] = {"arm": {**base, "mode": diag["mode"]}, "gate": gate, "diagnostics": diag}
+        for key, target in NUMBERS.items():
+            if key not in p:
+                continue
+            m = _last(p[key], stdout, stderr)
+            if m is None:
+                if classic and key in SPECULATIVE_ONLY:
+                    diag[target] = 0 if key == "rounds" else None
+                    continue
+                raise _no_match(key)
+            diag[target] = _number(key, m, whole=key in COUNTS)
+        diag = {k: v for k, v in diag.items() if v is not None}
+        out["diagnostics"] = diag
+        phase_ms = {}
+        for phase, rx in self.phases.items():
+            m = _last(rx, stdout, stderr)
+            if m is None:
+                if classic:
+                    continue
+                raise _no_match(f"phases.{phase}")
+            phase_ms[phase] = _number(f"phases.{phase}", m)
+        if phase_ms:
+            diag["phase_ms"] = phase_ms
+        if "tokens" in p:
+            m = _last(p["tokens"], stdout, stderr)
+            if m is None:
+                raise _no_match("tokens")
+            if not TOKEN_IDS.match(m.group(1)):
+                raise ResultError(f"parse.tokens captured {_short(m.group(1))}, not a list of token ids")
+            out["token_ids"] = [int(x) for x in re.findall(r"\d+", m.group(1))]
+        if "text" in p:
+            m = _last(p["text"], stdout, stderr)
+            if m is None:
+                raise _no_match("text")
+            out["text"] = m.group(1)
+        if "overrides" in p:
+            out["overrides"] = _overrides(p["overrides"], stdout, stderr)
+        return out
+
+
+def _last(rx: re.Pattern[str], stdout: str, stderr: str) -> re.Match[str] | None:
+    """The last match in stdout, else in stderr (a log line may go to either)."""
+    for stream in (stdout, stderr):
+        ms = list(rx.finditer(stream))
+        if ms:
+            return ms[-1]
+    return None
+
+
+def _no_match(key: str) -> ResultError:
+    return ResultError(f"parse.{key} matched nothing in stdout or stderr")
+
+
+def _short(s: str) -> str:
+    return repr(s if len(s) <= 60 else s[:57] + "...")
+
+
+def _number(key: str, m: re.Match[str], whole: bool = False) -> float | int:
+    s = m.group(1).strip()
+    try:
+        return int(s) if whole else float(s)
+    except ValueError:
+        what = "a whole number" if whole else "a number"
+        raise ResultError(f"parse.{key} captured {_short(s)}, not {what}") from None
+
+
+def _gate(p: dict[str, re.Pattern[str]], stdout: str, stderr: str, classic_arm: bool) -> dict[str, Any]:
+    """The gate block: the first gate pattern that matches decides; none declared: unknown."""
+    declared = [k for k in GATES if k in p]
+    if not declared:
+        return {"outcome": "unknown", "reading": "the engine's parse table declares no gate pattern"}
+    reading = ""
+    if "gate_reading" in p:
+        m = _last(p["gate_reading"], stdout, stderr)
+        reading = " ".join(m.group(1).split()) if m else ""   # one line, as labels quote it
+    for key in declared:
+        if _last(p[key], stdout, stderr) is not None:
+            outcome = key.removeprefix("gate_")
+            return {"outcome": outcome, "engaged": outcome != "declined", "reading": reading}
+    if classic_arm:
+        return {"outcome": "not_applicable", "engaged": False, "reading": reading}
+    raise ResultError(f"parse: no gate pattern matched ({', '.join(f'parse.{k}' for k in declared)})")
+
+
+def _overrides(rx: re.Pattern[str], stdout: str, stderr: str) -> dict[str, str]:
+    """Every NAME=VALUE the pattern matches, in both streams; none is no override."""
+    out: dict[str, str] = {}
+    for stream in (stdout, stderr):
+        for m in rx.finditer(stream):
+            s = (m.group(1) if rx.groups else m.group(0)).strip()
+            name, eq, value = s.partition("=")
+            if not eq or not name.strip():
+                raise ResultError(f"parse.overrides matched {_short(s)}, not NAME=VALUE")
+            out[name.strip()] = value.strip()
+    return out
+
+
+# --- the suite's declaration -------------------------------------------------------------
+
+def compile_spec(raw: Any, base_dir: Path, key: str = "parse") -> TextParser:
+    """A parse table (the suite's `key`) checked and compiled; SpecError when it is not usable."""
+    if not isinstance(raw, dict):
+        raise SpecError(key, f"expected a table, got {raw!r}")
+    for k in raw:
+        if k not in KEYS:
+            raise SpecError(f"{key}.{k}", f"unknown field (known: {', '.join(KEYS)})")
+    if "function" in raw:
+        if len(raw) > 1:
+            raise SpecError(f"{key}.function", "give either function or patterns, not both")
+        return TextParser(spec=dict(raw), function=_function(raw["function"], base_dir, f"{key}.function"))
+    patterns = {k: _pattern(f"{key}.{k}", raw[k], groups=0 if k in GATES or k == "overrides" else 1)
+                for k in raw if k != "phases"}
+    phases_raw = raw.get("phases", {})
+    if not isinstance(phases_raw, dict):
+        raise SpecError(f"{key}.phases", "expected a table: phase = pattern")
+    phases = {name: _pattern(f"{key}.phases.{name}", rx, 1) for name, rx in phases_raw.items()}
+    if "tokens" not in patterns and "generated_tokens" not in patterns:
+        raise SpecError(key, "needs a token count: tokens (the ids) or generated_tokens")
+    if not any(k in patterns for k in ("decode_ms", "ms_per_token", "decode_tokens_per_s")):
+        raise SpecError(key, "needs a decode timing: decode_ms, ms_per_token or decode_tokens_per_s")
+    if "gate_reading" in patterns and not any(k in patterns for k in GATES):
+        raise SpecError(f"{key}.gate_reading", "needs a gate pattern too (gate_passed, gate_declined or "
+                                               "gate_overridden)")
+    spec = {k: v for k, v in raw.items() if k != "phases"}
+    if phases:
+        spec["phases"] = dict(phases_raw)
+    return TextParser(spec=spec, patterns=patterns, phases=phases)
+
+
+def _pattern(key: str, rx: Any, groups: int) -> re.Pattern[str]:
+    if not isinstance(rx, str) or not rx:
+        raise SpecError(key, f"expected a regular expression (a non-empty string), got {rx!r}")
+    try:
+        c = re.compile(rx)
+    except re.error as e:
+        raise SpecError(key, f"not a valid regular expression: {e}") from None
+    if c.groups < groups:
+        raise SpecError(key, "needs a capture group around the value")
+    return c
+
+
+def _function(ref: Any, base_dir: Path, key: str) -> Callable[[str, str], Any]:
+    """`module:function`, imported with the suite's directory (the engine's tree) first on the path."""
+    if not isinstance(ref, str) or ref.count(":") != 1 or not all(ref.split(":")):
+        raise SpecError(key, f"expected \"module:function\", got {ref!r}")
+    mod_name, fn_name = ref.split(":")
+    where = str(base_dir)
+    sys.path.insert(0, where)
+    try:
+        importlib.invalidate_caches()
+        mod = importlib.import_module(mod_name)
+    except Exception as e:  # the engine's module may fail to import in any way: one line
+        raise SpecError(key, f"cannot import {mod_name!r} (from {where} or the path): "
+                                    f"{type(e).__name__}: {e}") from None
+    finally:
+        sys.path.remove(where)
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise SpecError(key, f"module {mod_name!r} has no function {fn_name!r}")
+    return fn
