@@ -74,14 +74,15 @@ def pick(c: Comparison, arm: str, figure: str) -> paired.Paired:
 
 def bisect(repo: Path, good: str, bad: str, arm: str, figure: str, suite: Any, work: Path,
            report: Callable[[Probe], None] | None = None,
-           compare: Callable[..., Comparison] = compare_commits) -> Bisection:
+           compare: Callable[..., Comparison] = compare_commits, console: Any = None) -> Bisection:
     good_sha, bad_sha = rev_parse(repo, good), rev_parse(repo, bad)
     left = first_parent_range(repo, good_sha, bad_sha)
     b = Bisection(arm, figure, good_sha, bad_sha)
 
     def probe(lo: str, mid: str) -> str:
+        # A commit probed again is not rebuilt (harness.ci.build keeps its built tree).
         c = compare(repo, lo, mid, suite, work / f"{len(b.probes):02d}-{mid[:12]}",
-                    command=["harness", "bisect", good, bad])
+                    command=["harness", "bisect", good, bad], console=console)
         r = pick(c, arm, figure)
         p = Probe(lo, mid, r.verdict, paired.ratio_text(r), paired.detectable_text(r), r.n, round(c.duration_s, 1))
         b.probes.append(p)

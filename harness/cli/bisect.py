@@ -22,7 +22,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"probe {p.probe[:12]} against {p.good[:12]}: {p.verdict}, {args.arm} {args.figure} {p.change} "
               f"over {p.pairs} pairs (smallest detectable {p.detectable}; {p.seconds:.0f} s)", flush=True)
 
-    b = bisect(repo, args.good, args.bad, args.arm, args.figure, suite, work, report=report)
+    from rich.console import Console
+
+    # The console says each commit's build (or its reuse) as a probe starts.
+    b = bisect(repo, args.good, args.bad, args.arm, args.figure, suite, work, report=report,
+               console=Console(stderr=True))
     if b.first_bad:
         print(f"first bad commit: {b.first_bad} ({len(b.probes)} probes)")
     else:

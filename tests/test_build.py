@@ -1,0 +1,173 @@
+"""harness.ci.build: a commit's tree built once and reused, a failed build as one line, and the
+refusal to compare one executable outside both trees with itself. The builds here are small
+Python programs standing in for a compiler (the Rust engine end to end is tests/test_rust_e2e.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from asv_scratch import commit_all, git
+
+from harness.ci import build
+from harness.ci.commits import export_commit
+from harness.collect.suite import load_suite
+from harness.core.errors import UserError
+
+# A "compiler": writes bin/engine into the tree and counts its runs in a file outside it.
+COMPILE = ("import os, pathlib, sys; c = pathlib.Path(sys.argv[1]); "
+           "c.write_text(str(int(c.read_text() or 0) + 1) if c.exists() else '1'); "
+           "pathlib.Path('bin').mkdir(); pathlib.Path('bin/engine').write_text(open('VERSION').read()); "
+           "print('compiled', open('VERSION').read().strip()); "
+           "print('CARGO_TARGET_DIR=' + os.environ.get('CARGO_TARGET_DIR', ''))")
+
+
+@pytest.fixture
+def repo(tmp_path) -> tuple[Path, dict[str, str]]:
+    r = tmp_path / "engine"
+    r.mkdir()
+    (r / "VERSION").write_text("1\n")
+    git(r, "init", "-q", "-b", "main")
+    shas = {"base": commit_all(r, "one")}
+    (r / "VERSION").write_text("2\n")
+    shas["head"] = commit_all(r, "two")
+    return r, shas
+
+
+def suite_with(tmp_path: Path, command: list[str], engine_extra: str = "") -> object:
+    p = tmp_path / "suite.toml"
+    p.write_text(f"""
+name = "b"
+max_tokens = 4
+[engines.eng]
+{engine_extra}
+[[pairings]]
+name = "none"
+target = "."
+[[arms]]
+name = "a"
+engine = "eng"
+command = {json.dumps(command)}
+[[prompts]]
+name = "p"
+text = "hi"
+""")
+    return load_suite(p)
+
+
+def test_a_commit_is_built_once_then_its_marked_tree_is_reused(repo, tmp_path, monkeypatch):
+    r, shas = repo
+    count = tmp_path / "count"
+    argv = [[sys.executable, "-c", COMPILE, str(count)]]
+    monkeypatch.setenv("CARGO_TARGET_DIR", str(tmp_path / "shared-target"))
+    first = build.built_tree(r, shas["base"], argv, export_commit)
+    assert not first.cached and count.read_text() == "1"
+    assert Path(first.tree, "bin", "engine").read_text() == "1\n"
+    assert first.tree == str(r / ".harness" / "builds" / Path(first.tree).name)
+    assert first.tail[0] == "compiled 1"
+    assert "CARGO_TARGET_DIR=" in first.tail   # a shared target directory is not passed on
+    again = build.built_tree(r, shas["base"], argv, export_commit)
+    assert again.cached and again.tree == first.tree and count.read_text() == "1"
+    assert again.wall_s == first.wall_s and "built before" in again.line("base")
+    # Another build command is another tree.
+    other = build.built_tree(r, shas["base"], [*argv, [sys.executable, "-c", "pass"]], export_commit)
+    assert other.tree != first.tree and not other.cached and count.read_text() == "2"
+
+
+def test_a_failed_build_is_one_line_naming_the_commit_and_is_built_again_next_time(repo):
+    r, shas = repo
+    fail = [[sys.executable, "-c", "import sys; print('compiling'); print('error[E0308]: mismatched types'); "
+             "sys.exit(101)"]]
+    with pytest.raises(UserError) as e:
+        build.built_tree(r, shas["head"], fail, export_commit)
+    msg = str(e.value)
+    assert "\n" not in msg and shas["head"][:12] in msg and ": 101)" in msg
+    assert "compiling | error[E0308]: mismatched types" in msg and build.LOG in msg
+    tree = build.cache_dir(r, shas["head"], fail)
+    assert not (tree / build.MARK).exists()   # unmarked: the next check builds it anew
+    with pytest.raises(UserError):
+        build.built_tree(r, shas["head"], fail, export_commit)
+    assert (tree / build.LOG).read_text().count("$ ") == 1   # the failed tree was replaced, not reused
+
+
+def test_a_build_program_that_does_not_exist_is_one_line(repo):
+    r, shas = repo
+    with pytest.raises(UserError, match=r"failed \(no-such-build-tool-xyz: not found\)"):
+        build.built_tree(r, shas["base"], [["no-such-build-tool-xyz"]], export_commit)
+
+
+def test_side_trees_build_both_commits_and_say_each_in_one_line(repo, tmp_path):
+    r, shas = repo
+    s = suite_with(tmp_path, ["{tree}/bin/engine"], f"build = {json.dumps([sys.executable, '-c', COMPILE, str(tmp_path / 'n')])}")
+    said: list[str] = []
+    trees = build.side_trees(r, s, tmp_path / "work", shas, export_commit, said.append)
+    assert [Path(t, "bin", "engine").read_text() for t, _ in trees.values()] == ["1\n", "2\n"]
+    assert [line.split(":")[0] for line in said] == [f"base {shas['base'][:12]}"] * 2 + [f"head {shas['head'][:12]}"] * 2
+    assert "building" in said[0] and "built in" in said[1]
+    said.clear()
+    build.side_trees(r, s, tmp_path / "work", shas, export_commit, said.append)
+    assert len(said) == 2 and all("reused" in line for line in said)
+
+
+def test_no_build_exports_each_commit_under_the_work_directory(repo, tmp_path):
+    r, shas = repo
+    s = suite_with(tmp_path, ["{python}", "-m", "eng"])
+    trees = build.side_trees(r, s, tmp_path / "work", shas, export_commit)
+    assert {side: info for side, (_, info) in trees.items()} == {"base": None, "head": None}
+    assert trees["head"][0] == tmp_path / "work" / "trees" / f"head-{shas['head'][:12]}"
+
+
+def test_one_executable_outside_both_trees_is_refused(repo, tmp_path):
+    r, shas = repo
+    prebuilt = tmp_path / "prebuilt-engine"
+    prebuilt.write_text("#!/bin/sh\n")
+    prebuilt.chmod(0o755)
+    s = suite_with(tmp_path, [str(prebuilt), "--prompt-file", "{prompt_file}"])
+    trees = {side: export_commit(r, sha, tmp_path / side) for side, sha in shas.items()}
+    with pytest.raises(UserError) as e:
+        build.refuse_shared_executable(s, trees)
+    assert str(e.value).startswith(f"arm 'a' runs {prebuilt.resolve()} for both commits, outside their trees")
+    assert "[engines.eng]" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_program_found_on_path_is_refused_too(repo, tmp_path, monkeypatch):
+    r, shas = repo
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "my-engine").write_text("#!/bin/sh\n")
+    (bindir / "my-engine").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    s = suite_with(tmp_path, ["my-engine"])
+    trees = {side: export_commit(r, sha, tmp_path / side) for side, sha in shas.items()}
+    with pytest.raises(UserError, match="runs .*my-engine for both commits"):
+        build.refuse_shared_executable(s, trees)
+
+
+@pytest.mark.parametrize("command, extra", [
+    (["{tree}/bin/engine"], ""),                       # the commit's own build
+    (["bin/engine"], ""),                              # relative: the worker runs in the tree
+    (["{python}", "-m", "eng"], ""),                   # Python reading the tree on PYTHONPATH
+    (["/bin/sh", "run.sh"], "interpreted = true"),     # said by the suite
+], ids=["tree-placeholder", "relative-to-tree", "python-module", "declared-interpreted"])
+def test_commands_that_run_each_commits_own_code_are_not_refused(repo, tmp_path, command, extra):
+    r, shas = repo
+    s = suite_with(tmp_path, command, extra)
+    trees = {side: export_commit(r, sha, tmp_path / side) for side, sha in shas.items()}
+    for t in trees.values():
+        (t / "bin").mkdir()
+        (t / "bin" / "engine").write_text("#!/bin/sh\n")
+    build.refuse_shared_executable(s, trees)   # no UserError
+
+
+def test_the_suite_refuses_an_empty_build_and_takes_tree_in_a_command(tmp_path):
+    with pytest.raises(UserError, match=r"engines\.eng\.build.*empty argv list"):
+        suite_with(tmp_path, ["x"], "build = []")
+    with pytest.raises(UserError, match=r"engines\.eng\.interpreted"):
+        suite_with(tmp_path, ["x"], 'interpreted = "yes"')
+    s = suite_with(tmp_path, ["{tree}/target/release/x"], 'build = ["cargo", "build", "--release"]')
+    decl = s.engines["eng"]
+    assert decl.build == ("cargo", "build", "--release")
+    assert decl.to_dict()["build"] == ["cargo", "build", "--release"]
+    assert type(decl).from_dict(decl.to_dict()).build == decl.build
