@@ -14,6 +14,7 @@ import pytest
 from harness_helpers import REPO, cli_in_process, load
 
 from harness.analyze.identity import classic_comparisons
+from harness.analyze.labels import reasons
 from harness.collect import textparse
 from harness.collect.suite import load_suite, suite_from_record
 from harness.core.results import result_problem
@@ -300,3 +301,19 @@ def test_an_arm_without_a_command_of_an_engine_without_one_says_where_to_give_it
     suite.write_text(re.sub(r"(?m)^command = .*\n", "", suite.read_text()))
     line = _refused(tmp_path, suite, monkeypatch, capsys)
     assert "arms[0].command: missing" in line and "[engines.mlxcel] command" in line, line
+
+
+# --- smaller items ------------------------------------------------------------------------------
+
+def test_a_minimal_contract_record_says_not_shipping_once(tmp_path: Path, monkeypatch, capsys) -> None:
+    """No gate pattern: gate unknown; the report's gate sentence names the reason once."""
+    parse = {k: PARSE[k] for k in ("tokens", "decode_ms")}
+    r, rec = _run(tmp_path, seed_suite(tmp_path, [{"name": "classic"}], parse=parse, phases={}), monkeypatch, capsys)
+    assert r.returncode == 0 and rec["runs"][0]["label"] == "not a shipping configuration: gate outcome unknown"
+    md = cli_in_process(["report", str(tmp_path / "r.json")], tmp_path, monkeypatch, capsys).stdout
+    assert "classic is not a shipping configuration: gate outcome unknown." in md, md[:3000]
+    assert "configuration: not a shipping configuration" not in md
+
+
+def test_reasons_drops_each_not_shipping_prefix() -> None:
+    assert reasons("not a shipping configuration: a; not a shipping configuration: b") == "a; b"

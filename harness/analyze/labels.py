@@ -51,6 +51,12 @@ def label_run(overrides: Mapping[str, str], gate: Mapping[str, Any], failed: boo
     return Label(False, text)
 
 
+def reasons(label: str) -> str:
+    """A label's reasons without its "not a shipping configuration: " (for a sentence that says
+    it already); a label of several runs' labels joined by "; " loses each one's."""
+    return label.replace(f"{NOT_SHIPPING}: ", "")
+
+
 def annotate_label(run: dict[str, Any]) -> dict[str, Any]:
     """Fill a run's "shipping" and "label" fields (the runner's annotate hook uses this)."""
     lab = label_run(run.get("overrides") or {}, run.get("gate") or {}, run.get("status") == "failed")

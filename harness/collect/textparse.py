@@ -141,7 +141,7 @@ def _gate(p: dict[str, re.Pattern[str]], stdout: str, stderr: str, classic_arm: 
     """The gate block: the first gate pattern that matches decides; none declared: unknown."""
     declared = [k for k in GATES if k in p]
     if not declared:
-        return {"outcome": "unknown", "reading": "the engine's parse table declares no gate pattern"}
+        return {"outcome": "unknown"}
     reading = ""
     if "gate_reading" in p:
         m = _last(p["gate_reading"], stdout, stderr)

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.analyze import acceptance as acc
 from harness.analyze.gpustack import UNKNOWN
-from harness.analyze.labels import NOT_SHIPPING, SHIPPING
+from harness.analyze.labels import NOT_SHIPPING, SHIPPING, reasons
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS, duty_line, sequential_lines
 from harness.core import declare
 from harness.core.schema import section
@@ -39,7 +39,7 @@ def gate_sentence(fx: Facts, both: str | None = None) -> str:
             out = fx.outcome(a)
             if "declined" in out:
                 why.append("the gate declined, so it decoded classic")
-            txt = "; ".join(why) or fx.label(a)
+            txt = "; ".join(why) or reasons(fx.label(a))   # the sentence says "not shipping" itself
             parts.append(f"{a} is {NOT_SHIPPING}: {txt}.")
     ungated = [a for a in ship if "no exactness gate" in (fx.label(a) or "")]
     if ungated:
