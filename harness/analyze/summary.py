@@ -303,3 +303,50 @@ def sequential_lines(record: Any) -> list[str]:
         out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
                    f"smallest detectable {det_s}{note}")
     return out
+
+
+def waiting_lines(record: Any) -> list[str]:
+    """The summary's first lines when waiting, not measuring, took the session (more than half
+    its wall time) or the quiet gate timed out: how long, for what, and the suite setting that
+    governs it, e.g. "waited 427 s of 431 s for a quiet machine (65 quiet-gate timeouts);" and
+    "  [quiet] timeout_s = 120 governs it: lower it on a busy host (the suite file)". A first
+    run on a busy host once took 7 min for 2 s of measuring and nothing said why. [] otherwise."""
+    data = getattr(record, "data", record)
+    duty = record_duty(data) if isinstance(data, dict) else None
+    if not duty or not duty.get("session_wall_s"):
+        return []
+    runs = [r for r in data.get("runs") or [] if isinstance(r, dict)]
+    timeouts = sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs)
+    wall, waited = float(duty["session_wall_s"]), float(duty.get("waiting_s") or 0.0)
+    if not timeouts and waited <= 0.5 * wall:
+        return []
+
+    def total(get: Any) -> float:
+        return sum(float(x) for r in runs if isinstance(x := get(r), (int, float)) and not isinstance(x, bool))
+    quiet = total(lambda r: r.get("quiet_wait_s"))
+    cool = total(lambda r: r.get("cooldown_s"))
+    thermal = total(lambda r: ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
+    s = (data.get("suite") or {}).get("settings") or {}
+    q = dict(s.get("quiet") or {})
+    for key in ("timeout_s", "settle_s", "threshold_pct"):   # what the gate ran with, where it says
+        ran = [g[key] for r in runs if isinstance(g := (r.get("load") or {}).get("quiet_gate"), dict)
+               and isinstance(g.get(key), (int, float))]
+        q[key] = max(ran) if ran else q.get(key)
+    head = f"waited {_secs(waited)} of {_secs(wall)}"
+    if timeouts or quiet >= max(cool, thermal):
+        n = f"{timeouts} quiet-gate timeout{'s' if timeouts != 1 else ''}" if timeouts else "no quiet-gate timeout"
+        setting = (f"[quiet] timeout_s = {_num(q.get('timeout_s'))} governs it" if timeouts else
+                   f"[quiet] settle_s = {_num(q.get('settle_s'))} and threshold_pct = "
+                   f"{_num(q.get('threshold_pct'))} govern it")
+        return [f"{head} for a quiet machine ({n});",
+                f"  {setting}: lower {'it' if timeouts else 'settle_s'} on a busy host (the suite file)"]
+    if cool >= thermal:
+        return [f"{head} cooling down between runs;",
+                f"  cooldown_s = {_num(s.get('cooldown_s'))}, cooldown_ratio = {_num(s.get('cooldown_ratio'))} "
+                f"and cooldown_cap_s = {_num(s.get('cooldown_cap_s'))} govern it"]
+    return [f"{head} for the machine to leave a thermal state;",
+            f"  cooldown_cap_s = {_num(s.get('cooldown_cap_s'))} governs it (the thermal wait's limit)"]
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "unset"

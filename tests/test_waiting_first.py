@@ -1,0 +1,67 @@
+"""Waiting said first (issue 35, item 4 in part): the starter suite shows [quiet] and [watch]
+with what each setting governs, and a session that spent most of its time waiting, or whose
+quiet gate timed out, says so in the summary's first line with the setting that governs it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+
+from harness_helpers import cli_in_process, command_arm, write_suite
+
+from harness.analyze.summary import waiting_lines
+from harness.ci.init import render
+from harness.collect.host import quiet as host_quiet
+from harness.collect.suite.model import QuietSettings, WatchSettings
+from harness.core.tomlfile import tomllib
+
+
+def test_starter_suite_shows_quiet_and_watch_tables_naming_each_setting(tmp_path):
+    text = render(tmp_path, "harness", ["x"], ["m3-ultra"])["benchmarks/suite.toml"]
+    data = tomllib.loads(text)
+    assert data["quiet"]["enabled"] is True and data["watch"]["enabled"] is True
+    quiet = text[text.index("[quiet]"):text.index("[watch]")]
+    watch = text[text.index("[watch]"):text.index("[[pairings]]")]
+    for f in fields(QuietSettings):
+        assert f"{f.name} =" in quiet, f.name      # set, or shown commented with what it governs
+    for f in fields(WatchSettings):
+        assert f"{f.name} =" in watch, f.name
+    before = text[:text.index("[quiet]")]
+    assert "busy host" in before[before.rindex("# The quiet gate"):]   # what to change there
+
+
+def _timed_out_wait(self, cooldown_s=0.0, on_tick=None):
+    time.sleep(0.3)
+    return {"waited_s": 0.3, "cooldown_s": cooldown_s, "total_s": 0.3, "timed_out": True,
+            "samples": 2, "busy_samples": 2, "timeout_s": self.timeout_s, "settle_s": self.settle_s}
+
+
+def test_run_whose_quiet_gate_timed_out_says_so_first_with_timeout_s(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(host_quiet.QuietGate, "wait", _timed_out_wait)
+    suite = write_suite(tmp_path, [command_arm("classic")], repetitions=3,
+                        quiet={"enabled": True, "timeout_s": 120})
+    r = cli_in_process(["run", str(suite), "--record", str(tmp_path / "r.json")], tmp_path, monkeypatch, capsys)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("waited ") and "for a quiet machine (3 quiet-gate timeouts);" in lines[0]
+    assert lines[1].strip().startswith("[quiet] timeout_s = 120 governs it")
+    assert all(len(x) <= 80 for x in lines[:2])
+
+
+def _record(runs, wall, **settings):
+    return {"session_wall_s": wall, "runs": runs,
+            "suite": {"settings": {"cooldown_s": 0.05, "cooldown_ratio": 0.25, "cooldown_cap_s": 2.0,
+                                   "quiet": {"enabled": True, "threshold_pct": 15.0, "settle_s": 3.0,
+                                             "timeout_s": 120.0}, **settings}}}
+
+
+def test_waiting_lines_name_the_cooldown_settings_when_cooldowns_took_the_session():
+    runs = [{"wall_s": 0.1, "cooldown_s": 2.0, "quiet_wait_s": 0.0} for _ in range(10)]
+    lines = waiting_lines(_record(runs, 22.0))
+    assert lines[0] == "waited 20 s of 22 s cooling down between runs;"
+    assert "cooldown_s = 0.05, cooldown_ratio = 0.25 and cooldown_cap_s = 2 govern it" in lines[1]
+
+
+def test_waiting_lines_say_nothing_when_measuring_took_the_session():
+    runs = [{"wall_s": 2.0, "cooldown_s": 0.5, "quiet_wait_s": 0.5} for _ in range(10)]
+    assert waiting_lines(_record(runs, 31.0)) == []
