@@ -5,6 +5,7 @@ Python programs standing in for a compiler (the Rust engine end to end is tests/
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -171,3 +172,59 @@ def test_the_suite_refuses_an_empty_build_and_takes_tree_in_a_command(tmp_path):
     assert decl.build == ("cargo", "build", "--release")
     assert decl.to_dict()["build"] == ["cargo", "build", "--release"]
     assert type(decl).from_dict(decl.to_dict()).build == decl.build
+
+
+# --- harness init --build: asv builds the same way -----------------------------------------
+
+def test_init_build_writes_an_asv_config_that_builds_each_commit_where_tree_finds_it(tmp_path, monkeypatch,
+                                                                                     capsys):
+    from asv import util as asv_util
+    from asv.config import Config
+    from harness_helpers import cli_in_process
+
+    from harness.collect import tree
+
+    repo = tmp_path / "engine"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    r = cli_in_process(["init", "--harness-spec", "harness==1", "--hosts", "linux-cpu",
+                        "--build", "cargo build --release --features 'a {b}'",
+                        "--command", "{tree}/target/release/engine --prompt-file {prompt_file}"],
+                       repo, monkeypatch, capsys)
+    assert r.returncode == 0, r.stderr
+    conf = Config.load(str(repo / "asv.conf.json"))
+    assert conf.build_command[0] == "cargo build --release --features 'a {{b}}'"
+    assert conf.install_command[-1].endswith("harness==1")
+    # The starter suite declares the engine with the same build, and its arm runs it.
+    s = load_suite(repo / "benchmarks" / "suite.toml")
+    assert s.engines["engine"].build == ("cargo", "build", "--release", "--features", "a {b}")
+    assert [(a.engine, a.command[0]) for a in s.arms] == [("engine", "{tree}/target/release/engine")]
+    # asv's interpolation and commands, played here: the checkout built, kept, copied into the env.
+    checkout, cache, env = tmp_path / "asv" / "project", tmp_path / "asv" / "cache", tmp_path / "asv" / "env"
+    (checkout / "target" / "release").mkdir(parents=True)
+    (checkout / "target" / "release" / "engine").write_text("built")
+    (checkout / ".git").mkdir()
+    cache.mkdir()
+    env.mkdir()
+    variables = {"build_dir": str(checkout), "build_cache_dir": str(cache), "env_dir": str(env)}
+    built = asv_util.interpolate_command(conf.build_command[0], variables)[0]
+    assert built == ["cargo", "build", "--release", "--features", "a {b}"]
+    for cmd in [conf.build_command[1], conf.install_command[0]]:
+        argv, _, _, cwd = asv_util.interpolate_command(cmd, variables)
+        assert argv[0] == "python" and cwd is None
+        subprocess.run([sys.executable, *argv[1:]], check=True, cwd=tmp_path, timeout=60)
+    assert (env / tree.ASV_TREE / "target" / "release" / "engine").read_text() == "built"
+    assert not (env / tree.ASV_TREE / ".git").exists()
+    monkeypatch.delenv(tree.TREE_ENV, raising=False)
+    monkeypatch.setenv("ASV_ENV_DIR", str(env))
+    assert tree.engine_tree() == str((env / tree.ASV_TREE).resolve())
+
+
+def test_init_build_warns_when_the_command_does_not_name_the_tree(tmp_path):
+    from harness.ci.init import init
+
+    repo = tmp_path / "engine"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    res = init(repo, harness_spec="harness==1", hosts=["linux-cpu"], build=["make"], command=["my-engine"])
+    assert any("does not name {tree}" in w for w in res.warnings)

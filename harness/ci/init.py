@@ -10,7 +10,11 @@ Writes, at the root of the git repository of the working directory:
   hosts/README.md                    where the lab's own host profiles go (read first)
   .github/workflows/pr-benchmark.yml `harness pr-check` on every pull request
   .github/workflows/nightly.yml      `harness nightly` every night
-and adds the harness's outputs (.asv/, .harness/, results/, html/, records/, baselines/) to .gitignore,
+With --build (an argv, e.g. `cargo build --release`), asv.conf.json's build_command runs it in
+asv's checkout of each commit and its install_command puts that built tree where the suite's
+`{tree}` finds it, and the starter suite declares the engine with the same `build`, which
+pr-check, compare-commits and bisect run in each commit's tree (harness.ci.build).
+init also adds the harness's outputs (.asv/, .harness/, results/, html/, records/, baselines/) to .gitignore,
 appending only lines it lacks: untracked outputs would make every record "dirty".
 
 An existing file is never overwritten without --force: one line naming them, exit 2.
@@ -42,6 +46,13 @@ FILES = {
 IGNORED = (".asv/", "/.harness/", "/results/", "/html/", "/records/", "/baselines/", ".venv/")
 PLACEHOLDER_COMMAND = ["{python}", "-m", "MY_ENGINE", "--prompt-file", "{prompt_file}",
                        "--max-tokens", "{max_tokens}", "--seed", "{seed}"]
+# With --build and no --command: the built program, named in the commit's tree.
+PLACEHOLDER_BUILT = ["{tree}/PATH/TO/MY_ENGINE", "--prompt-file", "{prompt_file}",
+                     "--max-tokens", "{max_tokens}", "--seed", "{seed}"]
+# asv commands are split like a shell and run in asv's environment, whose python copies a tree.
+COPY_TREE = ("python -c \"import shutil, sys; shutil.rmtree(sys.argv[2], ignore_errors=True); "
+             "shutil.copytree(sys.argv[1], sys.argv[2], symlinks=True, "
+             "ignore=shutil.ignore_patterns('.git'))\" {src} {dst}")
 
 
 @dataclass
@@ -126,22 +137,59 @@ def _indent(lines: list[str], n: int) -> str:
     return "\n".join(" " * n + line for line in lines)
 
 
+def _asv_arg(part: str) -> str:
+    """One argv part in an asv command string: quoted like a shell, braces kept from asv's
+    interpolation."""
+    return shlex.quote(part).replace("{", "{{").replace("}", "}}")
+
+
+def asv_build(build: list[str]) -> tuple[list[str], list[str]]:
+    """(build_command, install_command's first part) that build a commit like pr-check does: the
+    build argv in asv's checkout of the commit, then that tree kept in asv's build cache and
+    copied into its environment, where `{tree}` finds it (harness.collect.tree)."""
+    from harness.collect.tree import ASV_TREE
+
+    return ([" ".join(_asv_arg(p) for p in build),
+             COPY_TREE.format(src="{build_dir}", dst=f"{{build_cache_dir}}/{ASV_TREE}")],
+            [COPY_TREE.format(src=f"{{build_cache_dir}}/{ASV_TREE}", dst=f"{{env_dir}}/{ASV_TREE}")])
+
+
+def engine_table(project: str, build: list[str]) -> tuple[str, str]:
+    """(the engine's name, its [engines.NAME] table) for a starter suite whose engine is built."""
+    from harness.core.declare import builtin
+
+    name = project if builtin(project) is None else f"{project}-engine"
+    return name, (f"\n# Your engine, built in each commit's own tree before it is measured (`harness init "
+                  f"--build`):\n# pr-check, compare-commits and bisect run `build` there once (kept in "
+                  f".harness/builds/),\n# asv's build_command the same; the arm names the program with "
+                  f"{{tree}}.\n[engines.{json.dumps(name)}]\nbuild = {json.dumps(build)}\n")
+
+
 def render(root: Path, harness_spec: str, command: list[str], hosts: list[str],
-           target: str = "..") -> dict[str, str]:
+           target: str = "..", build: list[str] | None = None) -> dict[str, str]:
     """Repository path -> file content."""
     engine, project = _engine_project(root)
     branch = _branch(root)
     spec = shlex.quote(harness_spec)
     install_harness = f"in-dir={{env_dir}} python -m pip install --no-compile {spec}"
-    if engine is not None:
-        build = ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"]
+    if build:
+        build_cmd, install = asv_build(build)
+        install.append(install_harness)
+        uninstall: list[str] = []
+        note = ("The engine's build (harness init --build), run in the commit's checkout\n    // "
+                "({build_dir}); that tree is kept in asv's build cache and copied into the environment,\n"
+                "    // where the suite's {tree} finds it.")
+        ci = ["python3 -m venv .venv", ".venv/bin/python -m pip install -q --upgrade pip",
+              f".venv/bin/python -m pip install -q {spec}"]
+    elif engine is not None:
+        build_cmd = ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"]
         install = ["in-dir={env_dir} python -m pip install --no-compile {wheel_file}", install_harness]
         uninstall = ["return-code=any python -m pip uninstall -y {project}"]
         note = "A wheel of the engine's package at that commit."
         ci = ["python3 -m venv .venv", ".venv/bin/python -m pip install -q --upgrade pip",
               f".venv/bin/python -m pip install -q {spec}", ".venv/bin/python -m pip install -q -e ."]
     else:
-        build, install, uninstall = [], [install_harness], []
+        build_cmd, install, uninstall = [], [install_harness], []
         note = ("No pyproject.toml or setup.py here, so nothing is built:\n    // add the engine's build "
                 "(run in the commit's checkout, {build_dir}), and make\n    // its command reachable from "
                 "any directory (the benchmarks run in a temporary one).")
@@ -149,7 +197,7 @@ def render(root: Path, harness_spec: str, command: list[str], hosts: list[str],
               f".venv/bin/python -m pip install -q {spec}"]
     values = {
         "@@PROJECT@@": project, "@@BRANCH@@": branch, "@@BUILD_NOTE@@": note,
-        "@@BUILD_COMMAND@@": json.dumps(build), "@@INSTALL_COMMAND@@": json.dumps(install),
+        "@@BUILD_COMMAND@@": json.dumps(build_cmd), "@@INSTALL_COMMAND@@": json.dumps(install),
         "@@UNINSTALL_COMMAND@@": json.dumps(uninstall),
         "@@NAME@@": project, "@@TARGET@@": target, "@@COMMAND@@": json.dumps(command),
         "@@HOSTS@@": ", ".join(hosts), "@@INSTALL@@": _indent(ci, 10),
@@ -160,6 +208,12 @@ def render(root: Path, harness_spec: str, command: list[str], hosts: list[str],
         for k, v in values.items():
             text = text.replace(k, v)
         out[dest] = text
+    if build:
+        # The starter arm runs the declared engine, whose table says how a commit is built.
+        name, table = engine_table(project, build)
+        suite = out["benchmarks/suite.toml"]
+        assert suite.count('engine = "command"') == 1, "the starter suite's arm changed: update init"
+        out["benchmarks/suite.toml"] = suite.replace('engine = "command"', f"engine = {json.dumps(name)}") + table
     return out
 
 
@@ -177,7 +231,8 @@ def _gitignore(root: Path) -> list[str]:
 
 
 def init(start: str | Path = ".", force: bool = False, harness_spec: str | None = None,
-         command: list[str] | None = None, hosts: list[str] | None = None, target: str = "..") -> InitResult:
+         command: list[str] | None = None, hosts: list[str] | None = None, target: str = "..",
+         build: list[str] | None = None) -> InitResult:
     """Write the files into the git repository containing `start`; see the module docstring."""
     where = Path(start)
     if not where.exists():
@@ -201,8 +256,8 @@ def init(start: str | Path = ".", force: bool = False, harness_spec: str | None 
         if unknown:
             raise UserError(f"unknown host profile {', '.join(map(repr, unknown))} (known: "
                             f"{', '.join(sorted(known))}; a lab's own goes in {local}/NAME.json)")
-    files = render(root, harness_spec, command or PLACEHOLDER_COMMAND,
-                   hosts or _default_hosts(), target)
+    files = render(root, harness_spec, command or (PLACEHOLDER_BUILT if build else PLACEHOLDER_COMMAND),
+                   hosts or _default_hosts(), target, build)
     existing = [p for p in files if (root / p).exists()]
     if existing and not force:
         raise UserError(f"{root}: would overwrite {', '.join(existing)}; move them aside or pass --force")
@@ -216,4 +271,7 @@ def init(start: str | Path = ".", force: bool = False, harness_spec: str | None 
     if command is None:
         result.warnings.append("benchmarks/suite.toml runs a placeholder command (MY_ENGINE): put your "
                                "engine's argv in its [[arms]] command, or re-run with --command")
+    elif build and not any("{tree}" in part for part in command):
+        result.warnings.append("--build is given but --command does not name {tree}: each commit is built in "
+                               "its own tree, so name the built program there, e.g. {tree}/target/release/NAME")
     return result

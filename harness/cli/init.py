@@ -22,9 +22,17 @@ def run(args: argparse.Namespace) -> int:
     if command is not None and not command:
         raise UserError("--command is empty: give the engine's command line, e.g. "
                         "--command 'my-engine generate --prompt-file {prompt_file}'")
+    try:
+        build = shlex.split(args.build) if args.build is not None else None
+    except ValueError as e:
+        raise UserError(f"--build {args.build!r}: cannot split it like a shell ({e}); "
+                        "close its quotes or escape them") from None
+    if build is not None and not build:
+        raise UserError("--build is empty: give the command that builds a commit, e.g. "
+                        "--build 'cargo build --release'")
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()] if args.hosts else None
     res = init(args.dir, force=args.force, harness_spec=args.harness_spec, command=command,
-               hosts=hosts, target=args.model)
+               hosts=hosts, target=args.model, build=build)
     for rel in res.written:
         print(f"wrote {res.root / rel}")
     if res.gitignore_added:
@@ -45,6 +53,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite files that exist")
     p.add_argument("--command", help="the engine's command line for the starter arm (split like a shell; "
                                      "placeholders such as {prompt_file} {max_tokens} {seed} {python})")
+    p.add_argument("--build", help="the command that builds a commit of a compiled engine, run in the "
+                                   "commit's tree (split like a shell, e.g. 'cargo build --release'); "
+                                   "name the built program in --command with {tree}")
     p.add_argument("--model", default="..", help="the starter pairing's model directory, relative to "
                                                  "benchmarks/ (default: .., the repository)")
     p.add_argument("--harness-spec", help="pip requirement that installs this harness in asv's environment "
