@@ -317,3 +317,60 @@ def test_a_minimal_contract_record_says_not_shipping_once(tmp_path: Path, monkey
 
 def test_reasons_drops_each_not_shipping_prefix() -> None:
     assert reasons("not a shipping configuration: a; not a shipping configuration: b") == "a; b"
+
+
+def _schema_has(path: str) -> bool:
+    """Whether a dotted path (`x[]` for an array's items) is a field of the published result schema."""
+    doc = json.loads((REPO / "schema" / "engine-result.schema.json").read_text())
+    defs = doc["$defs"]
+
+    def deref(node: dict) -> list[dict]:
+        if "$ref" in node:
+            return deref(defs[node["$ref"].rsplit("/", 1)[1]])
+        if "anyOf" in node:
+            return [n for alt in node["anyOf"] for n in deref(alt)]
+        if node.get("type") == "array" and "items" in node:
+            return [node] + deref(node["items"])
+        return [node]
+
+    nodes = deref(defs["EngineResult"])
+    for part in path.split("."):
+        name, items = part.removesuffix("[]"), part.endswith("[]")
+        nodes = [n for node in nodes for n in deref(node.get("properties", {}).get(name, {}))
+                 if node.get("properties", {}).get(name)]
+        if items:
+            nodes = [n for node in nodes if node.get("type") == "array" for n in deref(node["items"])]
+        if not nodes:
+            return False
+    return True
+
+
+def test_every_field_the_contract_names_is_at_that_place_in_the_schema() -> None:
+    """Each row of the contract's table begins with a field's full path, and every path the
+    document names (arm., gate., engine., diagnostics.) is where the schema has it."""
+    doc = (REPO / "docs" / "engine-contract.md").read_text()
+    table = doc.split("## Optional parts", 1)[1].split("\n## ", 1)[0]
+    rows = [ln.split("|")[2] for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| part")]
+    assert len(rows) > 10
+    for fields in rows:
+        first = re.search(r"`([^`]+)`", fields).group(1)
+        assert _schema_has(first), f"the row {fields[:60]!r} begins with {first!r}, not a full path"
+    named = set(re.findall(r"`((?:arm|gate|engine|diagnostics)(?:\.[a-z_]+(?:\[\])?)+)`", doc))
+    assert "diagnostics.rounds_log" in named
+    assert not [p for p in sorted(named) if not _schema_has(p)]
+    assert not _schema_has("rounds_log") and not _schema_has("diagnostics.nothing")
+
+
+def test_own_engine_md_text_example_reads_its_sample_output() -> None:
+    """The declaration docs/own-engine.md shows reads the output it shows, every key."""
+    import tomllib
+    doc = (REPO / "docs" / "own-engine.md").read_text().split("### An engine that prints text", 1)[1]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", doc, re.S)
+    output, toml = blocks[0][1], tomllib.loads(blocks[1][1])
+    parser = textparse.compile_spec(toml["engines"]["mycli"]["parse"], REPO, "parse")
+    res = parser.result(output, "", {"block": 3})
+    assert res.token_ids == [1170, 1177, 1184, 1191] and res.diagnostics.decode_ms == 203.2
+    assert res.diagnostics.phase_ms == {"verify": 124.97, "draft_block": 38.0}
+    assert (res.diagnostics.rounds, res.diagnostics.proposed, res.diagnostics.accepted) == (3, 6, 5)
+    assert res.gate.outcome == "overridden" and res.overrides == {"MYCLI_ALLOW_INEXACT": "1"}
+    assert res.gate.reading.endswith("in 165506 of 496640 logit bytes")
