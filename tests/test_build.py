@@ -228,3 +228,26 @@ def test_init_build_warns_when_the_command_does_not_name_the_tree(tmp_path):
     git(repo, "init", "-q", "-b", "main")
     res = init(repo, harness_spec="harness==1", hosts=["linux-cpu"], build=["make"], command=["my-engine"])
     assert any("does not name {tree}" in w for w in res.warnings)
+
+
+def test_nightly_refuses_an_asv_config_that_does_not_build_the_suites_engine(tmp_path, monkeypatch):
+    from harness.ci.nightly import nightly
+
+    proj = tmp_path / "proj"
+    (proj / "benchmarks").mkdir(parents=True)
+    git(proj, "init", "-q")
+    suite_with(proj / "benchmarks", ["{tree}/target/release/x"], 'build = ["cargo", "build", "--release"]')
+    conf = {"version": 1, "repo": ".", "benchmark_dir": "benchmarks", "harness_suite": "benchmarks/suite.toml",
+            "build_command": [], "install_command": ["in-dir={env_dir} python -m pip install harness"]}
+    (proj / "asv.conf.json").write_text(json.dumps(conf))
+    # Refused before the results repository is opened (it does not exist).
+    with pytest.raises(UserError, match=r"arm 'a' runs its engine's build from \{tree\}, but asv.conf.json "
+                                        r"puts no built tree.*harness init --build 'cargo build --release' --force"):
+        nightly(str(tmp_path / "none.git"), config=str(proj / "asv.conf.json"), checkout=str(tmp_path / "co"))
+    from harness.ci.init import asv_build
+
+    conf["build_command"], conf["install_command"] = asv_build(["cargo", "build", "--release"])
+    (proj / "asv.conf.json").write_text(json.dumps(conf))
+    with pytest.raises(UserError) as e:   # now it gets as far as the results repository
+        nightly(str(tmp_path / "none.git"), config=str(proj / "asv.conf.json"), checkout=str(tmp_path / "co"))
+    assert "puts no built tree" not in str(e.value)

@@ -191,3 +191,19 @@ def side_trees(repo: Path, suite: Any, work: Path, shas: dict[str, str], export:
         out[side] = (Path(info.tree), info)
     refuse_shared_executable(suite, {side: root for side, (root, _) in out.items()})
     return out
+
+
+def check_asv_builds(conf_data: dict[str, Any], suite: Any) -> None:
+    """One line (exit 2) when an arm runs its engine's build from `{tree}` but asv.conf.json
+    copies no built tree into asv's environment (where `{tree}` looks under asv): the nightly's
+    asv runs would not measure each commit's own build."""
+    from harness.collect.tree import ASV_TREE
+
+    arms = [a.name for a in suite.arms
+            if suite.engine(a).build and a.command and any("{tree}" in part for part in a.command)]
+    if not arms or any(ASV_TREE in str(c) for c in conf_data.get("install_command") or []):
+        return
+    argv = " ".join(builds_of(suite)[0])
+    raise UserError(f"arm {arms[0]!r} runs its engine's build from {{tree}}, but asv.conf.json puts no built "
+                    f"tree in asv's environment ({ASV_TREE}): run `harness init --build '{argv}' --force`, "
+                    "or copy its build_command and install_command (docs/own-engine.md, \"A compiled engine\")")

@@ -36,9 +36,11 @@ from typing import Any
 
 from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
+from harness.ci.build import check_asv_builds
 from harness.ci.history import alert_title, detect, file_alerts, notify_command, suite_table
 from harness.ci.reports import render_missing
 from harness.collect.files import check_writable
+from harness.collect.suite import load_suite
 from harness.core.errors import UserError
 
 PUSH_ATTEMPTS = 4
@@ -253,6 +255,10 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     # acknowledgements file or notification command is one line now, not after the night's runs.
     acks = load_acks(conf.root, acks_path(conf))
     suite_settings = suite_table(configured_suite(conf))
+    # A compiled engine's build must be asv's too, or no commit measures a build of its own.
+    engines = suite_settings.get("engines")
+    if isinstance(engines, dict) and any(isinstance(e, dict) and "build" in e for e in engines.values()):
+        check_asv_builds(conf.data, load_suite(configured_suite(conf)))
     notify = notify_command(conf)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     co = Path(checkout).expanduser() if checkout else default_checkout(results_repo)
