@@ -17,6 +17,7 @@ from harness.analyze.identity import classic_comparisons
 from harness.analyze.labels import reasons
 from harness.collect import textparse
 from harness.collect.suite import load_suite, suite_from_record
+from harness.core.errors import UserError
 from harness.core.results import result_problem
 from harness.core.schema import ResultError, to_builtins
 
@@ -374,3 +375,21 @@ def test_own_engine_md_text_example_reads_its_sample_output() -> None:
     assert (res.diagnostics.rounds, res.diagnostics.proposed, res.diagnostics.accepted) == (3, 6, 5)
     assert res.gate.outcome == "overridden" and res.overrides == {"MYCLI_ALLOW_INEXACT": "1"}
     assert res.gate.reading.endswith("in 165506 of 496640 logit bytes")
+
+
+def test_a_worker_imports_the_function_from_its_own_tree(tmp_path: Path, monkeypatch) -> None:
+    """A compare worker rebuilds the suite from the record in the commit's tree (its working
+    directory): the parse function comes from there."""
+    suite = load_suite(seed_suite(tmp_path, parse={"function": "json:loads"}, phases={})).to_dict()
+    suite["engines"]["mlxcel"]["parse"] = {"function": "treeparse:parse"}
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "treeparse.py").write_text("def parse(stdout, stderr):\n    return {'token_ids': [7], "
+                                       "'diagnostics': {'decode_ms': 2.0}}\n")
+    monkeypatch.chdir(tree)
+    back = suite_from_record(suite, "r.json")
+    assert back.arm("classic").parser.result("", "", {}).token_ids == [7]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="engines.mlxcel.parse.function: cannot import 'treeparse2'"):
+        suite["engines"]["mlxcel"]["parse"] = {"function": "treeparse2:parse"}
+        suite_from_record(suite, "r.json")
