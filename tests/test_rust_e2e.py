@@ -91,8 +91,8 @@ def cargo_home(tmp_path, monkeypatch):
 
 def _pr_check(repo: Path, shas: dict[str, str], head: str, monkeypatch, capsys, *extra: str):
     out = repo.parent / f"pr-{head}-{len(list(repo.parent.glob('pr-*.json')))}.json"
-    r = cli_in_process(["pr-check", shas["base"], shas[head], "--no-asv", "--json", str(out), *extra],
-                       repo, monkeypatch, capsys)
+    r = cli_in_process(["pr-check", shas["base"], shas[head], "--no-asv", "--json", str(out),
+                        "--output", str(out.with_suffix(".md")), *extra], repo, monkeypatch, capsys)
     return r, (json.loads(out.read_text()) if out.exists() else {})
 
 
@@ -121,6 +121,9 @@ def test_pr_check_does_not_fail_a_docs_only_commit_and_reuses_the_base_build(eng
     # The base commit was built by the first check (module order) or now; never twice.
     marks = list((repo / ".harness" / "builds").glob(f"{shas['base'][:12]}-*"))
     assert len(marks) == 1
+    # The PR comment says how each side was built.
+    md = next(repo.parent.glob("pr-docs-*.md")).read_text()
+    assert f"- head {shas['docs'][:12]}: built in " in md and f"- base {shas['base'][:12]}: " in md
 
 
 def test_pr_check_refuses_one_prebuilt_binary_outside_the_trees(engine_repo, cargo_home, tmp_path,

@@ -273,6 +273,10 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
                     if duty.get("restarts") else "")
         lines.append(f"- duty cycle {duty['duty_cycle']:.0%}: {duty['measured_run_s']:.0f} s of measured runs "
                      f"(both sides) in {duty['wall_s']:.0f} s, exports and model loads included{restarts}")
+    for side, b in (c.notes.get("builds") or {}).items():
+        # Each commit's engine was built in its own tree (harness.ci.build), or reused.
+        how = f"built earlier in {b['wall_s']:.1f} s, reused" if b["cached"] else f"built in {b['wall_s']:.1f} s"
+        lines.append(f"- {side} {b['commit'][:12]}: {how} (`{' && '.join(' '.join(a) for a in b['argv'])}`)")
     if asv_table.strip():
         lines += ["", "<details><summary>asv compare over the same samples (Mann-Whitney U)</summary>", "",
                   "```", asv_table.strip(), "```", "", "</details>"]
