@@ -50,12 +50,13 @@ def _toml(v: Any) -> str:
 
 
 def seed_suite(tmp: Path, arms: list[dict[str, Any]] | None = None, parse: dict[str, Any] | None = None,
-               phases: dict[str, str] | None = None, engine: dict[str, Any] | None = None) -> Path:
+               phases: dict[str, str] | None = None, engine: dict[str, Any] | None = None,
+               repetitions: int = 2) -> Path:
     """A suite of the seed-like engine: its argv declared once, on the engine, and its parse table."""
     for d in ("target", "drafter"):
         (tmp / d).mkdir(exist_ok=True)
     arms = arms if arms is not None else [{"name": "classic"}, {"name": "b3", "block": 3}]
-    lines = ['name = "seed"', "max_tokens = 8", "repetitions = 2", "warmups = 0", "cooldown_s = 0",
+    lines = ['name = "seed"', "max_tokens = 8", f"repetitions = {repetitions}", "warmups = 0", "cooldown_s = 0",
              "[quiet]", "enabled = false",
              "[[pairings]]", 'name = "p"', 'target = "target"', 'drafter = "drafter"',
              "[engines.mlxcel]", 'override_prefixes = ["MLXCEL_"]',
@@ -97,7 +98,7 @@ def test_seedlike_text_gives_phases_identity_gate_and_overrides(tmp_path: Path, 
     arms = [{"name": "classic"}, {"name": "b3", "block": 3},
             {"name": "b3-inexact", "block": 3, "env": {"MLXCEL_MTP_ALLOW_INEXACT": "1", "SEED_PROBE": "fail"}},
             {"name": "b3-declined", "block": 3, "env": {"SEED_PROBE": "fail"}}]
-    r, rec = _run(tmp_path, seed_suite(tmp_path, arms), monkeypatch, capsys)
+    r, rec = _run(tmp_path, seed_suite(tmp_path, arms, repetitions=1), monkeypatch, capsys)
     assert r.returncode == 0, r.stderr[-2000:]
     runs = {x["arm"]: x for x in rec["runs"]}
     assert all(x["status"] == "ok" for x in rec["runs"])
