@@ -164,7 +164,7 @@ def test_function_form_reads_the_engine_output(tmp_path: Path, monkeypatch, caps
 # --- each pattern key, the parser alone -----------------------------------------------------------
 
 BASE = {"mode": "speculative", "block": 3}
-OUT = ("tokens: 5 6 7\nprefill 2.5 ms\nMTPWALK rounds=2 proposed=4 accepted=1\n"
+OUT = ("tokens: 5 6 7\nprefill 2.5 ms\nprefill never\nMTPWALK rounds=2 proposed=4 accepted=1\n"
        "verify forward (T=3)\t9.50 ms\ngenerated 3 tokens in 30.00 ms: 100.00 tok/s, 10.0 ms/token\n")
 
 
@@ -228,6 +228,7 @@ def test_overrides_are_every_name_value_match() -> None:
     ({**MIN, "tokens": r"(generated)"}, "", "parse.tokens captured 'generated', not a list of token ids"),
     ({**MIN, "overrides": r"(proposed)"}, "", "parse.overrides matched 'proposed', not NAME=VALUE"),
     ({**MIN, "gate_passed": "nope"}, "", "parse: no gate pattern matched (parse.gate_passed)"),
+    ({**MIN, "prefill_ms": r"prefill(?: never|([0-9.]+) ms)"}, "", "parse.prefill_ms captured '', not a number"),
 ])
 def test_a_pattern_that_fails_names_its_key(spec: dict, stderr: str, says: str) -> None:
     with pytest.raises(ResultError) as e:

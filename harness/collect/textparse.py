@@ -21,12 +21,9 @@ from typing import Any
 
 from harness.core.schema import EngineResult, ResultError, decode_engine_result
 
-# Figures one capture group reads as a number: the result field each fills.
-NUMBERS = {
-    "decode_ms": "decode_ms", "decode_tokens_per_s": "decode_tokens_per_s", "ms_per_token": "ms_per_token",
-    "prefill_ms": "prefill_ms", "generated_tokens": "generated_tokens", "prompt_tokens": "prompt_tokens",
-    "proposed": "proposed", "accepted": "accepted", "rounds": "rounds",
-}
+# Figures one capture group reads as a number, each into the diagnostics field of its name.
+NUMBERS = ("decode_ms", "decode_tokens_per_s", "ms_per_token", "prefill_ms", "generated_tokens",
+           "prompt_tokens", "proposed", "accepted", "rounds")
 COUNTS = ("generated_tokens", "prompt_tokens", "proposed", "accepted", "rounds")
 # Figures a run that decoded classic does not print (block 1, or the gate declined).
 SPECULATIVE_ONLY = ("proposed", "accepted", "rounds")
@@ -46,6 +43,7 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class TextParser:
+    """A compiled parse table: patterns (with phases), or the engine's own function."""
     spec: dict[str, Any]                                   # as declared, for the record
     patterns: dict[str, re.Pattern[str]] = field(default_factory=dict)   # key -> pattern
     phases: dict[str, re.Pattern[str]] = field(default_factory=dict)     # phase -> pattern
@@ -72,18 +70,14 @@ class TextParser:
         classic = classic_arm or gate["outcome"] == "declined"
         diag: dict[str, Any] = {"mode": "classic" if classic else "speculative"}
         out: dict[str, Any] = {"arm": {**base, "mode": diag["mode"]}, "gate": gate, "diagnostics": diag}
-        for key, target in NUMBERS.items():
-            if key not in p:
-                continue
-            m = _last(p[key], stdout, stderr)
-            if m is None:
-                if classic and key in SPECULATIVE_ONLY:
-                    diag[target] = 0 if key == "rounds" else None
-                    continue
+        for key in NUMBERS:
+            m = _last(p[key], stdout, stderr) if key in p else None
+            if m is not None:
+                diag[key] = _number(key, m, whole=key in COUNTS)
+            elif key in p and not (classic and key in SPECULATIVE_ONLY):
                 raise _no_match(key)
-            diag[target] = _number(key, m, whole=key in COUNTS)
-        diag = {k: v for k, v in diag.items() if v is not None}
-        out["diagnostics"] = diag
+            elif key == "rounds" and key in p:
+                diag[key] = 0   # classic decode runs no rounds (the contract's 0)
         phase_ms = {}
         for phase, rx in self.phases.items():
             m = _last(rx, stdout, stderr)
@@ -98,14 +92,15 @@ class TextParser:
             m = _last(p["tokens"], stdout, stderr)
             if m is None:
                 raise _no_match("tokens")
-            if not TOKEN_IDS.match(m.group(1)):
-                raise ResultError(f"parse.tokens captured {_short(m.group(1))}, not a list of token ids")
-            out["token_ids"] = [int(x) for x in re.findall(r"\d+", m.group(1))]
+            ids = m.group(1) or ""
+            if not TOKEN_IDS.match(ids):
+                raise ResultError(f"parse.tokens captured {_short(ids)}, not a list of token ids")
+            out["token_ids"] = [int(x) for x in re.findall(r"\d+", ids)]
         if "text" in p:
             m = _last(p["text"], stdout, stderr)
             if m is None:
                 raise _no_match("text")
-            out["text"] = m.group(1)
+            out["text"] = m.group(1) or ""
         if "overrides" in p:
             out["overrides"] = _overrides(p["overrides"], stdout, stderr)
         return out
@@ -129,7 +124,7 @@ def _short(s: str) -> str:
 
 
 def _number(key: str, m: re.Match[str], whole: bool = False) -> float | int:
-    s = m.group(1).strip()
+    s = (m.group(1) or "").strip()   # an optional group that took no part reads ""
     try:
         return int(s) if whole else float(s)
     except ValueError:
@@ -145,7 +140,7 @@ def _gate(p: dict[str, re.Pattern[str]], stdout: str, stderr: str, classic_arm: 
     reading = ""
     if "gate_reading" in p:
         m = _last(p["gate_reading"], stdout, stderr)
-        reading = " ".join(m.group(1).split()) if m else ""   # one line, as labels quote it
+        reading = " ".join((m.group(1) or "").split()) if m else ""   # one line, as labels quote it
     for key in declared:
         if _last(p[key], stdout, stderr) is not None:
             outcome = key.removeprefix("gate_")
