@@ -1,8 +1,9 @@
 """A compiled engine, end to end: rustspec (tests/fixtures/rustspec, a Rust CLI with no
-dependencies) in its own git repository with three commits (base, a docs-only change, a 50%
-heavier verify loop) and a suite whose engine declares `build` and whose arm runs
+dependencies) in its own git repository with three commits (base, a docs-only change, a
+verify loop with four passes over each position instead of two: about 90% more decode time) and a suite whose engine declares `build` and whose arm runs
 `{tree}/target/release/rustspec`. `harness pr-check` builds each commit once in its own tree
-(the base commit's build is reused by the second check), fails the slowdown and does not fail
+(the base commit's build is reused by the second check), fails the slowdown (its outputs
+byte-identical: the verdict is the time's) and does not fail
 the docs-only change; pointed at one prebuilt binary outside the trees, with no build, the
 check is refused with one line instead of comparing a program with itself.
 """
@@ -31,6 +32,9 @@ repetitions = 8
 warmups = 1
 cooldown_s = 0
 threshold = 0.10
+budget_s = 25             # a busy 2-core host: rounds are added while a figure is unresolved
+max_repetitions = 60
+looks = 3
 
 [quiet]
 enabled = false
@@ -76,9 +80,9 @@ def engine_repo(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     shas["docs"] = commit_all(repo, "docs: say what rustspec is")
     main_rs = repo / "src" / "main.rs"
     text = main_rs.read_text()
-    assert "const VERIFY_WORK: u64 = 600_000;" in text
-    main_rs.write_text(text.replace("const VERIFY_WORK: u64 = 600_000;", "const VERIFY_WORK: u64 = 900_000;"))
-    shas["slow"] = commit_all(repo, "verify: 50% more work per position")
+    assert "const VERIFY_PASSES: u32 = 2;" in text
+    main_rs.write_text(text.replace("const VERIFY_PASSES: u32 = 2;", "const VERIFY_PASSES: u32 = 4;"))
+    shas["slow"] = commit_all(repo, "verify: four passes over each position (twice the verify work)")
     return repo, shas
 
 
@@ -102,6 +106,9 @@ def test_pr_check_builds_each_commit_and_fails_the_slower_verify(engine_repo, ca
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     fig = next(f for f in data["figures"] if f["gated"] and f["figure"] == "ms/token")
     assert fig["verdict"] == "worse" and fig["ratio"] > 1.2, fig
+    assert data["headline"].startswith("FAIL: block3 ms/token +") and "identical" not in data["headline"]
+    verify = next(f for f in data["figures"] if f["figure"] == "phase ms/round: verify")
+    assert verify["verdict"] == "worse", verify
     builds = data["builds"]
     assert {b["commit"] for b in builds.values()} == {shas["base"], shas["slow"]}
     assert all(Path(b["tree"], "target", "release", "rustspec").is_file() for b in builds.values())
