@@ -306,7 +306,7 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     assert "split over 2 gated figure(s)" in md and "80% power" in md
     assert "block3-inexact: not a shipping configuration" in md
     assert "asv compare over the same samples" in md
-    assert lines[5].startswith("Environment: no difference in mlx")   # nothing in notes: nothing differs
+    assert lines[5].startswith("Environment: no difference in what the records hold")   # nothing in notes
     c.notes["environment"] = [{"what": "mlx", "a": "0.32.4", "b": "0.33.0"}]
     lines = prcheck.render_markdown(c, meta, rows, COMPARE_OUT).splitlines()
     assert lines[5].startswith("Environment: 1 difference, listed first: mlx 0.32.4 -> 0.33.0")

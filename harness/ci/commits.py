@@ -257,8 +257,12 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     store = store if store is not None else BaselineStore.load(work / "no-baselines.json")
     design = paired.Design.for_settings(s, len(suite.arms))
     say = (lambda line: console.print(f"harness: {line}", highlight=False, soft_wrap=True)) if console else None
+    if host is None:   # each side's record says where and with what harness it was measured
+        from harness.collect.host.info import collect_host
+        host = collect_host(str(repo))
     session = _PairedSession(repo, suite, work, store, design, base_sha, head_sha,
-                             command or ["harness", "compare-commits", base, head], host or {}, say)
+                             command or ["harness", "compare-commits", base, head], host,
+                             say, names={"base": base, "head": head})
     max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
     interrupted = False
     try:
@@ -289,6 +293,16 @@ def refuse_if_nothing_ran(session: Any, suite: Any, warmup: bool) -> None:
                         f"{Path(session.record('base').path).parent}")
 
 
+def side_host(host: dict[str, Any], sha: str, name: str) -> dict[str, Any]:
+    """The host section of one side's record: the host as collected, its repository section
+    saying the commit measured (an exported tree: clean, named as the check was given it)."""
+    if not host:
+        return host
+    repo = host.get("repo") if isinstance(host.get("repo"), dict) else {}
+    return {**host, "repo": {**repo, "commit": sha, "short_commit": sha[:8], "branch": name,
+                             "dirty": False, "source": "exported commit"}}
+
+
 class CheckInterrupted(KeyboardInterrupt):
     """Ctrl-C during a check, after both workers were ended and both records written; its text
     says where the runs are, for the command's one line."""
@@ -299,7 +313,8 @@ class _PairedSession:
     pair by pair, the side that goes first alternating (ABBA)."""
 
     def __init__(self, repo: Path, suite: Any, work: Path, store: Any, design: paired.Design,
-                 base_sha: str, head_sha: str, command: list[str], host: dict[str, Any], say: Any = None):
+                 base_sha: str, head_sha: str, command: list[str], host: dict[str, Any], say: Any = None,
+                 names: dict[str, str] | None = None):
 
         self.suite, self.store, self.design = suite, store, design
         self.arms = [a.name for a in suite.arms]
@@ -317,7 +332,8 @@ class _PairedSession:
                      "paired_with": {"base": base_sha, "head": head_sha}}
             if info is not None:
                 extra["build"] = info.to_dict()
-            rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict, host, command,
+            rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict,
+                                side_host(host, sha, (names or {}).get(side, sha[:8])), command,
                                 len(build_plan(suite)), extra=extra)
             self.sides[side] = {"sha": sha, "record": rec, "worker": Worker(side, root, suite_dict, work / "logs")}
         self.pacer, self.ui, self.pair_no = runner.Pacer(), runner.NullUI(), 0
@@ -444,7 +460,8 @@ def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budg
                  "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()},
                  "generations": {side: sd["worker"].generation for side, sd in sides.items()},
                  "restart_s": session.suite.settings.restart_s, "builds": session.builds,
-                 "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)]}
+                 "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)],
+                 "environment_compared": envdiff.compared(base_rec.data, head_rec.data)}
     for sd in sides.values():
         sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
                                            "sequential": out.outcome}

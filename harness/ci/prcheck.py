@@ -207,7 +207,7 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
              f"**{c.headline()}**", ""]
     # What differs between the two sides' environments comes before any figure.
     diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
-    lines += [envdiff.diff_sentence(diffs), ""]
+    lines += [envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), ""]
     if diffs:
         lines += ["| field | base | head |", "|---|---|---|"]
         lines += [f"| {d.what} | {d.a} | {d.b} |" for d in diffs] + [""]

@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     c.apply_acks(acks, covered)
     out = Console() if Console().is_terminal else Console(width=200)
     diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
-    out.print(envdiff.diff_sentence(diffs), markup=False, highlight=False)   # before any figure
+    out.print(envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), markup=False,
+              highlight=False)   # before any figure
     for d in diffs:
         out.print(f"  {d.what}: {d.a} -> {d.b}", markup=False, highlight=False)
     out.print(comparison_table(c))

@@ -105,8 +105,10 @@ def harness_info() -> dict[str, Any]:
                            "commit": UNKNOWN, "dirty": UNKNOWN}
     try:
         r = _git_repo(location)
-        if r is None or not (Path(r.working_tree_dir) / "harness" / "provenance.py").is_file():
-            return out  # installed into site-packages: the version is all there is
+        # A checkout of the harness holds this package at its top; one installed into a venv
+        # inside another repository (an engine's) does not: the version is all there is.
+        if r is None or (Path(r.working_tree_dir).resolve() / "harness") != location:
+            return out
         out["commit"] = r.head.commit.hexsha
         # Only the harness's own files: the engine's changes in the same checkout are the repo's.
         out["dirty"] = bool(r.git.status("--porcelain", "--", "harness").strip())

@@ -221,5 +221,5 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         for d in diffs:
             env.add(d.what, d.a, d.b)
     return {"cross_host": cross, "other": fb.path, "tables": tables, "lines": lines, "acceptance": ab,
-            "changes": changes, "env_line": envdiff.diff_sentence(diffs), "env": env,
+            "changes": changes, "env_line": envdiff.diff_sentence(diffs, envdiff.compared(fa.rec, fb.rec)), "env": env,
             "overrides": override_table(fa, fb, cross), "shipping": shipping}
