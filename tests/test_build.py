@@ -251,3 +251,14 @@ def test_nightly_refuses_an_asv_config_that_does_not_build_the_suites_engine(tmp
     with pytest.raises(UserError) as e:   # now it gets as far as the results repository
         nightly(str(tmp_path / "none.git"), config=str(proj / "asv.conf.json"), checkout=str(tmp_path / "co"))
     assert "puts no built tree" not in str(e.value)
+
+
+def test_two_checks_of_one_commit_at_once_build_it_once(repo, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    r, shas = repo
+    count = tmp_path / "count"
+    slow = [[sys.executable, "-c", "import time; time.sleep(0.5)"], [sys.executable, "-c", COMPILE, str(count)]]
+    with ThreadPoolExecutor(2) as pool:
+        infos = list(pool.map(lambda _: build.built_tree(r, shas["base"], slow, export_commit), range(2)))
+    assert count.read_text() == "1" and sorted(i.cached for i in infos) == [False, True]

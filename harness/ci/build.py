@@ -17,6 +17,7 @@ stops the check with one line first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,9 +26,15 @@ import string
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:   # Windows: builds of one commit are not serialized there
+    fcntl = None  # type: ignore[assignment]
 
 from harness.core.errors import UserError
 
@@ -74,10 +81,26 @@ def cache_dir(repo: Path, sha: str, builds: list[list[str]]) -> Path:
     return Path(repo) / ".harness" / "builds" / f"{sha[:12]}-{key}"
 
 
+@contextlib.contextmanager
+def _locked(dest: Path) -> Iterator[None]:
+    """Held while a tree is checked and built: a second check of the same commit (another CI
+    job) waits for the first one's build and then reuses it, instead of deleting it midway."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.with_name(dest.name + ".lock"), "a") as f:
+        if fcntl is not None:
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def built_tree(repo: Path, sha: str, builds: list[list[str]], export: Any) -> BuildInfo:
     """The commit's tree, built (once: a marked tree is reused). `export(repo, sha, dest)`
     writes the commit's files. A failed build is one line (exit 2) naming the commit."""
     dest = cache_dir(repo, sha, builds)
+    with _locked(dest):
+        return _build_once(repo, sha, builds, export, dest)
+
+
+def _build_once(repo: Path, sha: str, builds: list[list[str]], export: Any, dest: Path) -> BuildInfo:
     mark = dest / MARK
     if mark.is_file():
         try:
