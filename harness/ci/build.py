@@ -61,7 +61,7 @@ class BuildInfo:
         """One terminal line."""
         what = " && ".join(" ".join(a) for a in self.argv)
         if self.cached:
-            return f"{side} {self.commit[:12]}: built before ({self.wall_s:.1f} s then), reused: {self.tree}"
+            return f"{side} {self.commit[:12]}: reused its build ({self.wall_s:.1f} s when built)"
         return f"{side} {self.commit[:12]}: built in {self.wall_s:.1f} s ({what})"
 
 
