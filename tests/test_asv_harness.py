@@ -305,7 +305,7 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     assert "over at most 4 looks, spent by an O'Brien-Fleming-type boundary; this, the last look taken, was look 4 at the end of sampling, spending what was left" in md
     assert "split over 2 gated figure(s)" in md and "80% power" in md
     assert "block3-inexact: not a shipping configuration" in md
-    assert "asv compare over the same samples" in md
+    assert "asv over the same samples (Mann-Whitney U): 1 regression, 2 untouched benchmarks, 1 not comparable." in md
     assert lines[5].startswith("Environment: no difference in what the records hold")   # nothing in notes
     c.notes["environment"] = [{"what": "mlx", "a": "0.32.4", "b": "0.33.0"}]
     lines = prcheck.render_markdown(c, meta, rows, COMPARE_OUT).splitlines()

@@ -113,9 +113,42 @@ def store_in_asv(conf: AsvConfig, machine_file: Path, machine: str, sha: str, re
 
 def asv_rows(conf: AsvConfig, machine_file: Path, machine: str, base: str, head: str,
              factor: float) -> tuple[list[CompareRow], str]:
-    comp = run_asv(["compare", "--factor", f"{factor:.4g}", "--machine", machine, base, head],
+    # --python=same: the environment pr-check stores both sides in; asv compare otherwise lists
+    # each benchmark again for every other environment with results of either commit (asv run's
+    # virtualenv), 110 lines of one comment.
+    comp = run_asv(["compare", "--python=same", "--factor", f"{factor:.4g}", "--machine", machine, base, head],
                    conf, machine_file, echo=False)
-    return parse_compare(comp.output), comp.output
+    return measured_rows(parse_compare(comp.output)), comp.output
+
+
+def measured_rows(rows: list[CompareRow]) -> list[CompareRow]:
+    """Each benchmark once: where asv still printed several environments, the one pr-check
+    measured in (asv's "existing" environment of this Python, `run --python=same`)."""
+    envs = {r.env for r in rows if r.env}
+    keep = next((e for e in sorted(envs) if "/existing" in e), None) if len(envs) > 1 else None
+    return [r for r in rows if keep is None or r.env in (keep, None)]
+
+
+_ASV_MARKS = {"+": "worse", "-": "improved", "!": "newly failing", "*": "fixed", "x": "not comparable"}
+
+
+def asv_section(rows: list[CompareRow], asv_table: str) -> list[str]:
+    """asv's reading of the same samples, CodSpeed-style: one sentence of counts (regressions
+    first, then the untouched), then only the rows that changed."""
+    if not rows:
+        return ["<details><summary>asv compare printed no table</summary>", "", "```",
+                asv_table.strip()[-2000:], "```", "", "</details>"] if asv_table.strip() else []
+    n = {w: sum(_ASV_MARKS.get(r.mark) == w for r in rows) for w in _ASV_MARKS.values()}
+    untouched = sum(r.mark not in _ASV_MARKS for r in rows)
+    counts = [f"{n['worse']} regression{'s' if n['worse'] != 1 else ''}",
+              f"{untouched} untouched benchmark{'s' if untouched != 1 else ''}"]
+    counts += [f"{k} {w}" for w, k in n.items() if k and w != "worse"]
+    out = [f"asv over the same samples (Mann-Whitney U): {', '.join(counts)}."]
+    changed = [r for r in rows if r.mark in _ASV_MARKS]
+    if changed:
+        out += ["", "| asv | benchmark | base | head | ratio |", "|---|---|---|---|---|"]
+        out += [f"| {_ASV_MARKS[r.mark]} | `{r.name}` | {r.before} | {r.after} | {r.ratio} |" for r in changed]
+    return out
 
 
 def asv_word(rows: list[CompareRow], arm: str, figure: str) -> str:
@@ -277,9 +310,9 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
         # Each commit's engine was built in its own tree (harness.ci.build), or reused.
         how = f"built earlier in {b['wall_s']:.1f} s, reused" if b["cached"] else f"built in {b['wall_s']:.1f} s"
         lines.append(f"- {side} {b['commit'][:12]}: {how} (`{' && '.join(' '.join(a) for a in b['argv'])}`)")
-    if asv_table.strip():
-        lines += ["", "<details><summary>asv compare over the same samples (Mann-Whitney U)</summary>", "",
-                  "```", asv_table.strip(), "```", "", "</details>"]
+    asv = asv_section(rows or [], asv_table)
+    if asv:
+        lines += ["", "### asv", "", *asv]
     lines += ["", "### Reproducing", "", "```", meta["command"], "```",
               f"Took {meta['duration_s']:.0f} s. Session records: `{c.records['base']}`, `{c.records['head']}`."]
     return "\n".join(lines) + "\n"
