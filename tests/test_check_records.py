@@ -50,6 +50,10 @@ def test_check_records_carry_the_host_harness_version_and_commit_their_report_na
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"| build and commit | {sha[:8]} on HEAD; clean tree |" in r.stdout
     assert "? logical cores" not in r.stdout and "unknown: unknown" not in r.stdout
+    host_row = next(x for x in r.stdout.splitlines() if x.startswith("| host |"))
+    # A command engine without MLX: the harness's own MLX is no part of where it ran.
+    assert f"{os.cpu_count()} logical cores);" in host_row and "MLX" not in host_row, host_row
+    assert "unknown" not in host_row, host_row
     assert "(version unknown)" not in r.stdout and f"harness {harness_version()}" in r.stdout
 
 

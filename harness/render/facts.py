@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.analyze import drafterstep, rounds
+from harness.analyze import drafterstep, envdiff, rounds
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
 from harness.core.schema import section
@@ -181,8 +181,12 @@ class Facts:
         cpu, osys, mlx = section(self.host, "cpu"), section(self.host, "os"), section(self.host, "mlx")
         dev = str(mlx.get("default_device", "unknown"))
         backend = "MLX CPU" if "cpu" in dev else ("MLX GPU" if "gpu" in dev else dev)
+        if mlx and mlx.get("mlx") == "unknown" and dev == "unknown":
+            backend = "no MLX"   # collected, and not importable: known, not unknown
+        # The harness's MLX is no part of an engine that runs as its own program without it.
+        said = "" if not envdiff.uses_harness_process(self.rec) else f", {backend}"
         return (f"{self.host_name()} ({osys.get('hostname', 'unknown')}: {cpu.get('model', 'unknown')}, "
-                f"{cpu.get('logical_cores', '?')} logical cores, {backend})")
+                f"{cpu.get('logical_cores', '?')} logical cores{said})")
 
     def is_cpu(self) -> bool:
         return "cpu" in str(section(self.host, "mlx").get("default_device", ""))
