@@ -1,0 +1,51 @@
+"""What a comparison of two commits says to machines and people: the JSON summary that
+compare-commits prints and pr-check writes (--json), each figure as a row, and the exit-status
+help both commands show. Split from harness.ci.commits, which measures and judges."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from harness.analyze import paired
+
+if TYPE_CHECKING:
+    from harness.ci.commits import Comparison
+
+
+def _finite(x: Any) -> Any:
+    """None for inf or nan (an unbounded interval): JSON has no such numbers, and jq rejects them."""
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def figure_rows(c: Comparison) -> list[dict[str, Any]]:
+    rows = []
+    for f in c.figures:
+        r = f.result
+        rows.append({"arm": f.arm, "figure": f.figure, "gated": f.gated, "verdict": r.verdict,
+                     "n": r.n, "base_median": f.base_median, "head_median": f.head_median,
+                     "change": paired.ratio_text(r), "detectable": paired.detectable_text(r),
+                     "note": r.note, "ratio": r.ratio, "lo": _finite(r.lo), "hi": _finite(r.hi),
+                     "detectable_value": _finite(r.detectable), "serial_inflation": r.inflation,
+                     "autocorr": r.autocorr, "location": r.location, "mean_ratio": r.mean_ratio,
+                     "generations": r.generations, "df": r.df, "acknowledged": f.ack})
+    return rows
+
+
+def summary_json(c: Comparison) -> dict[str, Any]:
+    return {"kind": "harness.compare-commits", "base": c.base, "head": c.head,
+            "exit_status": c.exit_status, "headline": c.headline(), "duration_s": round(c.duration_s, 1),
+            "design": c.design.to_dict(), "rounds": c.outcome.get("rounds"),
+            "stopped": c.outcome.get("stopped"), "records": c.records,
+            "figures": figure_rows(c),
+            "identity": [{"arm": r.arm, "prompt": r.prompt, "status": r.status, "detail": r.detail}
+                         for r in c.identity],
+            "newly_failing": c.newly_failing, "duty": c.notes.get("check_duty"),
+            "environment": c.notes.get("environment", []),
+            "duty_per_side": c.notes.get("duty"), "builds": c.notes.get("builds") or {}}
+
+
+EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, every output byte-identical "
+             "to BASE's); 1 fail (a gated figure worse, runs failing at HEAD only, or an output differing "
+             "from BASE's); 3 inconclusive (this host could not see the threshold on some gated figure; "
+             "treat as neutral, not green); 2 a problem to fix (one line on stderr)")
