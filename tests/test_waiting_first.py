@@ -65,3 +65,40 @@ def test_waiting_lines_name_the_cooldown_settings_when_cooldowns_took_the_sessio
 def test_waiting_lines_say_nothing_when_measuring_took_the_session():
     runs = [{"wall_s": 2.0, "cooldown_s": 0.5, "quiet_wait_s": 0.5} for _ in range(10)]
     assert waiting_lines(_record(runs, 31.0)) == []
+
+
+def test_compare_commits_whose_quiet_gate_timed_out_says_so_before_any_figure(tmp_path, monkeypatch, capsys):
+    from harness_helpers import fake_command, git
+    monkeypatch.setattr(host_quiet.QuietGate, "wait", _timed_out_wait)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "README").write_text("x\n")
+    git(repo, "add", "README")
+    git(repo, "commit", "-q", "-m", "one")
+    arm = command_arm("a", command=["{python}", *fake_command()[1:]])   # reads each commit's tree
+    suite = write_suite(tmp_path, [arm], repetitions=2, quiet={"enabled": True, "timeout_s": 45})
+    r = cli_in_process(["compare-commits", "HEAD", "HEAD", "--suite", str(suite), "--repo", str(repo),
+                        "--work", str(tmp_path / "w")], tmp_path, monkeypatch, capsys)
+    assert r.returncode in (0, 3), r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("waited ") and "for a quiet machine (4 quiet-gate timeouts);" in lines[0]
+    assert lines[1].strip().startswith("[quiet] timeout_s = 45 governs it")
+    assert lines[2].startswith("Environment: ")
+
+
+def test_pr_comment_says_the_waiting_right_under_the_headline():
+    from harness.analyze.paired import Design
+    from harness.analyze.summary import check_waiting_lines
+    from harness.ci import prcheck
+    from harness.ci.commits import Comparison
+    runs = [{"wall_s": 0.1, "quiet_wait_s": 30.0, "cooldown_s": 0.0, "marks": ["quiet_gate_timeout"]}]
+    rec = {"duty": {"session_wall_s": 70.0, "waiting_s": 30.0}, "runs": runs,
+           "suite": {"settings": {"quiet": {"timeout_s": 30.0}}}}
+    waiting = check_waiting_lines({"base": rec, "head": rec}, 62.0)
+    assert waiting[0] == "waited 60 s of 62 s for a quiet machine (2 quiet-gate timeouts);"
+    c = Comparison("b" * 40, "h" * 40, Design(), [], [], {}, {"base": "b", "head": "h"}, {"rounds": 2}, 62.0)
+    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 62.0,
+                                     "waiting": waiting}).splitlines()
+    assert md[3].startswith("**") and md[5].startswith("waited 60 s of 62 s for a quiet machine")
+    assert "[quiet] timeout_s = 30 governs it" in md[5]

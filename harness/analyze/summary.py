@@ -350,3 +350,15 @@ def waiting_lines(record: Any) -> list[str]:
 
 def _num(x: Any) -> str:
     return f"{x:g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "unset"
+
+
+def check_waiting_lines(records: dict[str, dict[str, Any]], wall_s: float | None) -> list[str]:
+    """waiting_lines() of a paired check: both sides' runs and waits (made one after the other
+    in one process) against the check's wall time; [] without one."""
+    recs = [r for r in records.values() if isinstance(r, dict)]
+    if not recs or not wall_s:
+        return []
+    waited = sum(float((record_duty(r) or {}).get("waiting_s") or 0.0) for r in recs)
+    merged = {"duty": {"session_wall_s": float(wall_s), "waiting_s": waited},
+              "runs": [x for r in recs for x in r.get("runs") or []], "suite": recs[0].get("suite") or {}}
+    return waiting_lines(merged)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import envdiff, paired
+from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import acks_for_check, acks_path
 from harness.ci.asvtool import (
     AsvConfig,
@@ -238,6 +239,9 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
     lines = [MARKER.format(machine=meta["machine"]),
              f"## Benchmark check: `{c.head[:8]}` against `{c.base[:8]}` on {meta['machine']}", "",
              f"**{c.headline()}**", ""]
+    # Waiting that took the check is said before any figure, with the setting that governs it.
+    if meta.get("waiting"):
+        lines += [" ".join(x.strip() for x in meta["waiting"]), ""]
     # What differs between the two sides' environments comes before any figure.
     diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
     lines += [envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), ""]
@@ -391,7 +395,8 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     args += [f"--threshold {threshold:g}"] if threshold is not None else []
     args += [f"--alpha {alpha:g}"] if alpha is not None else []
     meta = {"machine": mname, "host": entry, "command": "harness pr-check " + " ".join(args),
-            "duration_s": cmp.duration_s, "load": load_notes(records)}
+            "duration_s": cmp.duration_s, "load": load_notes(records),
+            "waiting": check_waiting_lines(records, cmp.duration_s)}
     md = render_markdown(cmp, meta, rows, table)
     print(md, end="", flush=True)
     if output:

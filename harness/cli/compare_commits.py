@@ -15,6 +15,7 @@ from rich.table import Table
 
 from harness.analyze import envdiff, paired
 from harness.analyze.identity import BaselineStore
+from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check, load_acks
 from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
@@ -82,14 +83,16 @@ def run(args: argparse.Namespace) -> int:
     acks, covered = acks_for_check(repo, repo / ACKS_DEFAULT, c.base, c.head)
     c.apply_acks(acks, covered)
     out = Console() if Console().is_terminal else Console(width=200)
+    records = {side: json.loads(Path(p).read_text(encoding="utf-8")) for side, p in c.records.items()}
+    for line in check_waiting_lines(records, c.duration_s):   # waiting that took the check, first
+        out.print(line, markup=False, highlight=False)
     diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
     out.print(envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), markup=False,
               highlight=False)   # before any figure
     for d in diffs:
         out.print(f"  {d.what}: {d.a} -> {d.b}", markup=False, highlight=False)
     out.print(comparison_table(c))
-    for side, n in load_notes({side: json.loads(Path(p).read_text(encoding="utf-8"))
-                               for side, p in c.records.items()}).items():
+    for side, n in load_notes(records).items():
         # What pr-check's comment lists under "Load and time": a busy host shows here too.
         out.print(f"{side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
                   f"{n['quiet_gate_timeouts']} quiet-gate timeouts ({c.records[side]})", markup=False, highlight=False)
