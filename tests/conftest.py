@@ -3,6 +3,9 @@
 `make test` (CI) runs everything; `make test-fast` leaves out the e2e tests."""
 
 import os
+import stat
+
+import pytest
 
 # make test runs three workers on a 2-core host, each starting engines that load OpenBLAS. With
 # its default of a thread per core every BLAS call spins threads against the other workers'
@@ -22,3 +25,13 @@ def pytest_collection_modifyitems(config, items):
         name = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
         return longest.index(name) if name in longest else len(longest)
     items.sort(key=rank)   # stable: the order within each file is kept
+
+
+@pytest.fixture(autouse=True)
+def _dev_null_survives():
+    """The tests run as root in CI and some hand /dev/null to the CLI as an output: a test that
+    ever replaced or removed it would break every later subprocess (git, asv) far from its cause,
+    so the test that did it fails here, by name."""
+    yield
+    mode = os.stat("/dev/null").st_mode if os.path.exists("/dev/null") else 0
+    assert stat.S_ISCHR(mode), "this test removed or replaced /dev/null (restore: mknod -m 666 /dev/null c 1 3)"
