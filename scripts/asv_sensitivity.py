@@ -109,7 +109,8 @@ def pair_stats(records: dict, design: dict | None = None) -> dict:
     judged at the check's last design with and without it (what the probe bought)."""
     import numpy as np
 
-    from harness.analyze import comparisons, paired
+    from harness.analyze import comparisons
+    from harness.analyze.estimators import serial_inflation
 
     runs = {}
     for side, path in records.items():
@@ -129,7 +130,7 @@ def pair_stats(records: dict, design: dict | None = None) -> dict:
             # stalled runs), where a rank-based estimator would resolve more; the raw logs keep
             # that question answerable from a check's output alone
             med = statistics.median(logs)
-            infl, r1 = paired.serial_inflation(np.asarray(logs))
+            infl, r1 = serial_inflation(np.asarray(logs))
             out[arm] = {"n": len(logs), "mean_log": statistics.fmean(logs), "sd_log": statistics.stdev(logs),
                         "sd_log_mad": 1.4826 * statistics.median(abs(x - med) for x in logs),
                         "serial_inflation": infl, "autocorr": r1,
@@ -144,11 +145,12 @@ def pair_stats(records: dict, design: dict | None = None) -> dict:
 def probe_gain(xs: list[float], ys: list[float], pr: tuple[list[float], list[float]], design: dict) -> dict:
     """One figure's pairs judged with and without the probe, at the check's own design."""
     from harness.analyze import paired
+    from harness.analyze.design import Design
 
-    d = paired.Design(**{k: design[k] for k in ("threshold", "alpha", "looks", "figures", "power", "floor",
-                                                "selected", "look") if k in design},
-                      # the looks' budget shares and rounds, where the check recorded them
-                      **{k: tuple(design[k]) for k in ("times", "sizes") if design.get(k)})
+    d = Design(**{k: design[k] for k in ("threshold", "alpha", "looks", "figures", "power", "floor",
+                                         "selected", "look") if k in design},
+               # the looks' budget shares and rounds, where the check recorded them
+               **{k: tuple(design[k]) for k in ("times", "sizes") if design.get(k)})
     got = {"probe_logs": [round(math.log(q / p), 5) for p, q in zip(*pr)]}
     for name, probe in (("with_probe", pr), ("without_probe", None)):
         r = paired.analyze(xs, ys, d, probe)

@@ -1,5 +1,5 @@
 """False alarms and power of the paired verdict when worker processes differ, with and without
-worker generations (suite `restart_s`; harness.analyze.paired, _generations).
+worker generations (suite `restart_s`; harness.analyze.estimators.generations).
 
 Each simulated check has N pairs in G generations, as equal in size as N allows. A pair's log
 ratio is shift + u_g + e: u_g the generation's per-process effect, normal with sd TAU (the two
@@ -26,10 +26,11 @@ import sys
 import numpy as np
 
 from harness.analyze import paired
+from harness.analyze.design import Design
 
 
 def one(rng: np.random.Generator, n: int, g: int, sd: float, tau: float, shift: float, df: float,
-        design: paired.Design, rho: float = 0.0) -> dict[str, paired.Paired]:
+        design: Design, rho: float = 0.0) -> dict[str, paired.Paired]:
     blocks = np.repeat(np.arange(g), -(-n // g))[:n]
     if df > 0:
         e = rng.standard_t(df, n) * sd / np.sqrt(df / (df - 2.0))
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.df == 0 or a.df > 2) or not 0.0 <= a.rho < 1.0:
         print("generations_level: need --df 0 or above 2 (a finite sd), and --rho in [0, 1)", file=sys.stderr)
         return 2
-    design = paired.Design(threshold=a.threshold, alpha=a.alpha, looks=1, figures=1, floor=a.floor)
+    design = Design(threshold=a.threshold, alpha=a.alpha, looks=1, figures=1, floor=a.floor)
     rng = np.random.default_rng(a.seed)
     rows = []
     print(f"{a.pairs} pairs in {a.generations} generations, pair sd {a.sd:.0%} (t{a.df:g}, lag-1 {a.rho:g}), threshold "

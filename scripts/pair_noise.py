@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from harness.analyze import paired
+from harness.analyze.design import Design, detectable_change
 
 
 def spread(logs: list[float]) -> float | None:
@@ -55,7 +56,7 @@ def main() -> int:
     runs = [r for r in data["runs"] if not r.get("warmup") and r["status"] == "ok"]
     # Resolved at the last look, at that look's share of alpha, judged as the check would judge
     # these pairs (their location, spread and serial allowance: harness.analyze.paired).
-    design = paired.Design(threshold=args.threshold, alpha=args.alpha, looks=args.looks, figures=1, power=args.power)
+    design = Design(threshold=args.threshold, alpha=args.alpha, looks=args.looks, figures=1, power=args.power)
     arms = list(dict.fromkeys(r["arm"] for r in runs))
     per_arm = []
     for arm in arms:
@@ -83,7 +84,7 @@ def main() -> int:
             out.update(location=p.location, spread=p.spread, inflation=p.inflation,
                        pairs_needed=pairs, measuring_s_needed=None if pairs is None else pairs * out["pair_s"],
                        minutes=args.minutes, pairs_in_minutes=in_time,
-                       detectable_in_minutes=paired.detectable_change(p.spread * p.inflation, in_time, design, share))
+                       detectable_in_minutes=detectable_change(p.spread * p.inflation, in_time, design, share))
     for a in per_arm:
         s = a["successive_log_sd"]
         print(f"{a['arm']:<14} runs {a['runs']:>3}  ms/token {a['ms_per_token_median']:.3f}  "

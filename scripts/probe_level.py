@@ -25,6 +25,8 @@ import statistics
 import numpy as np
 
 from harness.analyze import paired
+from harness.analyze.covariate import MIN_PROBE_PAIRS
+from harness.analyze.design import Design
 
 
 def moment(rng: np.random.Generator, n: int, sd_state: float = 0.08, sd_own: float = 0.04,
@@ -42,7 +44,7 @@ def moment(rng: np.random.Generator, n: int, sd_state: float = 0.08, sd_own: flo
 
 def rates(rng: np.random.Generator, sims: int, n: int, state: float, tails: bool, shift: float) -> tuple[float, float]:
     """(share of checks called worse or improved with the probe, without it), the same pairs."""
-    design = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+    design = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
     hit = plain = 0
     for _ in range(sims):
         b, h, pr = moment(rng, n, sd_state=0.08 * state + 1e-9, sd_own=0.05, change=shift, tails=tails)
@@ -54,12 +56,12 @@ def rates(rng: np.random.Generator, sims: int, n: int, state: float, tails: bool
 def replay(path: str) -> int:
     """The stored checks' pairs, judged without the probe, with it, and with a least-squares slope."""
     rows = json.loads(open(path, encoding="utf-8").read())["rows"]
-    design = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
+    design = Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
     print(f"{'check':<10} {'arm':<15} {'pairs':>5} {'without':>8} {'robust':>7} {'least sq.':>9}")
     ratios: dict[str, list[float]] = {"robust": [], "least squares": []}
     for r in rows:
         for arm, p in (r.get("pairs") or {}).items():
-            if "probe_logs" not in p or len(p["logs"]) < paired.MIN_PROBE_PAIRS:
+            if "probe_logs" not in p or len(p["logs"]) < MIN_PROBE_PAIRS:
                 continue
             d, x = np.asarray(p["logs"]), np.asarray(p["probe_logs"])
             n, ones = d.size, np.ones(d.size)

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from harness.analyze import paired
+from harness.analyze.design import Design, detectable_change
+from harness.analyze.estimators import serial_inflation
 
 
 def checks(node: Any, where: str = "") -> Iterator[tuple[str, dict]]:
@@ -39,7 +41,7 @@ def checks(node: Any, where: str = "") -> Iterator[tuple[str, dict]]:
             yield from checks(v, f"{where}[{i}]")
 
 
-def judge(logs: np.ndarray, design: paired.Design) -> paired.Paired:
+def judge(logs: np.ndarray, design: Design) -> paired.Paired:
     return paired.analyze(np.ones(logs.size), np.exp(logs), design)
 
 
@@ -61,7 +63,7 @@ def main() -> int:
     except (OSError, ValueError) as e:
         print(f"rejudge_pairs: cannot read {args.file}: {e}", file=sys.stderr)
         return 2
-    design = paired.Design(threshold=args.threshold, looks=args.looks, figures=args.figures)
+    design = Design(threshold=args.threshold, looks=args.looks, figures=args.figures)
     found = 0
     for where, row in checks(data):
         logs = (row["pairs"].get(args.arm) or {}).get("logs")
@@ -74,7 +76,7 @@ def main() -> int:
         whole = judge(x, design)
         need = paired.plan(whole, design)
         # What the mean alone (the verdict before the typical pair) could have seen in the same pairs.
-        alone = paired.detectable_change(x.std(ddof=1) * paired.serial_inflation(x)[0], x.size, design)
+        alone = detectable_change(x.std(ddof=1) * serial_inflation(x)[0], x.size, design)
         print(f"  all pairs, last look: {line(whole)}; {args.threshold:.0%} needs "
               f"{'more than 100000' if need is None else need} pairs at this spread; the mean alone: "
               f"detectable {alone:.1%}")

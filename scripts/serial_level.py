@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from harness.analyze import paired
+from harness.analyze.design import Design
 from harness.analyze.stats import scipy_stats
 
 
@@ -46,7 +47,7 @@ def main() -> int:
     ap.add_argument("--noise", choices=("normal", "mixed"), default="normal")
     ap.add_argument("--shift", type=float, default=0.0, help="true change on the log scale (0: false alarms)")
     args = ap.parse_args()
-    design = paired.Design(threshold=0.02, alpha=args.alpha, looks=1, figures=1, floor=1e-6)
+    design = Design(threshold=0.02, alpha=args.alpha, looks=1, figures=1, floor=1e-6)
     what = "false alarms" if args.shift == 0 else f"changes of {args.shift:+.3f} (log) caught"
     print(f"{what} for a nominal {args.alpha:.1%}, {args.noise} noise ({args.sims} simulated checks per row)")
     print(f"{'rho':>5} {'pairs':>6} {'independent':>12} {'harness':>8} {'k median':>9} {'robust':>7}")

@@ -31,6 +31,11 @@ import numpy as np
 
 from harness.analyze import paired, sequential
 
+try:
+    from harness.analyze.design import Design
+except ImportError:   # a commit from before the design moved out of paired.py (2026-12-07)
+    Design = paired.Design  # type: ignore[misc]
+
 
 class _Clock:
     def __init__(self) -> None:
@@ -45,7 +50,7 @@ def one_check(rng: np.random.Generator, figures: int, rho: float, sd: float, shi
     clock = _Clock()
     base: list[list[float]] = [[] for _ in range(figures)]
     head: list[list[float]] = [[] for _ in range(figures)]
-    design = paired.Design(threshold=threshold, alpha=0.05, looks=looks, figures=figures, floor=floor)
+    design = Design(threshold=threshold, alpha=0.05, looks=looks, figures=figures, floor=floor)
     cov = np.full((figures, figures), rho) + np.eye(figures) * (1.0 - rho)
 
     def do_round(_: int) -> None:
@@ -58,10 +63,10 @@ def one_check(rng: np.random.Generator, figures: int, rho: float, sd: float, shi
             head[f].append(math.exp(e[f] + (shift if f == 0 else 0.0)))
         clock.t += 1.0
 
-    def judged(d: paired.Design) -> dict[str, paired.Paired]:
+    def judged(d: Design) -> dict[str, paired.Paired]:
         return {str(i): r for i, r in enumerate(paired.judge_family(list(zip(base, head)), d))}
 
-    if hasattr(paired.Design, "at_looks"):
+    if hasattr(Design, "at_looks"):
         analyze = lambda times, sizes: judged(design.at_looks(times, sizes))  # noqa: E731
     else:   # a commit from before alpha spending: a look was its index
         analyze = lambda look: judged(replace(design, look=look))  # noqa: E731
@@ -95,7 +100,7 @@ def main() -> None:
         resolved += out.stopped == "resolved"
     rate = hits / args.sims
     what = "first figure called worse" if args.shift else "any figure called worse or improved"
-    rule = "alpha spending" if hasattr(paired.Design, "at_looks") else "even split (before 2026-12-06)"
+    rule = "alpha spending" if hasattr(Design, "at_looks") else "even split (before 2026-12-06)"
     print(f"{rule}: {what}: {rate:.2%} of {args.sims} checks (+- {math.sqrt(rate * (1 - rate) / args.sims):.2%}); "
           f"first figure {first}; {resolved} stopped resolved, mean rounds {float(np.mean(rounds)):.1f}")
     print(json.dumps({**vars(args), "rule": rule, "rate": rate, "first_figure": first, "resolved": resolved,

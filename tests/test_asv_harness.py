@@ -189,12 +189,12 @@ def _cmp(verdict_change, noise=0.01, n=24, identity=None, head_fail=False):
     """A Comparison of two sides built from synthetic paired runs, judged by the real code."""
     import numpy as np
 
-    from harness.analyze import paired
+    from harness.analyze.design import Design
     from harness.analyze.identity import IdentityRow
     from harness.ci import commits
 
     rng = np.random.default_rng(0)
-    design = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=2)
+    design = Design(threshold=0.10, alpha=0.05, looks=4, figures=2)
     base, head = [], []
     for rep in range(n):
         drift = float(np.exp(rng.normal(0, 0.3)))
@@ -242,11 +242,12 @@ def test_noise_that_hides_the_threshold_is_inconclusive_first_never_pass():
 def _inconclusive(detectable, lo, hi, threshold=0.02):
     """A Comparison whose one gated figure is inconclusive with these readings."""
     from harness.analyze import paired
+    from harness.analyze.design import Design
     from harness.ci import commits
 
     res = paired.Paired(80, 1.0, lo, hi, detectable, "inconclusive")
     fig = commits.Figure("classic", "ms/token", True, res)
-    return commits.Comparison("a" * 40, "b" * 40, paired.Design(threshold=threshold), [fig], [],
+    return commits.Comparison("a" * 40, "b" * 40, Design(threshold=threshold), [fig], [],
                               {"base": {}, "head": {}}, {}, {"stopped": "budget"}, 60.0)
 
 
@@ -506,7 +507,7 @@ def test_a_check_takes_its_false_alarm_level_from_the_command_line():
 
 
 def test_rejection_rate_and_tokens_per_round_are_judged_exactly():
-    from harness.analyze import paired
+    from harness.analyze.design import Design
     from harness.ci import commits
 
     def runs(accepted, jitter=False):
@@ -518,7 +519,7 @@ def test_rejection_rate_and_tokens_per_round_are_judged_exactly():
             out.append(r)
         return out
 
-    design = paired.Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
+    design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
     same = {f.figure: f for f in commits.judge(runs(20), runs(20), ["block3"], design)}
     assert same["rejection rate (exact)"].result.verdict == "unchanged" and same["rejection rate (exact)"].gated
     # One more rejected draft per run at head: worse, with no statistics, and the check fails.

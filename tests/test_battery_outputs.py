@@ -210,13 +210,13 @@ def test_schema_write_replaces_its_own_files(tmp_path, monkeypatch, capsys) -> N
 
 def test_pr_check_output_carries_its_marker_and_is_replaced_next_time(tmp_path, monkeypatch, capsys) -> None:
     import harness.ci.prcheck as prcheck
-    from harness.analyze import paired
+    from harness.analyze.design import Design
     from harness.ci import commits
     proj = asv_project(tmp_path)
     runs = [{"arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
              "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
              "identity": {"status": "identical"}, "marks": []} for rep in range(8)]
-    design = paired.Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
+    design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
     recs = {side: str(_file(tmp_path, f"{side}.json", json.dumps({"kind": "harness.record", "runs": runs})))
             for side in ("base", "head")}
     c = commits.Comparison("a" * 40, "b" * 40, design, commits.judge(runs, runs, ["classic"], design), [], {}, recs,

@@ -15,12 +15,13 @@ import pytest
 from harness_helpers import REPO, command_arm, write_suite
 
 from harness.analyze import comparisons, paired
+from harness.analyze.design import Design
 from harness.ci import prcheck
 from harness.ci.commits import Comparison, compare_commits, judge
 from harness.collect.suite import load_suite
 from harness.core.errors import UserError
 
-D = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.01)
+D = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.01)
 
 
 def _script():
@@ -172,7 +173,7 @@ def test_two_generations_at_an_early_look_give_an_unbounded_interval_not_an_erro
     rng = np.random.default_rng(1)
     b = np.exp(rng.normal(0, 0.1, 60))
     h = b * np.exp(np.r_[np.full(30, 0.1), np.full(30, -0.1)] + rng.normal(0, 0.05, 60))
-    d = paired.Design(threshold=0.1, alpha=0.05, looks=4, figures=3, look=1)
+    d = Design(threshold=0.1, alpha=0.05, looks=4, figures=3, look=1)
     r = paired.analyze(b, h, d, blocks=["1/1"] * 30 + ["2/2"] * 30)
     assert r.verdict == "inconclusive" and r.df == 1 and r.hi == float("inf") and r.detectable == float("inf")
     assert "no change is detectable from these pairs" in r.note and "1 degree of freedom" in r.note
@@ -189,7 +190,7 @@ def test_the_tails_guard_follows_the_judged_readings_generations():
     pairs = stored["checks"]["fault"]["rows"][0]["pairs"]["classic"]
     logs, probe, gens = (np.asarray(pairs[k]) for k in ("logs", "probe_logs", "generations"))
     ones = np.ones(logs.size)
-    d = paired.Design(threshold=0.02, alpha=0.05, looks=4, figures=1, look=2)
+    d = Design(threshold=0.02, alpha=0.05, looks=4, figures=1, look=2)
     r = paired.analyze(ones, np.exp(logs), d, (ones, np.exp(probe)), list(gens))
     assert r.generations["count"] == 2 and r.generations["used"], r.generations
     assert r.verdict == "inconclusive" and r.lo < 1.0 < r.hi, (r.verdict, r.lo, r.hi, r.note)

@@ -246,14 +246,14 @@ def test_check_output_lets_a_command_replace_its_own_json(tmp_path) -> None:
 
 def _stub_comparison(tmp_path: Path):
     """What compare_commits returns, from synthetic paired runs judged by the real code."""
-    from harness.analyze import paired
+    from harness.analyze.design import Design
     from harness.ci import commits
     runs = []
     for rep in range(8):
         runs.append({"arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
                      "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
                      "identity": {"status": "identical"}, "marks": []})
-    design = paired.Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
+    design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
     figs = commits.judge(runs, runs, ["classic"], design)
     recs = {}
     for side in ("base", "head"):

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from harness_helpers import REPO
 
-from harness.analyze import comparisons, paired, sequential, spending
-from harness.analyze.paired import Design, analyze, judge_family, p_value
+from harness.analyze import comparisons, estimators, paired, sequential, spending
+from harness.analyze.design import Design, detectable_change, pairs_needed
+from harness.analyze.paired import analyze, judge_family, p_value
 
-D = paired.Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
+D = Design(threshold=0.10, alpha=0.05, looks=4, figures=3)
 
 
 def _pairs(rng, n, sd, change=0.0, base=10.0):
@@ -39,9 +40,9 @@ def test_design_spends_alpha_over_looks_and_splits_it_over_figures():
     assert replace(D, look=2).alpha_per_test < D.alpha_per_test < 0.05 / 3
     assert D.min_effect == pytest.approx(0.05)
     with pytest.raises(ValueError):
-        paired.Design(threshold=0)
+        Design(threshold=0)
     with pytest.raises(ValueError):
-        paired.Design(looks=0)
+        Design(looks=0)
 
 
 def test_a_tight_no_change_is_unchanged_and_a_big_change_is_worse():
@@ -98,14 +99,14 @@ def test_a_change_of_the_detectable_size_is_caught_about_80_percent_of_the_time(
     # no allowance is made.
     # From MIN_ROBUST_PAIRS the typical pair is judged on the Huber location (95% of the mean's
     # efficiency for normal pairs) at all of the level but the tails' share.
-    robust = n >= paired.MIN_ROBUST_PAIRS
-    d = (paired.detectable_change(sd / math.sqrt(0.95), n, D, 1.0 - paired.TAIL_SHARE) if robust
-         else paired.detectable_change(sd, n, D))
+    robust = n >= estimators.MIN_ROBUST_PAIRS
+    d = (detectable_change(sd / math.sqrt(0.95), n, D, 1.0 - paired.TAIL_SHARE) if robust
+         else detectable_change(sd, n, D))
     sims = 1500
     checks = [paired.analyze(*_pairs(rng, n, sd, change=math.log1p(d)), D) for _ in range(sims)]
     caught = sum(p.verdict == "worse" for p in checks)
     assert low <= caught / sims <= 0.90, (d, caught / sims)
-    if n >= paired.MIN_SERIAL_PAIRS:
+    if n >= estimators.MIN_SERIAL_PAIRS:
         assert float(np.mean([p.detectable for p in checks])) >= d
     else:
         assert all(p.inflation == 1.0 for p in checks)
@@ -138,18 +139,18 @@ def _ar1(rng, n, rho, sd=0.1):
 
 def test_serial_correlation_widens_the_standard_error_and_nothing_narrows_it():
     rng = np.random.default_rng(11)
-    infl, r1 = paired.serial_inflation(_ar1(rng, 4000, 0.5))
+    infl, r1 = estimators.serial_inflation(_ar1(rng, 4000, 0.5))
     # The true factor is sqrt((1 + rho) / (1 - rho)) = 1.73.
     assert 0.45 < r1 < 0.55 and 1.6 < infl < 1.85
-    infl, _ = paired.serial_inflation(rng.normal(0.0, 0.1, 4000))
+    infl, _ = estimators.serial_inflation(rng.normal(0.0, 0.1, 4000))
     assert 1.0 <= infl < 1.08
-    infl, r1 = paired.serial_inflation(_ar1(rng, 4000, -0.4))
+    infl, r1 = estimators.serial_inflation(_ar1(rng, 4000, -0.4))
     assert r1 < -0.3 and infl == 1.0       # never narrower than the independent-pairs interval
-    assert paired.serial_inflation(np.array([0.1, -0.1])) == (1.0, None)
+    assert estimators.serial_inflation(np.array([0.1, -0.1])) == (1.0, None)
     # The check says why its interval is wider than the pairs' spread alone would make it.
     x = _ar1(rng, 400, 0.5)
     p = paired.analyze(np.ones(400), np.exp(x), D)
-    plain = paired.detectable_change(p.sd_log, 400, D)
+    plain = detectable_change(p.sd_log, 400, D)
     assert p.inflation > 1.4 and p.detectable > plain and "successive pairs alike" in p.note
     assert "successive" not in paired.analyze(*_pairs(rng, 400, 0.1), D).note
 
@@ -158,7 +159,7 @@ def test_serially_correlated_pairs_keep_the_false_alarm_level():
     # One look, one figure: alpha 5% over both directions. At rho = 0.3 (the H100's A/A pairs read
     # 0.19-0.25) the independent-pairs interval calls about 14% of no-changes worse or improved,
     # Newey-West's alone about 7%.
-    design = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+    design = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
     rng = np.random.default_rng(5)
     sims, n = 1500, 300
     alarms = plain = 0
@@ -173,17 +174,17 @@ def test_serially_correlated_pairs_keep_the_false_alarm_level():
     assert p.autocorr is not None and p.inflation >= 1.0
 
 def test_a_plan_is_the_first_n_that_resolves_at_the_checks_own_spread():
-    n = paired.pairs_needed(0.2, D)
+    n = pairs_needed(0.2, D)
     assert n is not None
-    assert paired.detectable_change(0.2, n, D) <= 0.10 < paired.detectable_change(0.2, n - 1, D)
-    assert paired.pairs_needed(5.0, D, limit=1000) is None
+    assert detectable_change(0.2, n, D) <= 0.10 < detectable_change(0.2, n - 1, D)
+    assert pairs_needed(5.0, D, limit=1000) is None
     # A robust check plans at its own spread, allowance and share of the level.
     rng = np.random.default_rng(41)
     p = paired.analyze(*_pairs(rng, 200, 0.2), D)
     need = paired.plan(p, D)
     s = p.spread * p.inflation
-    assert p.location == "huber" and need == paired.pairs_needed(s, D, 1.0 - paired.TAIL_SHARE)
-    assert need > paired.pairs_needed(s, D)
+    assert p.location == "huber" and need == pairs_needed(s, D, 1.0 - paired.TAIL_SHARE)
+    assert need > pairs_needed(s, D)
     assert paired.plan(paired.analyze([1.0], [1.1], D), D) is None
 
 
@@ -195,12 +196,12 @@ def _mixed(rng, n, rho=0.0, sd=0.1):
 def test_from_enough_pairs_the_typical_pair_is_judged_and_a_few_disturbed_runs_weigh_little():
     rng = np.random.default_rng(21)
     x = _mixed(rng, 300)
-    d2 = paired.Design(threshold=0.02, looks=4, figures=1)   # a floor (1%) under both detectables
+    d2 = Design(threshold=0.02, looks=4, figures=1)   # a floor (1%) under both detectables
     p = paired.analyze(np.ones(300), np.exp(x), d2)
     assert p.location == "huber" and p.mean_ratio == pytest.approx(math.exp(x.mean()))
     # The robust spread is well under the pairs' sd (the disturbed 15% carry most of it), so the
     # same pairs see a smaller change than their mean could.
-    mean_only = paired.detectable_change(p.sd_log * p.inflation, 300, d2)
+    mean_only = detectable_change(p.sd_log * p.inflation, 300, d2)
     assert p.spread < 0.75 * p.sd_log and p.detectable < 0.8 * mean_only
     # Fewer pairs than a scale can be estimated from, or no scale at all: the mean, as before.
     assert paired.analyze(np.ones(19), np.exp(x[:19]), d2).location == "mean"
@@ -209,7 +210,7 @@ def test_from_enough_pairs_the_typical_pair_is_judged_and_a_few_disturbed_runs_w
 
 
 def test_heavy_tailed_correlated_pairs_keep_the_false_alarm_level():
-    design = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+    design = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
     rng = np.random.default_rng(6)
     sims, n = 1500, 200
     alarms = sum(paired.analyze(np.ones(n), np.exp(_mixed(rng, n, 0.3)), design).verdict in ("worse", "improved")
@@ -223,12 +224,12 @@ def test_a_change_in_a_few_runs_only_is_caught_by_the_tails_guard():
     rng = np.random.default_rng(22)
     n = 400
     x = rng.normal(0.0, 0.03, n) + np.where(rng.random(n) < 0.10, math.log(1.6), 0.0)
-    p = paired.analyze(np.ones(n), np.exp(x), paired.Design(threshold=0.10, looks=4, figures=1))
+    p = paired.analyze(np.ones(n), np.exp(x), Design(threshold=0.10, looks=4, figures=1))
     assert abs(p.ratio - 1.0) < 0.01 and p.mean_ratio > 1.04
     assert p.verdict == "worse" and "the typical pair reads" in p.note
     # Fewer slow runs, the guard's interval reaches no change: not worse, but the mean is shown.
     y = np.where(x > 0.3, x - math.log(1.6) + math.log(1.5), x)
-    q = paired.analyze(np.ones(n), np.exp(y), paired.Design(threshold=0.10, looks=4, figures=1))
+    q = paired.analyze(np.ones(n), np.exp(y), Design(threshold=0.10, looks=4, figures=1))
     assert q.verdict == "unchanged" and "the mean of the pairs reads +4." in q.note
     # and its p-value, for Benjamini-Hochberg, is the guard's over its share
     assert p_value(np.ones(n), np.exp(x)) < 0.001
@@ -248,7 +249,7 @@ def _seq(rng, change, sd, budget=100.0, round_s=1.0, looks=4, min_rounds=5):
     clock = _Clock()
     xs: list[float] = []
     ys: list[float] = []
-    design = paired.Design(threshold=0.10, alpha=0.05, looks=looks, figures=1)
+    design = Design(threshold=0.10, alpha=0.05, looks=looks, figures=1)
 
     def do_round(i):
         b, h = _pairs(rng, 1, sd, change)
@@ -282,18 +283,18 @@ def test_looks_are_at_most_the_design_and_follow_the_budget():
 
 
 def test_the_looks_spend_alpha_on_a_boundary_that_keeps_most_of_it_for_the_last():
-    d = paired.Design(threshold=0.02, alpha=0.05, looks=4, figures=2)
+    d = Design(threshold=0.02, alpha=0.05, looks=4, figures=2)
     levels = [replace(d, look=j).alpha_per_test for j in range(1, 5)]
     assert levels == sorted(levels) and levels[-1] == d.alpha_per_test
     # The last look tests near one look's level (0.025 a figure), well above the even split's half.
     assert 0.05 / 2 / 2 < d.alpha_per_test < 0.05 / 2
-    assert paired.Design(looks=1).look_share == 1.0 and paired.Design(looks=1, figures=2).alpha_per_test == 0.025
+    assert Design(looks=1).look_share == 1.0 and Design(looks=1, figures=2).alpha_per_test == 0.025
     with pytest.raises(ValueError):
-        paired.Design(looks=4, look=5)
+        Design(looks=4, look=5)
     with pytest.raises(ValueError):
-        paired.Design(looks=4, look=2, times=(0.5,), sizes=(10.0,))
+        Design(looks=4, look=2, times=(0.5,), sizes=(10.0,))
     # The same pairs: the last look sees a smaller change than an earlier one.
-    assert paired.detectable_change(0.1, 200, d) < paired.detectable_change(0.1, 200, replace(d, look=3))
+    assert detectable_change(0.1, 200, d) < detectable_change(0.1, 200, replace(d, look=3))
     # A check whose budget ran out at its third look spends what is left there.
     early_end = d.at_looks((0.25, 0.5, 1.0), (10.0, 20.0, 30.0))
     assert early_end.alpha_per_test > replace(d, look=3).alpha_per_test
@@ -424,5 +425,5 @@ def test_a_caught_change_is_sampled_on_until_its_size_is_known_to_within_the_thr
 
 def test_shares_print_as_given_never_rounded_to_a_whole_percent():
     # A 2.5% threshold or a 0.2% false-alarm level once printed as "2%" and "0%".
-    from harness.analyze.paired import share_text
+    from harness.analyze.design import share_text
     assert [share_text(x) for x in (0.1, 0.02, 0.025, 0.002, 0.075)] == ["10%", "2%", "2.5%", "0.2%", "7.5%"]

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from harness_helpers import REPO, command_arm, write_suite
 
-from harness.analyze import comparisons, paired
+from harness.analyze import comparisons, covariate, estimators, paired
+from harness.analyze.design import Design
 from harness.ci import prcheck
 from harness.ci.commits import Comparison, judge
 from harness.collect import runner
@@ -23,7 +24,7 @@ from harness.collect.suite import load_suite
 from harness.collect.worker import Worker
 from harness.core.errors import UserError
 
-D = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+D = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
 
 
 def _moment(rng, n, **kw):
@@ -65,7 +66,7 @@ def test_a_probe_that_moved_is_not_subtracted_and_the_note_says_so():
 
 def test_below_the_minimum_pairs_the_probe_is_kept_but_not_used():
     rng = np.random.default_rng(5)
-    b, h, pr = _moment(rng, paired.MIN_PROBE_PAIRS - 1)
+    b, h, pr = _moment(rng, covariate.MIN_PROBE_PAIRS - 1)
     got = paired.analyze(b, h, D, pr)
     assert got.dispatch_probe["used"] is False and got.detectable == paired.analyze(b, h, D).detectable
     with pytest.raises(ValueError, match="probe's pairs must match"):
@@ -78,7 +79,7 @@ def test_with_the_probe_no_change_keeps_the_false_alarm_level(corr_state, tails)
     # freedom, the probe's own mean), so an A/A check still alarms at most at its level, whether
     # the probe predicts much (0.8) or nothing (0.0), and with a few disturbed pairs (t, 3 df).
     rng = np.random.default_rng(9)
-    design = paired.Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
+    design = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
     sims, n = 1500, 40
     alarms = 0
     for _ in range(sims):
@@ -179,11 +180,11 @@ def test_a_few_disturbed_pairs_do_not_set_the_slope():
     d[hit] += shock[hit]
     x[hit] += shock[hit]
     ols = float(np.polyfit(x, d, 1)[0])
-    assert ols > 0.5 and abs(paired.huber_slope(d, x)) < 0.25
+    assert ols > 0.5 and abs(covariate.huber_slope(d, x)) < 0.25
     b, h, pr = np.ones(n), np.exp(d), (np.ones(n), np.exp(x))
     with_probe, without = paired.analyze(b, h, D, pr), paired.analyze(b, h, D)
     assert with_probe.spread < 1.1 * without.spread
-    assert paired.huber_location(d - ols * x)[1].std() > 1.3 * without.spread
+    assert estimators.huber_location(d - ols * x)[1].std() > 1.3 * without.spread
 
 
 def test_a_sessions_summary_says_what_the_probe_did_whatever_the_verdict():

@@ -240,14 +240,14 @@ def test_noise_rule() -> None:
 
 
 def test_an_unresolved_change_is_inconclusive_with_its_smallest_detectable_change() -> None:
-    from harness.analyze import paired
+    from harness.analyze.design import detectable_change
     from harness.render.comparesec import change_text
     # The old min-max rule called this "noise" (11.5 lies inside the before range); two or three
-    # noisy runs cannot tell, so it is inconclusive, with the number from harness.analyze.paired.
+    # noisy runs cannot tell, so it is inconclusive, with the number from harness.analyze.design.
     c = _change([10.0, 12.0, 9.0], [11.5, 11.0, 13.0])
     assert c.verdict == "inconclusive"
     det = c.judged.detectable
-    assert det == pytest.approx(paired.detectable_change(c.judged.sd_log, 3, c.design)) and det > 0.10
+    assert det == pytest.approx(detectable_change(c.judged.sd_log, 3, c.design)) and det > 0.10
     text = change_text(c)
     assert f"inconclusive (smallest detectable {det:.1%})" in text and "noise" not in text
     one = _change([10.0], [11.0])                               # one run a side: no spread, no number

@@ -51,7 +51,7 @@ def test_serially_correlated_pairs_are_not_read_as_a_process_effect():
     # serial allowance the excess is gone; without it the same checks would read one.
     from test_paired import _ar1
 
-    from harness.analyze import paired
+    from harness.analyze.estimators import serial_inflation
 
     rng = np.random.default_rng(3)
     rows, bare = [], []
@@ -59,7 +59,7 @@ def test_serially_correlated_pairs_are_not_read_as_a_process_effect():
         x = _ar1(rng, 200, 0.4)
         a = {"n": 200, "mean_log": float(x.mean()), "sd_log": float(x.std(ddof=1))}
         bare.append({"pairs": {"classic": dict(a)}})
-        rows.append({"pairs": {"classic": {**a, "serial_inflation": paired.serial_inflation(x)[0]}}})
+        rows.append({"pairs": {"classic": {**a, "serial_inflation": serial_inflation(x)[0]}}})
     pe, pe_bare = _script().process_effect(rows), _script().process_effect(bare)
     assert pe_bare["var_z"] > pe_bare["var_z_expected"] + 3 * pe_bare["var_z_se"]
     assert abs(pe["var_z"] - pe["var_z_expected"]) < 3 * pe["var_z_se"]

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.analyze.paired import share_text
+from harness.analyze.design import share_text
 from harness.analyze.stats import scipy_stats
 
 WINDOW = 5            # measured commits on each side of a boundary

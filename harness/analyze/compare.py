@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import paired
+from harness.analyze.design import Design
 from harness.analyze.rounds import RoundSplit, all_splits, median_range
 from harness.core.errors import UserError
 
@@ -89,11 +90,11 @@ def floor_ms(total_before: float, total_after: float) -> float:
     return max(ABS_FLOOR_MS, REL_FLOOR * max(total_before, total_after))
 
 
-def design_for(settings: dict[str, Any]) -> paired.Design:
+def design_for(settings: dict[str, Any]) -> Design:
     """The check a component change gets: the suite's threshold and alpha, one look, one figure
     (as the summary judges an arm against classic decode)."""
-    return paired.Design(threshold=float(settings.get("threshold") or 0.10),
-                         alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
+    return Design(threshold=float(settings.get("threshold") or 0.10),
+                  alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
 
 
 @dataclass
@@ -115,7 +116,7 @@ class ComponentChange:
     before_runs: tuple[float, ...] = ()
     after_runs: tuple[float, ...] = ()
     floor_ms: float = ABS_FLOOR_MS
-    design: paired.Design = paired.Design(looks=1, figures=1)
+    design: Design = Design(looks=1, figures=1)
 
     @property
     def change(self) -> float:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import paired
+from harness.analyze.design import Design
 
 Run = dict[str, Any]
 Key = tuple[str, str, int]           # (arm, prompt, repetition)
@@ -173,7 +174,7 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
     return out
 
 
-def judge_vs_classic(record: dict[str, Any], design: paired.Design) -> dict[str, paired.Paired]:
+def judge_vs_classic(record: dict[str, Any], design: Design) -> dict[str, paired.Paired]:
     """Each speculative arm's ms/token against its classic arm, judged paired (adjusted for the
     dispatch probe when the runs have it)."""
     return {arm: paired.analyze(xs, ys, design, probes) for arm, (_, xs, ys, probes) in _vs_classic(record).items()}

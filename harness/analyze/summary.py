@@ -12,6 +12,8 @@ from typing import Any
 
 from harness.analyze import paired, stats
 from harness.analyze.comparisons import pairing_targets
+from harness.analyze.covariate import probe_note
+from harness.analyze.design import Design, share_text
 from harness.analyze.identity import classic_comparisons, describe
 from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
@@ -158,8 +160,8 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[st
 
     # The smallest detectable change is the paired one (harness.analyze.paired): runs of the same
     # repetition ran next to each other; it is the change caught with 80% power, not a half-width.
-    design = paired.Design(threshold=float(settings.get("threshold") or 0.10),
-                           alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
+    design = Design(threshold=float(settings.get("threshold") or 0.10),
+                    alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
 
     for s in rows:
         if s.block == 1:
@@ -286,8 +288,8 @@ def sequential_lines(record: Any) -> list[str]:
         f": {seq.get('rounds')} repetitions, {len(seq['looks'])} look(s); stopped: {seq.get('stopped_because')}"
     out = [head]
     if d:
-        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{paired.share_text(d.get('threshold', 0))}, "
-                   f"false-alarm level {paired.share_text(d.get('alpha', 0))} over {d.get('looks')} look(s) and "
+        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{share_text(d.get('threshold', 0))}, "
+                   f"false-alarm level {share_text(d.get('alpha', 0))} over {d.get('looks')} look(s) and "
                    f"{d.get('figures')} arm(s); docs/statistics.md):")
     for arm, p in seq["looks"][-1]["figures"].items():
         if p.get("ratio") is None:
@@ -298,7 +300,7 @@ def sequential_lines(record: Any) -> list[str]:
         det_s = "-" if det is None else f"{det:.1%}"
         words = _VS_CLASSIC.get(p["verdict"], p["verdict"])
         note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
-        if p["verdict"] == "inconclusive" and (said := paired.probe_note(p.get("dispatch_probe"))):
+        if p["verdict"] == "inconclusive" and (said := probe_note(p.get("dispatch_probe"))):
             note = f"; {said}"   # what the interval rests on is said whatever the verdict
         out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
                    f"smallest detectable {det_s}{note}")

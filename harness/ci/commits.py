@@ -33,6 +33,7 @@ from typing import Any
 
 from harness.analyze import acks as ackmod
 from harness.analyze import comparisons, envdiff, paired, sequential
+from harness.analyze.design import Design, share_text
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
 from harness.ci.build import side_trees
@@ -97,7 +98,7 @@ class Figure:
 class Comparison:
     base: str
     head: str
-    design: paired.Design
+    design: Design
     figures: list[Figure]
     identity: list[Any]
     failures: dict[str, dict[str, int]]      # side -> arm -> failed measured runs
@@ -145,19 +146,19 @@ class Comparison:
             if det is not None and math.isfinite(det) and det <= t:
                 # It could see the threshold; its interval still reaches past it.
                 return (f"inconclusive: {worst.arm} {worst.figure} reads {paired.ratio_text(worst.result)}, "
-                        f"an interval that reaches beyond ±{paired.share_text(t)}")
+                        f"an interval that reaches beyond ±{share_text(t)}")
             # One decimal: a 2.1% rounded to "2%" would read as no worse than a 2% threshold.
             what = f"changes under {det:.1%}" if det is not None and math.isfinite(det) else "any change"
             return (f"inconclusive: this host could not see {what} in {worst.arm} {worst.figure} "
-                    f"(threshold {paired.share_text(t)})")
+                    f"(threshold {share_text(t)})")
         dets = [f.result.detectable for f in self.gated if f.result.detectable is not None]
         rng = f"; smallest detectable {min(dets):.1%} to {max(dets):.1%}" if dets else ""
         acked = [f for f in self.gated if f.result.verdict == "worse" and f.ack]
         if acked:
-            return (f"pass: every gated figure unchanged within ±{paired.share_text(t)} or improved, but for "
+            return (f"pass: every gated figure unchanged within ±{share_text(t)} or improved, but for "
                     f"{len(acked)} acknowledged change(s): "
                     + "; ".join(f"{f.arm} {f.figure} {paired.ratio_text(f.result)} ({f.ack})" for f in acked) + rng)
-        return f"pass: every gated figure unchanged within ±{paired.share_text(t)} or improved{rng}"
+        return f"pass: every gated figure unchanged within ±{share_text(t)} or improved{rng}"
 
     def apply_acks(self, acks: list[Any], commits: list[str]) -> None:
         """Mark each worse figure an acknowledgement covers (one of `commits`, BASE..HEAD)."""
@@ -176,7 +177,7 @@ def _failed_by_arm(record: Any) -> dict[str, int]:
 
 
 def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: list[str],
-          design: paired.Design, gated_only: bool = False) -> list[Figure]:
+          design: Design, gated_only: bool = False) -> list[Figure]:
     """Every paired figure of the two sides (gated first, in suite arm order)."""
     import statistics
 
@@ -256,7 +257,7 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     base_sha, head_sha = rev_parse(repo, base), rev_parse(repo, head)
     s = suite.settings
     store = store if store is not None else BaselineStore.load(work / "no-baselines.json")
-    design = paired.Design.for_settings(s, len(suite.arms))
+    design = Design.for_settings(s, len(suite.arms))
     say = (lambda line: console.print(f"harness: {line}", highlight=False, soft_wrap=True)) if console else None
     if host is None:   # each side's record says where and with what harness it was measured
         from harness.collect.host.info import collect_host
@@ -313,7 +314,7 @@ class _PairedSession:
     """Two sides (base, head), each an exported tree, a persistent worker and a record; runs made
     pair by pair, the side that goes first alternating (ABBA)."""
 
-    def __init__(self, repo: Path, suite: Any, work: Path, store: Any, design: paired.Design,
+    def __init__(self, repo: Path, suite: Any, work: Path, store: Any, design: Design,
                  base_sha: str, head_sha: str, command: list[str], host: dict[str, Any], say: Any = None,
                  names: dict[str, str] | None = None):
 
@@ -414,7 +415,7 @@ class _PairedSession:
         design = self.design.at_looks(times, sizes)
         figs = judge(self.record("base").runs, self.record("head").runs, self.arms, design, gated_only=True)
         if console is not None:
-            console.print(f"look {design.look} of at most {design.looks} (tested at {paired.share_text(design.alpha_per_test)} a figure) after "
+            console.print(f"look {design.look} of at most {design.looks} (tested at {share_text(design.alpha_per_test)} a figure) after "
                           f"{figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
                           + "; ".join(f"{f.arm} {paired.ratio_text(f.result)} {f.result.verdict} "
                                       f"(detectable {paired.detectable_text(f.result)})" for f in figs),
@@ -430,7 +431,7 @@ class _PairedSession:
             sd["record"].finish(sd["record"].data.get("planned_runs", 0), interrupted)
 
 
-def _conclude(session: _PairedSession, design: paired.Design, outcome: Any, budget_s: float | None,
+def _conclude(session: _PairedSession, design: Design, outcome: Any, budget_s: float | None,
               duration_s: float) -> Comparison:
     """The verdict on every figure, the identity rows and the duty, written into both records.
     The final verdict is the last look's, at that look's boundary (the same pairs)."""

@@ -30,7 +30,7 @@ from xml.etree import ElementTree as ET
 
 from harness.analyze import acks as ackmod
 from harness.analyze.changes import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
-from harness.analyze.paired import share_text
+from harness.analyze.design import share_text
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
 from harness.core.errors import UserError
 from harness.core.figures import PER_CLASSIC_STEP, is_exact

@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import envdiff, paired
+from harness.analyze import envdiff, estimators, paired
+from harness.analyze.design import Design, share_text
 from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import acks_for_check, acks_path
 from harness.ci.asvtool import (
@@ -179,7 +180,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def _looks_clause(d: paired.Design) -> str:
+def _looks_clause(d: Design) -> str:
     """How the level was spent over the looks, for the method paragraph."""
     if d.looks == 1:
         return "at one look"
@@ -226,7 +227,7 @@ def _generations_sentence(c: Comparison) -> str:
               else f"{f.arm} {f.figure} (1 degree of freedom)" for f in gated if f.result.generations.get("used")]
     out = (f"Both sides' workers were restarted every {every:g} s during the check (`restart_s`), so the pairs came "
            f"from {said} worker generations, each a fresh pair of processes; a figure whose generations differ "
-           f"(F test at {paired.GENERATIONS_PRETEST:.0%}) is judged on the generations, on their number less one "
+           f"(F test at {estimators.GENERATIONS_PRETEST:.0%}) is judged on the generations, on their number less one "
            f"degrees of freedom, so that a per-process effect widens its interval rather than reading as a change")
     return out + (f": {', '.join(differ)}. " if differ else "; none did. ")
 
@@ -252,15 +253,15 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
               f"{host.get('gpu_generation', 'unknown')}). Both commits ran run by run, alternating "
               f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "
               f"{c.outcome.get('stopped_because')}. Each figure is judged on the per-pair ratios head/base: "
-              f"from {paired.MIN_ROBUST_PAIRS} pairs a robust (Huber) location of their logs, so that a few runs the "
+              f"from {estimators.MIN_ROBUST_PAIRS} pairs a robust (Huber) location of their logs, so that a few runs the "
               f"host disturbed weigh little, with the geometric mean guarding the tails on {paired.TAIL_SHARE:.0%} of "
-              f"the level (a change that slows only some runs is worse too); under {paired.MIN_ROBUST_PAIRS} pairs "
-              f"the geometric mean alone. Both together are tested at {paired.share_text(d.alpha_per_test)} (false-alarm level {d.alpha * 100:g}% "
+              f"the level (a change that slows only some runs is worse too); under {estimators.MIN_ROBUST_PAIRS} pairs "
+              f"the geometric mean alone. Both together are tested at {share_text(d.alpha_per_test)} (false-alarm level {d.alpha * 100:g}% "
               f"{_looks_clause(d)}, split over {d.figures} gated figure(s)); across the gated figures the "
               f"false-discovery rate is controlled (Benjamini-Hochberg): a figure it selects out of R is judged, "
               f"and its interval drawn, at the level of R figures' share. \"smallest detectable\" is the "
               f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
-              f"change of at least {paired.share_text(d.min_effect)}; unchanged needs the interval inside ±{paired.share_text(d.threshold)} "
+              f"change of at least {share_text(d.min_effect)}; unchanged needs the interval inside ±{share_text(d.threshold)} "
               f"and a smallest detectable change below it; anything else is inconclusive. "
               f"{_probe_sentence(c)}{_generations_sentence(c)}Exit status {st} ({EXIT_WORDS[st]}).", ""]
     lines += ["| verdict | figure | arm | base median | head median | pairs | change (interval) | "

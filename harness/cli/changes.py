@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.analyze.paired import share_text
+from harness.analyze.design import share_text
 from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import configured_suite, load_config
 from harness.ci.history import alert_title, confidence_text, detect, suite_table

@@ -95,7 +95,7 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     A resumed session finishes the repetitions its record had planned and adds none."""
     from harness.analyze import sequential
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
-    from harness.analyze.paired import Design
+    from harness.analyze.design import Design
     from harness.collect import runner
     from harness.collect.plan import build_plan
     s = suite.settings

@@ -12,6 +12,8 @@ from harness.analyze import acceptance as acc
 from harness.analyze import compare as cmp
 from harness.analyze import envdiff
 from harness.analyze import paired as pd
+from harness.analyze.design import share_text
+from harness.analyze.estimators import MIN_ROBUST_PAIRS
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.render.facts import Facts
 from harness.render.format import names, pct
@@ -121,7 +123,7 @@ def change_text(c: cmp.ComponentChange) -> str:
         det = f"smallest detectable {det}" if det != "-" else f"smallest detectable unknown: {j.note}"
         return f"{head}, inconclusive ({det})"
     if v == cmp.UNCHANGED:
-        return f"{head}, unchanged (under the {pd.share_text(c.design.min_effect)} the check calls a change)"
+        return f"{head}, unchanged (under the {share_text(c.design.min_effect)} the check calls a change)"
     return f"{head}, {v}"
 
 
@@ -190,12 +192,12 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         lines.append(f"Before: {fa.path} ({fa.date()}); after: {fb.path} ({fb.date()}); same host. Medians with "
                      "min-max of per-run values. The change is the paired check of docs/statistics.md on the two "
                      "records' runs matched in run order (the per-run ratios' geometric mean, or from "
-                     f"{pd.MIN_ROBUST_PAIRS} runs their robust (Huber) location, with its interval): "
+                     f"{MIN_ROBUST_PAIRS} runs their robust (Huber) location, with its interval): "
                      f"faster or slower when the interval excludes no change and the change is at least "
-                     f"{pd.share_text(d.min_effect)}; noise only when the check could have seen a {pd.share_text(d.threshold)} change "
-                     f"(smallest detectable change at most {pd.share_text(d.threshold)}) and its interval, inside "
-                     f"±{pd.share_text(d.threshold)}, holds no change; inconclusive otherwise, with the smallest detectable "
-                     f"change. Each component is tested alone at the {pd.share_text(d.alpha)} level, with no correction for "
+                     f"{share_text(d.min_effect)}; noise only when the check could have seen a {share_text(d.threshold)} change "
+                     f"(smallest detectable change at most {share_text(d.threshold)}) and its interval, inside "
+                     f"±{share_text(d.threshold)}, holds no change; inconclusive otherwise, with the smallest detectable "
+                     f"change. Each component is tested alone at the {share_text(d.alpha)} level, with no correction for "
                      "the many components of one report: among many, a few faster or slower by chance are expected. "
                      "The records did not run side by side, so each pair carries both runs' spread.")
         lines.append(_count_line(changes))

@@ -6,7 +6,7 @@ kernels, and that speed wanders with the host's state for seconds at a time. The
 a pair see different moments of it, and that difference is most of a pair's spread. Work that
 is the same on both sides of a check and timed in the same moment sees the same wander: its
 pair ratio then predicts part of the engine's, and the paired verdict subtracts that part
-(harness.analyze.paired, docs/statistics.md, "The dispatch probe"). Prefill cannot serve:
+(harness.analyze.covariate, docs/statistics.md, "The dispatch probe"). Prefill cannot serve:
 it changes with the code.
 
 The work: STEPS small dependent matrix-vector products, each evaluated before the next is

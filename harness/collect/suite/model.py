@@ -78,7 +78,7 @@ class Settings:
     # Two commits compared run by run (compare-commits, pr-check): restart both sides' worker
     # processes once they have served this many seconds (at the next round, then a warm-up round
     # on each side), so that a per-process effect varies between the pairs' generations and the
-    # verdict's interval counts it (harness.analyze.paired, _generations). None: never.
+    # verdict's interval counts it (harness.analyze.estimators.generations). None: never.
     restart_s: float | None = None
 
 
