@@ -134,6 +134,22 @@ def test_one_executable_outside_both_trees_is_refused(repo, tmp_path):
     assert "[engines.eng]" in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("same", [True, False], ids=["a commit against itself", "two commits"])
+def test_one_executable_is_refused_only_between_two_commits(repo, tmp_path, same):
+    # An A/A check (a commit against itself) measures one program twice on purpose.
+    r, shas = repo
+    prebuilt = tmp_path / "prebuilt-engine"
+    prebuilt.write_text("#!/bin/sh\n")
+    prebuilt.chmod(0o755)
+    s = suite_with(tmp_path, [str(prebuilt), "--prompt-file", "{prompt_file}"])
+    pair = {"base": shas["base"], "head": shas["base"] if same else shas["head"]}
+    if same:
+        assert set(build.side_trees(r, s, tmp_path / "w", pair, export_commit)) == {"base", "head"}
+    else:
+        with pytest.raises(UserError, match="for both commits, outside their trees"):
+            build.side_trees(r, s, tmp_path / "w", pair, export_commit)
+
+
 def test_a_program_found_on_path_is_refused_too(repo, tmp_path, monkeypatch):
     r, shas = repo
     bindir = tmp_path / "bin"
