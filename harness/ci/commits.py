@@ -37,7 +37,6 @@ from harness.analyze.design import Design, share_text
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
 from harness.ci.build import side_trees
-from harness.ci.commitsout import EXIT_HELP, figure_rows, summary_json  # noqa: F401 - re-exported
 from harness.collect import runner
 from harness.collect.engines import RunRequest
 from harness.collect.plan import build_plan

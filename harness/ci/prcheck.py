@@ -36,7 +36,8 @@ from harness.ci.asvtool import (
     parse_compare,
     run_asv,
 )
-from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits, summary_json
+from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits
+from harness.ci.commitsout import summary_json
 from harness.collect.files import check_output, check_writable, marked, write_output
 from harness.core.errors import UserError
 

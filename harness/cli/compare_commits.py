@@ -19,7 +19,8 @@ from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check, load_acks
 from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
-from harness.ci.commits import EXIT_HELP, Comparison, compare_commits, rev_parse, summary_json
+from harness.ci.commits import Comparison, compare_commits, rev_parse
+from harness.ci.commitsout import EXIT_HELP, summary_json
 from harness.ci.prcheck import given_suite, load_check_suite, load_notes
 from harness.cli.session import add_budget_args
 from harness.collect.files import check_directory

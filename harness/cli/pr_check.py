@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.ci.commits import EXIT_HELP
+from harness.ci.commitsout import EXIT_HELP
 from harness.ci.prcheck import pr_check
 from harness.cli.session import add_budget_args
 

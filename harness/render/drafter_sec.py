@@ -9,7 +9,7 @@ from harness.core import declare
 from harness.render.facts import Facts
 from harness.render.format import f, pct, signed_pct
 from harness.render.mdtable import Table
-from harness.render.sections import includes
+from harness.render.roundsec import includes
 
 
 def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:

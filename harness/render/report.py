@@ -16,20 +16,16 @@ from harness.render.comparesec import compare_section
 from harness.render.drafter_sec import drafter_includes, drafter_split_sections, shape_sections
 from harness.render.facts import Facts, Inputs
 from harness.render.mdtable import Table
+from harness.render.roundsec import cost_section, profile_sections, scaling_section, split_includes, split_sections
 from harness.render.sections import (
     acceptance_section,
     arms_table,
     columns_note,
-    cost_section,
     identity_table,
     memory_note,
     probe_readings,
-    profile_sections,
-    scaling_section,
     sequential_paragraphs,
     setup_table,
-    split_includes,
-    split_sections,
 )
 from harness.render.verdicts import headline, limits, override_table, reproducing, shipping_status, thrown_table
 

@@ -1,0 +1,155 @@
+"""The round split, profile-mode, verify-cost scaling and cost-model sections of a report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.core import declare
+from harness.render import reportcost
+from harness.render.facts import Facts
+from harness.render.format import f, pct, signed_pct
+from harness.render.mdtable import Table
+
+
+def split_sections(fx: Facts) -> list[dict[str, Any]]:
+    out = []
+    for s in fx.splits:
+        unit = s.unit
+        t = Table(["component", "total ms", f"ms/{unit}", "share"], align=["l", "r", "r", "r"])
+        for c in s.components:
+            t.add(c.label, f"{c.total_ms:.2f}", f"{c.per_unit_ms:.3f}", pct(c.share))
+        t.add(f"{unit} total (decode)", f"{s.decode_ms:.2f}", f"{s.per_unit_ms:.3f}", "100.0%")
+        what = (f"{s.runs} runs, {s.units} rounds, {s.emitted_per_verify:.3f} tokens per round" if unit == "round"
+                else f"{s.runs} runs, {s.units} tokens")
+        notes = declare.of_record(fx.rec, s.arm).split_notes
+        key = "profile" if s.profile else "default"
+        mode = (f"{key} mode: {notes.get(key, 'phases as the engine timed them')}" if unit == "round"
+                else "classic decode")
+        title = fx.row_label(s.arm, s.prompt)
+        if s.mode == "classic" and fx.arms.get(s.arm, {}).get("block", 1) > 1:
+            title += ": decoded classic (the gate declined)"
+        out.append({"title": title, "table": t, "mode": mode,
+                    "closure": f"Components close against the decode total to within {s.closure_pct:.3%} "
+                               f"({s.closure_ms:+.4f} ms over {what})."})
+    return out
+
+
+def includes(fx: Facts, arm_names: list[tuple[str, list[str]]]) -> list[str]:
+    """'label: what it includes' for each (arm, its shown component names), in the engine's own words,
+    once per distinct line; a block-dependent label reads K for the block."""
+    out: list[str] = []
+    for arm, shown in arm_names:
+        decl, notes = declare.of_record(fx.rec, arm), fx.notes(arm)
+        for name in shown:
+            if name in notes:
+                line = f"{decl.phase_label(name, 'K')}: {notes[name]}"
+                if line not in out:
+                    out.append(line)
+    return out
+
+
+def split_includes(fx: Facts) -> list[str]:
+    return includes(fx, [(s.arm, [c.name for c in s.components]) for s in fx.splits])
+
+
+def profile_sections(fx: Facts) -> list[dict[str, Any]]:
+    out = []
+    for p in fx.profiles:
+        u, q = p.unprofiled, p.profiled
+        t = Table(["component", f"unprofiled ms/round ({u.arm})", f"profiled ms/round ({q.arm})", "change"],
+                  align=["l", "r", "r", "r"])
+        for c in u.components:
+            qc = q.component(c.name)
+            if qc is None:
+                continue
+            ch = signed_pct(qc.per_unit_ms / c.per_unit_ms - 1) if c.per_unit_ms else "-"
+            t.add(c.label, f"{c.per_unit_ms:.3f}", f"{qc.per_unit_ms:.3f}", ch)
+        t.add("round total", f"{u.per_unit_ms:.3f}", f"{q.per_unit_ms:.3f}", signed_pct(p.cost))
+        lines = []
+        if p.drafter_step_ms is not None:
+            lines.append(f"Drafter step, profiled: {p.drafter_step_ms:.3f} ms per drafter forward "
+                         f"({p.drafter_steps_per_round:.2f} forwards per round inside draft_block, synced).")
+        lines.append(f"Profile mode costs {signed_pct(p.cost)} per round ({q.per_unit_ms:.3f} against "
+                     f"{u.per_unit_ms:.3f} ms; {p.syncs_per_round:.2f} syncs per round, "
+                     f"{p.sync_ms_per_round:.3f} ms per round spent waiting in them)"
+                     + ("." if p.resolved else "; the two arms' per-round ranges overlap, so this record does "
+                        "not resolve that cost from noise."))
+        split = any((r.get("diagnostics") or {}).get("drafter_split", {}) for r in fx.groups.get((q.arm, q.prompt), []))
+        lines.append("Quote the unprofiled round as the cost; the profiled column is for attribution only."
+                     + (" The drafter step's own split is in the next section." if split else
+                        " This engine's profile mode syncs per stage and does not split the drafter step further "
+                        "(no layers / LM head / readback split)."))
+        out.append({"title": fx.row_label(q.arm, q.prompt), "table": t, "lines": lines})
+    return out
+
+
+def scaling_section(fx: Facts) -> dict[str, Any] | None:
+    sc = fx.rec.get("scaling")
+    if not isinstance(sc, dict) or not sc.get("widths"):
+        return None
+    cold = any("cold_median_ms" in w for w in sc["widths"])
+    head = (["T (positions)", "warm median ms", "warm min-max ms", "vs T=1"] if cold
+            else ["T (positions)", "median ms", "min-max ms", "vs T=1"])
+    t = Table(head + (["cold median ms", "cold min-max ms", "cold vs warm"] if cold else []),
+              align=["r"] * (len(head) + (3 if cold else 0)))
+    for w in sc["widths"]:
+        row = [w.get("T"), f(w.get("median_ms"), ".3f"), f"{f(w.get('min_ms'), '.3f')}-{f(w.get('max_ms'), '.3f')}",
+               f(w.get("vs_T1"), ".2f") + "x"]
+        if cold:
+            row += [f(w.get("cold_median_ms"), ".3f"),
+                    f"{f(w.get('cold_min_ms'), '.3f')}-{f(w.get('cold_max_ms'), '.3f')}",
+                    f(w.get("cold_vs_warm"), ".2f") + "x"]
+        t.add(*row)
+    line = (f"One evaluated target forward of T positions after {sc.get('context_tokens', '?')} "
+            f"context tokens on {sc.get('device', '?')}, median of {sc['widths'][0].get('repeats', '?')}"
+            + (": warm at a KV length run before; cold at a KV length new to that width each time (what a "
+               "decode meets every round)." if cold else "."))
+    return {"table": t, "line": line}
+
+
+def cost_section(fx: Facts) -> dict[str, Any]:
+    c = reportcost.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile, fx.models)
+    out: dict[str, Any] = {"available": c.available, "reason": c.reason, "notes": list(c.notes),
+                           "peak": c.peak_note}
+    if c.target is not None:
+        b = Table(["tensor set", "bytes"], align=["l", "r"])
+        for name, n in c.target.rows:
+            b.add(name, f"{n:,}")
+        if c.drafter is not None:
+            for name, n in c.drafter.rows:
+                b.add(name, f"{n:,}")
+        out["bytes"] = b
+        out["bytes_notes"] = [x for x in ((c.target.note and f"Target: {c.target.note}."),
+                                          (c.drafter and c.drafter.note and f"Drafter: {c.drafter.note}.")) if x]
+        bw = Table(["model", "bytes per step", "measured step", "effective GB/s", "efficiency vs peak"],
+                   align=["l", "r", "r", "r", "r"])
+        eff = c.target_eff
+        on = f", {c.prompt}" if fx.multi_prompt else ""
+        bw.add(f"target ({c.classic_arm} ms/token median{on})", f"{c.target.total:,}", f"{c.target_step_ms:.3f} ms",
+               f"{eff.achieved_gb_s:.2f}", "unknown peak" if eff.fraction is None else pct(eff.fraction))
+        if c.drafter is not None and c.drafter_step_ms is not None and c.drafter_eff is not None:
+            d = c.drafter_eff
+            bw.add("drafter (profiled step)", f"{c.drafter.total:,}", f"{c.drafter_step_ms:.3f} ms",
+                   f"{d.achieved_gb_s:.2f}", "unknown peak" if d.fraction is None else pct(d.fraction))
+        out["bandwidth"] = bw
+        out["roofline"] = reportcost.roofline_sentence(c.roofline)
+    if c.what_if:
+        w = Table(["scenario", "drafter step ms", "round ms", "tok/s", "vs classic", "round in classic steps"],
+                  align=["l", "r", "r", "r", "r", "r"])
+        for r in c.what_if:
+            w.add(r.name, f"{r.drafter_step_ms:.3f}", f"{r.round_ms:.3f}", f"{r.tokens_per_s:.1f}",
+                  f"{r.speedup:.2f}x", f"{r.round_in_classic_steps:.2f}")
+        out["what_if"] = w
+        out["model_note"] = c.model_note
+        m = c.model
+        out["what_if_line"] = (f"Break-even at the measured round: {c.what_if[0].break_even_emitted:.3f} emitted per "
+                               f"verify, against {m.emitted_per_round:.3f} measured; with a free drafter it would be "
+                               f"{next(r for r in c.what_if if r.name == 'free drafter').break_even_emitted:.3f}. "
+                               "Projections from the cost model, not measurements.")
+    if c.break_even:
+        be = Table(["arm", "against", "ms/round", "emitted per verify", "break-even emitted per verify",
+                    "round cost in classic steps"], align=["l", "l", "r", "r", "r", "r"])
+        for arm, prompt, ref, ms, epv, brk, steps in c.break_even:
+            be.add(fx.row_label(arm, prompt), ref, f"{ms:.3f}", f"{epv:.3f}", f"{brk:.3f}", f"{steps:.2f}")
+        out["break_even"] = be
+    return out
