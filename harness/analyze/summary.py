@@ -329,19 +329,24 @@ def waiting_lines(record: Any) -> list[str]:
     cool = total(lambda r: r.get("cooldown_s"))
     thermal = total(lambda r: ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
     s = (data.get("suite") or {}).get("settings") or {}
-    q = dict(s.get("quiet") or {})
+    q = {k: f"{k} = {_num(v)}" for k, v in (s.get("quiet") or {}).items()}
+    gates = [g for r in runs if isinstance(g := (r.get("load") or {}).get("quiet_gate"), dict)]
     for key in ("timeout_s", "settle_s", "threshold_pct"):   # what the gate ran with, where it says
-        ran = [g[key] for r in runs if isinstance(g := (r.get("load") or {}).get("quiet_gate"), dict)
-               and isinstance(g.get(key), (int, float))]
-        q[key] = max(ran) if ran else q.get(key)
+        ran = [g[key] for g in gates if isinstance(g.get(key), (int, float))]
+        if any(key in (g.get("sized") or ()) for g in gates):   # unset: sized to each run
+            span = _num(min(ran)) + ("" if min(ran) == max(ran) else f"-{_num(max(ran))}")
+            q[key] = f"{key} (unset: sized to each run, {span} s here)"
+        elif ran:
+            q[key] = f"{key} = {_num(max(ran))}"
     head = f"waited {_secs(waited)} of {_secs(wall)}"
     if timeouts or quiet >= max(cool, thermal):
         n = f"{timeouts} quiet-gate timeout{'s' if timeouts != 1 else ''}" if timeouts else "no quiet-gate timeout"
-        setting = (f"[quiet] timeout_s = {_num(q.get('timeout_s'))} governs it" if timeouts else
-                   f"[quiet] settle_s = {_num(q.get('settle_s'))} and threshold_pct = "
-                   f"{_num(q.get('threshold_pct'))} govern it")
-        return [f"{head} for a quiet machine ({n});",
-                f"  {setting}: lower {'it' if timeouts else 'settle_s'} on a busy host (the suite file)"]
+        key = "timeout_s" if timeouts else "settle_s"
+        setting = (f"  [quiet] {q.get(key, key)} governs it" if timeouts else
+                   f"  [quiet] {q.get(key, key)} and {q.get('threshold_pct', 'threshold_pct')} govern it")
+        tail = f"lower {'it' if timeouts else key} on a busy host (the suite file)"
+        said = [f"{setting}: {tail}"] if len(setting) + len(tail) <= 78 else [f"{setting}:", f"  {tail}"]
+        return [f"{head} for a quiet machine ({n});", *said]
     if cool >= thermal:
         return [f"{head} cooling down between runs;",
                 f"  cooldown_s = {_num(s.get('cooldown_s'))}, cooldown_ratio = {_num(s.get('cooldown_ratio'))} "

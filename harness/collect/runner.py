@@ -3,7 +3,8 @@
 Before a measured run the runner cools down for clamp(cooldown_ratio x the previous run's
 wall_s, cooldown_s, cooldown_cap_s) while the quiet gate samples foreign CPU: on a quiet host
 the run starts when the cooldown ends; after a busy sample it waits on until the host has been
-quiet for settle_s. Where thermal state is readable it keeps cooling until it reads nominal.
+quiet for settle_s, at most timeout_s (both sized to the arm's previous run where the suite
+leaves them unset: host/quiet.py, gate_limits). Where thermal state is readable it keeps cooling until it reads nominal.
 During the run the contention watch samples about 20 times, paced from the previous run of the
 same arm and densely from the run's start (host/quiet.py, watch_interval), in a process of its
 own (host/watcher.py) so that an in-process engine's GIL cannot starve it. A `Pacer` holds that
@@ -94,6 +95,10 @@ class Pacer:
 
     def predicted_wall_s(self, arm: str) -> float:
         return self.arm_wall_s.get(arm, FIRST_RUN_PREDICTED_S)
+
+    def expected_wall_s(self, arm: str) -> float | None:
+        """The quiet gate's sizing input: the arm's previous run, else any arm's; None first."""
+        return self.arm_wall_s.get(arm, self.last_wall_s)
 
     def foreign_sampler(self) -> Any:
         if self.sampler is None:
@@ -285,10 +290,12 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
         def tick(phase: str, secs: float) -> None:
             ui.status(f"cooling down {secs:4.1f} s" if phase == "cooldown"
                       else f"waiting for a quiet machine ({secs:4.1f} s)", left())
-        quiet = dict(host_quiet.QuietGate(threshold_pct=s.quiet.threshold_pct, settle_s=s.quiet.settle_s,
-                                          timeout_s=s.quiet.timeout_s,
+        # settle_s and timeout_s the suite leaves unset are sized to the arm's expected run.
+        lim = host_quiet.gate_limits(s.quiet.settle_s, s.quiet.timeout_s, pacer.expected_wall_s(planned.arm))
+        quiet = dict(host_quiet.QuietGate(threshold_pct=s.quiet.threshold_pct, settle_s=lim.settle_s,
+                                          timeout_s=lim.timeout_s,
                                           sampler=pacer.foreign_sampler()).wait(cooldown, tick))
-        quiet["enabled"] = True
+        quiet.update(lim.to_dict(), enabled=True)
         quiet_wait = float(quiet.get("waited_s") or 0.0)
         if quiet.get("timed_out"):
             marks.append("quiet_gate_timeout")

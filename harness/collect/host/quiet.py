@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -17,6 +18,47 @@ from harness.collect.host.load import ForeignCpuSampler, busy_threshold, min_win
 from harness.collect.host.processes import Namer, ProcessSampler
 
 # ---------------------------------------------------------------- quiet gate
+
+# The gate's limits sized to the work, where a suite leaves [quiet] settle_s / timeout_s unset:
+# waiting for a quiet host is worth a few runs' length, not 120 s before a 20 ms run (a first
+# session on a busy host once waited 427 s for 2 s of measuring). A run of 6 s or longer keeps
+# the fixed defaults (settle 3 s, timeout 120 s), as every run had before.
+TIMEOUT_RUNS = 20.0        # wait at most this many expected runs' length for a quiet host
+TIMEOUT_FLOOR_S = 1.0      # a few of the gate's 0.25 s samples, so a brief burst can pass
+TIMEOUT_CAP_S = 120.0      # the old fixed default
+SETTLE_RUNS = 2.0          # quiet for two runs' length after a busy sample
+SETTLE_FLOOR_S = 0.5       # past one sample's window (0.27 s at the default 15 %)
+SETTLE_CAP_S = 3.0         # the old fixed default
+
+
+@dataclass(frozen=True)
+class GateLimits:
+    """The settle and timeout one run's gate waits with, and where they came from."""
+
+    settle_s: float
+    timeout_s: float
+    expected_wall_s: float | None   # the run's predicted length the sizing used (None: unknown)
+    sized: tuple[str, ...]          # which limits were sized to it ("settle_s", "timeout_s")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"expected_wall_s": None if self.expected_wall_s is None else round(self.expected_wall_s, 4),
+                "sized": list(self.sized)}
+
+
+def gate_limits(settle_s: float | None, timeout_s: float | None,
+                expected_wall_s: float | None) -> GateLimits:
+    """The suite's settle_s and timeout_s where it sets them; else clamp(k x the expected run,
+    floor, cap) each (the constants above). No expected run (a session's first): the floors."""
+    e = expected_wall_s if expected_wall_s is not None and expected_wall_s > 0 else None
+
+    def sized(k: float, floor: float, cap: float) -> float:
+        return floor if e is None else min(cap, max(floor, k * e))
+    return GateLimits(
+        settle_s=float(settle_s) if settle_s is not None else sized(SETTLE_RUNS, SETTLE_FLOOR_S, SETTLE_CAP_S),
+        timeout_s=float(timeout_s) if timeout_s is not None else sized(TIMEOUT_RUNS, TIMEOUT_FLOOR_S, TIMEOUT_CAP_S),
+        expected_wall_s=e,
+        sized=tuple(k for k, v in (("settle_s", settle_s), ("timeout_s", timeout_s)) if v is None))
+
 
 class QuietGate:
     """Wait out a cooldown while watching foreign CPU; then wait on only if the host was busy.

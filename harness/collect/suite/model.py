@@ -23,8 +23,9 @@ DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "suites" / "default.toml"
 class QuietSettings:
     enabled: bool = True
     threshold_pct: float = 15.0
-    settle_s: float = 3.0
-    timeout_s: float = 120.0
+    # None (unset): sized to each run's expected length (host/quiet.py, gate_limits).
+    settle_s: float | None = None
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

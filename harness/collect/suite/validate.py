@@ -225,8 +225,8 @@ def _settings(v: _V, d: dict) -> Settings:
     quiet = QuietSettings(
         enabled=v.bool_(q.get("enabled", bq.enabled), "quiet.enabled"),
         threshold_pct=v.num(q.get("threshold_pct", bq.threshold_pct), "quiet.threshold_pct", 0, 100, True),
-        settle_s=v.num(q.get("settle_s", bq.settle_s), "quiet.settle_s", 0),
-        timeout_s=v.num(q.get("timeout_s", bq.timeout_s), "quiet.timeout_s", 0),
+        settle_s=None if q.get("settle_s") is None else v.num(q["settle_s"], "quiet.settle_s", 0),
+        timeout_s=None if q.get("timeout_s") is None else v.num(q["timeout_s"], "quiet.timeout_s", 0),
     )
     watch = WatchSettings(
         enabled=v.bool_(w.get("enabled", bw.enabled), "watch.enabled"),
