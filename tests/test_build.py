@@ -5,6 +5,7 @@ Python programs standing in for a compiler (the Rust engine end to end is tests/
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -210,7 +211,6 @@ def test_init_build_writes_an_asv_config_that_builds_each_commit_where_tree_find
                        repo, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr
     conf = Config.load(str(repo / "asv.conf.json"))
-    assert conf.build_command[0] == "cargo build --release --features 'a {{b}}'"
     assert conf.install_command[-1].endswith("harness==1")
     # The starter suite declares the engine with the same build, and its arm runs it.
     s = load_suite(repo / "benchmarks" / "suite.toml")
@@ -218,19 +218,27 @@ def test_init_build_writes_an_asv_config_that_builds_each_commit_where_tree_find
     assert [(a.engine, a.command[0]) for a in s.arms] == [("engine", "{tree}/target/release/engine")]
     # asv's interpolation and commands, played here: the checkout built, kept, copied into the env.
     checkout, cache, env = tmp_path / "asv" / "project", tmp_path / "asv" / "cache", tmp_path / "asv" / "env"
-    (checkout / "target" / "release").mkdir(parents=True)
-    (checkout / "target" / "release" / "engine").write_text("built")
-    (checkout / ".git").mkdir()
+    (checkout / ".git").mkdir(parents=True)
     cache.mkdir()
-    env.mkdir()
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").symlink_to(sys.executable)
+    # A `cargo` on the user's PATH, outside asv's environment, as a real one is.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "cargo").write_text('#!/bin/sh\nmkdir -p target/release && echo "built $*" > target/release/engine\n')
+    (tools / "cargo").chmod(0o755)
     variables = {"build_dir": str(checkout), "build_cache_dir": str(cache), "env_dir": str(env)}
-    built = asv_util.interpolate_command(conf.build_command[0], variables)[0]
-    assert built == ["cargo", "build", "--release", "--features", "a {b}"]
+    argv, _, _, cwd = asv_util.interpolate_command(conf.build_command[0], variables)
+    # asv runs a command's program from its environment's bin/ only (Environment.find_executable).
+    exe = asv_util.which(argv[0], [str(env / "bin")])
+    subprocess.run([exe, *argv[1:]], check=True, cwd=cwd or checkout, timeout=60,
+                   env={**os.environ, "PATH": f"{env / 'bin'}{os.pathsep}{tools}{os.pathsep}{os.environ['PATH']}"})
+    assert (checkout / "target" / "release" / "engine").read_text() == "built build --release --features a {b}\n"
     for cmd in [conf.build_command[1], conf.install_command[0]]:
         argv, _, _, cwd = asv_util.interpolate_command(cmd, variables)
         assert argv[0] == "python" and cwd is None
         subprocess.run([sys.executable, *argv[1:]], check=True, cwd=tmp_path, timeout=60)
-    assert (env / tree.ASV_TREE / "target" / "release" / "engine").read_text() == "built"
+    assert (env / tree.ASV_TREE / "target" / "release" / "engine").read_text().startswith("built build")
     assert not (env / tree.ASV_TREE / ".git").exists()
     monkeypatch.delenv(tree.TREE_ENV, raising=False)
     monkeypatch.setenv("ASV_ENV_DIR", str(env))

@@ -53,6 +53,11 @@ PLACEHOLDER_BUILT = ["{tree}/PATH/TO/MY_ENGINE", "--prompt-file", "{prompt_file}
 COPY_TREE = ("python -c \"import shutil, sys; shutil.rmtree(sys.argv[2], ignore_errors=True); "
              "shutil.copytree(sys.argv[1], sys.argv[2], symlinks=True, "
              "ignore=shutil.ignore_patterns('.git'))\" {src} {dst}")
+# asv looks a command's program up in its environment's bin/ alone (Environment.find_executable),
+# where `cargo` or `make` never is: the build runs through that python, which finds it on PATH.
+ON_PATH = ("python -c \"import shutil, subprocess, sys; exe = shutil.which(sys.argv[1]); "
+           "sys.exit(subprocess.call([exe, *sys.argv[2:]]) if exe else "
+           "'build: ' + sys.argv[1] + ' is not on PATH')\" ")
 
 
 @dataclass
@@ -149,7 +154,7 @@ def asv_build(build: list[str]) -> tuple[list[str], list[str]]:
     copied into its environment, where `{tree}` finds it (harness.collect.tree)."""
     from harness.collect.tree import ASV_TREE
 
-    return ([" ".join(_asv_arg(p) for p in build),
+    return ([ON_PATH + " ".join(_asv_arg(p) for p in build),
              COPY_TREE.format(src="{build_dir}", dst=f"{{build_cache_dir}}/{ASV_TREE}")],
             [COPY_TREE.format(src=f"{{build_cache_dir}}/{ASV_TREE}", dst=f"{{env_dir}}/{ASV_TREE}")])
 
@@ -177,8 +182,9 @@ def render(root: Path, harness_spec: str, command: list[str], hosts: list[str],
         install.append(install_harness)
         uninstall: list[str] = []
         note = ("The engine's build (harness init --build), run in the commit's checkout\n    // "
-                "({build_dir}); that tree is kept in asv's build cache and copied into the environment,\n"
-                "    // where the suite's {tree} finds it.")
+                "({build_dir}) by the environment's python, which finds it on PATH (asv itself runs only\n"
+                "    // programs in the environment's bin/); that tree is kept in asv's build cache and\n"
+                "    // copied into the environment, where the suite's {tree} finds it.")
         ci = ["python3 -m venv .venv", ".venv/bin/python -m pip install -q --upgrade pip",
               f".venv/bin/python -m pip install -q {spec}"]
     elif engine is not None:
