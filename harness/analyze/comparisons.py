@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.analyze import paired
+from harness.analyze import contended, paired
 from harness.analyze.design import Design
 
 Run = dict[str, Any]
@@ -176,5 +176,14 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
 
 def judge_vs_classic(record: dict[str, Any], design: Design) -> dict[str, paired.Paired]:
     """Each speculative arm's ms/token against its classic arm, judged paired (adjusted for the
-    dispatch probe when the runs have it)."""
-    return {arm: paired.analyze(xs, ys, design, probes) for arm, (_, xs, ys, probes) in _vs_classic(record).items()}
+    dispatch probe when the runs have it); no clean verdict where the pairs' runs are contended
+    past the suite's share (contended.unclean)."""
+    share = contended.share_limit(record["suite"].get("settings") or {})
+    runs = _by_key(record["runs"])
+    out = {}
+    for arm, (c, xs, ys, probes) in _vs_classic(record).items():
+        both = [x for (a, p, i), r in runs.items() if a == arm and (ref := runs.get((c, p, i)))
+                for x in (ref, r)]
+        out[arm] = contended.unclean(paired.analyze(xs, ys, design, probes),
+                                     sum(map(contended.is_contended, both)), len(both), share)
+    return out

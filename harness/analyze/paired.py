@@ -81,6 +81,9 @@ class Paired:
     # The threshold the verdict was judged against (None in records written before the stopping
     # rule asked a decided figure for its size too, 2026-12-06).
     threshold: float | None = None
+    # A clean reading set aside because too many of its runs were contended (analyze.contended):
+    # {"reading": the verdict it was, "contended", "runs", "limit"}; None otherwise.
+    contended: dict | None = None
 
     @property
     def resolved(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.analyze import paired, stats
+from harness.analyze import contended, paired, stats
 from harness.analyze.comparisons import pairing_targets
 from harness.analyze.covariate import probe_note
 from harness.analyze.design import Design, share_text
@@ -239,6 +239,7 @@ def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path:
         "failed": sum(r["status"] == "failed" for r in record["runs"]),
         "identity_differs": sum((r.get("identity") or {}).get("status") == "differs" for r in record["runs"]),
         "duty": record_duty(record),
+        "contention": contended.record_info(record),
         "arms": [s.to_dict() for s in rows],
     }
 
@@ -300,6 +301,8 @@ def sequential_lines(record: Any) -> list[str]:
         det_s = "-" if det is None else f"{det:.1%}"
         words = _VS_CLASSIC.get(p["verdict"], p["verdict"])
         note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
+        if p.get("contended"):   # a reading set aside for contention says what it read and why
+            words, note = f"inconclusive: {contended.reading_text(p)}", ""
         if p["verdict"] == "inconclusive" and (said := probe_note(p.get("dispatch_probe"))):
             note = f"; {said}"   # what the interval rests on is said whatever the verdict
         out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import acks as ackmod
-from harness.analyze import comparisons, envdiff, paired, sequential
+from harness.analyze import comparisons, contended, envdiff, paired, sequential
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
@@ -139,6 +139,8 @@ class Comparison:
         if st == INCONCLUSIVE:
             if not self.gated:
                 return "inconclusive: no figure could be compared (every run failed on one side?)"
+            if said := [f for f in self.gated if f.result.contended]:   # contention said first
+                return f"inconclusive: {said[0].arm} {said[0].figure} {contended.reading_text(said[0].result)}"
             worst = max((f for f in self.gated if f.result.verdict == "inconclusive"),
                         key=lambda f: f.result.detectable if f.result.detectable is not None else float("inf"))
             det = worst.result.detectable
@@ -176,8 +178,9 @@ def _failed_by_arm(record: Any) -> dict[str, int]:
 
 
 def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: list[str],
-          design: Design, gated_only: bool = False) -> list[Figure]:
-    """Every paired figure of the two sides (gated first, in suite arm order)."""
+          design: Design, gated_only: bool = False, share: float = contended.CONTENDED_SHARE) -> list[Figure]:
+    """Every paired figure of the two sides (gated first, in suite arm order); one whose pairs'
+    runs are contended past `share` is no clean verdict (analyze.contended.unclean)."""
     import statistics
 
     pairs = comparisons.pair_sessions(base_runs, head_runs)
@@ -197,6 +200,7 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
             continue
         r = results[(arm, fig)] if is_gated else paired.analyze(xs, ys, design, probes.get((arm, fig)),
                                                                   pairs.blocks.get((arm, fig)))
+        r = contended.unclean(r, *contended.pair_counts(base_runs, head_runs, arm), share)
         out.append(Figure(arm, fig, is_gated, r, statistics.median(xs) if xs else None,
                           statistics.median(ys) if ys else None))
     if not gated_only:
@@ -412,7 +416,8 @@ class _PairedSession:
 
     def look(self, console: Any, t0: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> dict[str, paired.Paired]:
         design = self.design.at_looks(times, sizes)
-        figs = judge(self.record("base").runs, self.record("head").runs, self.arms, design, gated_only=True)
+        figs = judge(self.record("base").runs, self.record("head").runs, self.arms, design, gated_only=True,
+                     share=self.suite.settings.watch.contended_share)
         if console is not None:
             console.print(f"look {design.look} of at most {design.looks} (tested at {share_text(design.alpha_per_test)} a figure) after "
                           f"{figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "
@@ -443,7 +448,8 @@ def _conclude(session: _PairedSession, design: Design, outcome: Any, budget_s: f
             if not r.get("warmup"):
                 labels.setdefault(r["arm"], set()).add(r.get("label") or "unlabelled")
     out = Comparison(base=session.sides["base"]["sha"], head=session.sides["head"]["sha"], design=design,
-                     figures=judge(base_rec.runs, head_rec.runs, session.arms, design),
+                     figures=judge(base_rec.runs, head_rec.runs, session.arms, design,
+                                   share=session.suite.settings.watch.contended_share),
                      identity=identity_rows({"base": [base_rec.data], "head": [head_rec.data]}),
                      failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
                      records={"base": str(base_rec.path), "head": str(head_rec.path)},
@@ -462,7 +468,9 @@ def _conclude(session: _PairedSession, design: Design, outcome: Any, budget_s: f
                  "generations": {side: sd["worker"].generation for side, sd in sides.items()},
                  "restart_s": session.suite.settings.restart_s, "builds": session.builds,
                  "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)],
-                 "environment_compared": envdiff.compared(base_rec.data, head_rec.data)}
+                 "environment_compared": envdiff.compared(base_rec.data, head_rec.data),
+                 "contention": contended.sides_info({"head": head_rec.runs, "base": base_rec.runs},
+                                                    session.suite.settings)}
     for sd in sides.values():
         sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
                                            "sequential": out.outcome}

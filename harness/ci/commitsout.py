@@ -28,7 +28,8 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
                      "note": r.note, "ratio": r.ratio, "lo": _finite(r.lo), "hi": _finite(r.hi),
                      "detectable_value": _finite(r.detectable), "serial_inflation": r.inflation,
                      "autocorr": r.autocorr, "location": r.location, "mean_ratio": r.mean_ratio,
-                     "generations": r.generations, "df": r.df, "acknowledged": f.ack})
+                     "generations": r.generations, "df": r.df, "acknowledged": f.ack,
+                     "contended": r.contended})
     return rows
 
 
@@ -42,10 +43,11 @@ def summary_json(c: Comparison) -> dict[str, Any]:
                          for r in c.identity],
             "newly_failing": c.newly_failing, "duty": c.notes.get("check_duty"),
             "environment": c.notes.get("environment", []),
-            "duty_per_side": c.notes.get("duty"), "builds": c.notes.get("builds") or {}}
+            "duty_per_side": c.notes.get("duty"), "builds": c.notes.get("builds") or {},
+            "contention": c.notes.get("contention")}
 
 
 EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, every output byte-identical "
              "to BASE's); 1 fail (a gated figure worse, runs failing at HEAD only, or an output differing "
-             "from BASE's); 3 inconclusive (this host could not see the threshold on some gated figure; "
-             "treat as neutral, not green); 2 a problem to fix (one line on stderr)")
+             "from BASE's); 3 inconclusive (this host could not see the threshold on some gated figure, "
+             "or its runs were contended past [watch] contended_share; treat as neutral, not green); 2 a problem to fix (one line on stderr)")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import envdiff, estimators, paired
+from harness.analyze.contended import contention_lines
 from harness.analyze.design import Design, share_text
 from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import acks_for_check, acks_path
@@ -241,6 +242,9 @@ def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] 
     lines = [MARKER.format(machine=meta["machine"]),
              f"## Benchmark check: `{c.head[:8]}` against `{c.base[:8]}` on {meta['machine']}", "",
              f"**{c.headline()}**", ""]
+    # A side contended past its share is said right under the verdict (analyze.contended).
+    if said := contention_lines(c.notes.get("contention")):
+        lines += [" ".join(x.strip() for x in said), ""]
     # Waiting that took the check is said before any figure, with the setting that governs it.
     if meta.get("waiting"):
         lines += [" ".join(x.strip() for x in meta["waiting"]), ""]

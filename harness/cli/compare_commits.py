@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analyze import envdiff, paired
+from harness.analyze.contended import contention_lines
 from harness.analyze.identity import BaselineStore
 from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     c.apply_acks(acks, covered)
     out = Console() if Console().is_terminal else Console(width=200)
     records = {side: json.loads(Path(p).read_text(encoding="utf-8")) for side, p in c.records.items()}
-    for line in check_waiting_lines(records, c.duration_s):   # waiting that took the check, first
+    # A side contended past its share, then waiting that took the check: said first.
+    for line in contention_lines(c.notes.get("contention")) + check_waiting_lines(records, c.duration_s):
         out.print(line, markup=False, highlight=False)
     diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
     out.print(envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), markup=False,

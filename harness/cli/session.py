@@ -242,11 +242,13 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
 
 
 def print_summary(record: Any, title: str) -> list[Any]:
+    from harness.analyze.contended import contention_lines, record_info
     from harness.analyze.summary import duty_line, machine_summary, sequential_lines, summarize, waiting_lines
     rows = summarize(record.data)
     out = console_out()
-    # Waiting that took the session is said first, with the setting that governs it.
-    for line in waiting_lines(record.data):
+    # An arm contended past its share, then waiting that took the session: said first, with the
+    # settings that govern them.
+    for line in contention_lines(record_info(record.data)) + waiting_lines(record.data):
         out.print(line, highlight=False, soft_wrap=True, markup=False)
     out.print(summary_table(rows, title=title))
     for line in [duty_line(record.data), *sequential_lines(record.data)]:

@@ -35,6 +35,9 @@ class WatchSettings:
     enabled: bool = True
     threshold_pct: float = 15.0
     interval_s: float = 0.25   # the most between two samples (host/quiet.py, watch_interval)
+    # Past this share of a side's runs contended, the check says so first and gives no clean
+    # verdict (harness.analyze.contended, CONTENDED_SHARE says why 0.25).
+    contended_share: float = 0.25
 
 
 @dataclass(frozen=True)

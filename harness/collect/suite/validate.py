@@ -110,7 +110,7 @@ _TOP = ("name", "description", "max_tokens", "temp", "seed", "repetitions", "war
         "scaling", "budget_s", "max_repetitions", "threshold", "thresholds", "alpha", "looks", "dispatch_probe",
         "restart_s", "pairings", "arms", "prompts", "engines")
 _QUIET = ("enabled", "threshold_pct", "settle_s", "timeout_s")
-_WATCH = ("enabled", "threshold_pct", "interval_s")
+_WATCH = ("enabled", "threshold_pct", "interval_s", "contended_share")
 _PAIRING = ("name", "target", "drafter")
 _ARM = ("name", "pairing", "engine", "block", "env", "command", "timeout_s", "tok_s_regex")
 _PROMPT = ("name", "category", "text", "file", "limit", "engine")
@@ -232,6 +232,7 @@ def _settings(v: _V, d: dict) -> Settings:
         enabled=v.bool_(w.get("enabled", bw.enabled), "watch.enabled"),
         threshold_pct=v.num(w.get("threshold_pct", bw.threshold_pct), "watch.threshold_pct", 0, 100, True),
         interval_s=v.num(w.get("interval_s", bw.interval_s), "watch.interval_s", 0, lo_open=True),
+        contended_share=v.num(w.get("contended_share", bw.contended_share), "watch.contended_share", 0, 1),
     )
     prefixes = v.str_list(d.get("override_prefixes", list(base.override_prefixes)), "override_prefixes")
     cooldown, cooldown_source, ratio, cap = _cooldown_rule(v, d, base)

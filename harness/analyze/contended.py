@@ -1,0 +1,125 @@
+"""Contention said first, and never a clean verdict on contended data.
+
+A run is contended when the contention watch saw a foreign process over [watch] threshold_pct
+in more than `contention_threshold` of its samples (the runner's "contended" mark). On a busy
+host most runs of a check can be contended, and their figures read whatever the other
+processes did: in one pr-check 39 of 48 runs were contended and a +13% change read +31.7%,
+phases it did not touch worse too. So:
+
+- when a side's contended runs are more than the share its suite allows ([watch]
+  contended_share, CONTENDED_SHARE by default), the summary, compare-commits and the PR comment
+  say so before anything else (`contention_lines`);
+- a paired verdict whose runs are contended past that share is not given as worse, improved or
+  unchanged: it is "inconclusive" (exit 3), with the reading kept and said ("worse (+31.7%),
+  but 39 of 48 runs were contended: not a clean verdict; rerun on a quiet host").
+
+Pure functions of records and readings; nothing here runs or measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from harness.analyze import paired
+
+# Past a quarter of its runs contended, a verdict no longer rests on the quiet ones: the Huber
+# location (estimators.huber_location) sets aside a few disturbed pairs, but with a quarter or
+# more of them disturbed the location moves with them (its breakdown in practice).
+CONTENDED_SHARE = 0.25
+CLEAN = ("worse", "improved", "unchanged")
+RERUN = "not a clean verdict; rerun on a quiet host"
+
+
+def is_contended(run: Mapping[str, Any]) -> bool:
+    return "contended" in (run.get("marks") or [])
+
+
+def share_limit(settings: Mapping[str, Any] | Any) -> float:
+    """The suite's [watch] contended_share (a settings dict or object), else CONTENDED_SHARE."""
+    watch = settings.get("watch") if isinstance(settings, Mapping) else getattr(settings, "watch", None)
+    x = watch.get("contended_share") if isinstance(watch, Mapping) else getattr(watch, "contended_share", None)
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else CONTENDED_SHARE
+
+
+def measured(runs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in runs if isinstance(r, Mapping) and not r.get("warmup")]
+
+
+def count(runs: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    """(contended, all) of the measured runs."""
+    ms = measured(runs)
+    return sum(map(is_contended, ms)), len(ms)
+
+
+def sides_info(sides: Mapping[str, Iterable[Mapping[str, Any]]], settings: Mapping[str, Any] | Any) -> dict[str, Any]:
+    """Each side's contended and measured runs, the share a side may have, the watch's
+    threshold, and the sides over the share (in the order given)."""
+    limit = share_limit(settings)
+    watch = settings.get("watch") if isinstance(settings, Mapping) else getattr(settings, "watch", None)
+    pct = watch.get("threshold_pct") if isinstance(watch, Mapping) else getattr(watch, "threshold_pct", None)
+    counted = {name: count(runs) for name, runs in sides.items()}
+    return {"limit": limit, "threshold_pct": pct,
+            "sides": {n: {"contended": c, "runs": m} for n, (c, m) in counted.items()},
+            "over": [n for n, (c, m) in counted.items() if m and c / m > limit]}
+
+
+def contention_lines(info: Mapping[str, Any] | None) -> list[str]:
+    """The lines said first when a side is over its share, e.g.
+    "contended: 39 of 48 runs of head (81%), 30 of 48 of base (62%);" and
+    "  over the 25% a side may have: [watch] threshold_pct = 15 marks a run;" and
+    "  figures here are not clean verdicts; rerun on a quiet host". [] otherwise."""
+    if not info or not info.get("over"):
+        return []
+    sides = info["sides"]
+    order = list(info["over"]) + [n for n in sides if n not in info["over"] and sides[n]["runs"]]
+    said = ", ".join(f"{sides[n]['contended']} of {sides[n]['runs']} runs of {n} "
+                     f"({sides[n]['contended'] / sides[n]['runs']:.0%})" for n in order)
+    pct = info.get("threshold_pct")
+    pct_s = f"{pct:g}" if isinstance(pct, (int, float)) else "?"
+    return [f"contended: {said};",
+            f"  over the {info['limit']:.0%} a side may have ([watch] contended_share);",
+            f"  [watch] threshold_pct = {pct_s} marks a run contended: rerun on a quiet host"]
+
+
+def unclean(p: paired.Paired, contended: int, runs: int, limit: float) -> paired.Paired:
+    """p, or (a clean verdict whose runs are contended past the limit) p as inconclusive, its
+    reading kept in `contended` and said first in its note."""
+    if p.verdict not in CLEAN or not runs or contended / runs <= limit:
+        return p
+    info = {"reading": p.verdict, "contended": contended, "runs": runs, "limit": limit}
+    q = replace(p, verdict="inconclusive", contended=info)
+    return replace(q, note="; ".join(x for x in (reading_text(q), p.note) if x))
+
+
+def reading_text(p: paired.Paired | Mapping[str, Any]) -> str:
+    """'worse (+31.7%), but 39 of 48 runs were contended: not a clean verdict; rerun on a quiet
+    host' for a verdict set aside for contention (a Paired or its dict); '' otherwise."""
+    c = p.get("contended") if isinstance(p, Mapping) else p.contended
+    ratio = p.get("ratio") if isinstance(p, Mapping) else p.ratio
+    if not c:
+        return ""
+    change = "" if ratio is None else f" ({ratio - 1.0:+.1%})"
+    return f"{c['reading']}{change}, but {c['contended']} of {c['runs']} runs were contended: {RERUN}"
+
+
+def record_info(record: Mapping[str, Any]) -> dict[str, Any]:
+    """sides_info() of one session, each arm a side (its runs are what its figures rest on)."""
+    arms: dict[str, list[Mapping[str, Any]]] = {}
+    for r in record.get("runs") or []:
+        if isinstance(r, Mapping) and r.get("arm") is not None:
+            arms.setdefault(str(r["arm"]), []).append(r)
+    return sides_info(arms, (record.get("suite") or {}).get("settings") or {})
+
+
+def pair_counts(base: Iterable[Mapping[str, Any]], head: Iterable[Mapping[str, Any]],
+                arm: str) -> tuple[int, int]:
+    """(contended, all) runs of one arm's pairs: measured ok runs of both sides that share
+    prompt and repetition (comparisons.pair_sessions' pairs)."""
+    def keyed(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], Mapping[str, Any]]:
+        return {(r.get("prompt"), int(r.get("repetition", 0))): r for r in measured(runs)
+                if r.get("arm") == arm and r.get("status") == "ok"}
+    b, h = keyed(base), keyed(head)
+    both = [x for k in set(b) & set(h) for x in (b[k], h[k])]
+    return sum(map(is_contended, both)), len(both)
