@@ -39,6 +39,9 @@ looks = 3
 [quiet]
 enabled = false
 
+[watch]
+contended_share = 1.0     # the build's verdicts, not the contended rule (tests/test_contended.py)
+
 [engines.rustspec]
 phases = ["draft", "verify"]
 {build}
