@@ -47,6 +47,9 @@ looks = 3
 [quiet]
 enabled = false
 
+[watch]
+contended_share = 1.0     # these verdicts, not the contended rule (tests/test_contended.py)
+
 [engines.tinyspec]
 phases = ["draft", "verify", "host_readback"]
 phase_labels = {{ verify = "verify forward (T={{block}})" }}

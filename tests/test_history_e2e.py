@@ -52,6 +52,9 @@ looks = 3
 [quiet]
 enabled = false
 
+[watch]
+contended_share = 1.0     # these verdicts, not the contended rule (tests/test_contended.py)
+
 [engines.sleepy]
 override_prefixes = ["SLEEPY_"]
 
