@@ -21,6 +21,14 @@ hand-written lines, the docs-only check not worse. Exit 0 when every step did wh
 and the targets are met, 1 otherwise.
 
     .venv/bin/python scripts/new_user_replay.py [--repo /work/main] [--keep] [--json out.json]
+
+Measured 2026-12-07 on this workplace's 2-core host (other sessions' tests running, load ~1):
+340 s from the empty repository to both verdicts (first run 26 s, asv 107 s, pr-check slow
+102 s: FAIL +100.0%, docs-only 104 s: pass), 0 hand-written lines, install 14 s. Each check
+measured for 90 s, its first look at budget_s / looks of the starter suite, though it had
+resolved long before. Under another session's deliberate CPU load (two processes at ~40%) the
+same replay took 903 s: every run contended, so each check ran its whole budget_s and the slow
+commit read inconclusive (+98.1%, not a clean verdict), exit 3.
 """
 
 from __future__ import annotations
@@ -271,7 +279,7 @@ def step_asv(lab: Lab, shas: dict[str, str]) -> Step:
         return Step("7 asv", wall, typed, (bad or "") + f" no results read: {_last(chk.stderr, 2)}", False)
     measured = [s for s, v in got.items() if v["ms_per_token"] and all(x is not None for x in v["ms_per_token"])]
     if len(measured) == len(shas) and not bad:
-        vals = ", ".join(f"{got[s]['ms_per_token'][0]:.2f}" for s in shas.values())
+        vals = ", ".join(f"{k} {got[s]['ms_per_token'][0]:.2f}" for k, s in shas.items())
         return Step("7 asv", wall, typed, f"3 commits measured; ms/token {vals}", True)
     # Say why: asv's own error lines, else the failed benchmark's stderr.
     out = rs[-1].stdout + rs[-1].stderr
