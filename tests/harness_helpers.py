@@ -176,3 +176,20 @@ def asv_project(t: Path) -> Path:
     git(proj, "commit", "-qm", "one")
     git(proj, "commit", "-qm", "two", "--allow-empty")
     return proj
+
+
+def one_commit_repo(tmp: Path) -> Path:
+    """A git repository with one commit (a README): a check of HEAD against itself."""
+    repo = tmp / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "README").write_text("x\n")
+    git(repo, "add", "README")
+    git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
+def tree_command() -> list[str]:
+    """The fake engine's command as one that reads each commit's code from its tree ({python}),
+    so a check of two commits is not refused for running one executable outside both."""
+    return ["{python}", *fake_command()[1:]]

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
-from harness_helpers import cli_in_process, command_arm, fake_command, write_suite
+from harness_helpers import cli_in_process, command_arm, git, one_commit_repo, tree_command, write_suite
 
 from harness.analyze import envdiff
 from harness.ci.commits import compare_commits
@@ -18,23 +17,13 @@ from harness.collect.provenance import harness_version
 from harness.collect.suite import load_suite
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
-
-
 def _check(tmp_path: Path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "README").write_text("x\n")
-    _git(repo, "add", "README")
-    _git(repo, "commit", "-q", "-m", "one")
+    repo = one_commit_repo(tmp_path)
     # {python}: the command reads each commit's code from its tree (no build to compare).
-    arm = command_arm("a", command=["{python}", *fake_command()[1:]])
+    arm = command_arm("a", command=tree_command())
     suite = load_suite(write_suite(tmp_path, [arm], repetitions=2))
     c = compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
-    return c, _git(repo, "rev-parse", "HEAD")
+    return c, git(repo, "rev-parse", "HEAD").strip()
 
 
 def test_check_records_carry_the_host_harness_version_and_commit_their_report_names(

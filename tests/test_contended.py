@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from harness_helpers import cli_in_process, command_arm, write_suite
+from harness_helpers import cli_in_process, command_arm, one_commit_repo, tree_command, write_suite
 
 from harness.analyze import comparisons, contended, paired
 from harness.analyze.design import Design
@@ -137,15 +137,9 @@ def test_run_summary_says_contention_first(tmp_path, monkeypatch, capsys):
 
 
 def test_compare_commits_on_contended_runs_says_so_first_and_exits_3(tmp_path, monkeypatch, capsys):
-    from harness_helpers import fake_command, git
     _all_contended(monkeypatch)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "README").write_text("x\n")
-    git(repo, "add", "README")
-    git(repo, "commit", "-q", "-m", "one")
-    arm = command_arm("a", command=["{python}", *fake_command()[1:]])
+    repo = one_commit_repo(tmp_path)
+    arm = command_arm("a", command=tree_command())
     suite = write_suite(tmp_path, [arm], repetitions=3)
     r = cli_in_process(["compare-commits", "HEAD", "HEAD", "--suite", str(suite), "--repo", str(repo),
                         "--work", str(tmp_path / "w")], tmp_path, monkeypatch, capsys)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness_helpers import REPO, command_arm, write_suite
+from harness_helpers import REPO, command_arm, one_commit_repo, write_suite
 
 from harness.analyze import comparisons, paired
 from harness.analyze.design import Design
@@ -113,23 +113,8 @@ def test_pairs_carry_their_generations_and_the_comment_says_what_they_did():
     assert judge(base, head, ["c"], D)[0].result.generations is None
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def _one_commit_repo(tmp_path: Path) -> Path:
-    """A git repository with one commit: a check of HEAD against itself."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "README").write_text("x\n")
-    _git(repo, "add", "README")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
-    return repo
-
-
 def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
-    repo = _one_commit_repo(tmp_path)
+    repo = one_commit_repo(tmp_path)
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=4, warmups=1, restart_s=1e-6))
     c = compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
     assert c.notes["generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
@@ -154,7 +139,7 @@ def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
 def test_a_check_whose_every_warm_up_fails_on_both_sides_stops_there_with_one_line(tmp_path: Path):
     # A suite whose engine cannot start (a missing module, say) once measured the whole budget
     # and ended "inconclusive" (exit 3), as if the host were merely noisy.
-    repo = _one_commit_repo(tmp_path)
+    repo = one_commit_repo(tmp_path)
     suite = load_suite(write_suite(tmp_path, [command_arm("a", 1, {"FAKE_CRASH": "1"})], repetitions=4, warmups=1,
                                    budget_s=60.0))
     with pytest.raises(UserError, match=r"every warm-up run failed on both sides \(the first: command exited") as e:
@@ -242,7 +227,7 @@ def test_ctrl_c_during_a_restart_ends_the_check_keeps_its_runs_and_leaves_no_wor
     import time
 
     from harness_helpers import clean_env, harness_argv, load
-    repo = _one_commit_repo(tmp_path)
+    repo = one_commit_repo(tmp_path)
     # Every run takes 2 s, and both workers are restarted before every round after the first.
     suite = write_suite(tmp_path, [command_arm("a", env={"FAKE_SLEEP_S": "2"})], repetitions=3, warmups=1,
                         restart_s=1e-6)

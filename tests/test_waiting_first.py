@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import fields
 
-from harness_helpers import cli_in_process, command_arm, write_suite
+from harness_helpers import cli_in_process, command_arm, one_commit_repo, tree_command, write_suite
 
 from harness.analyze.summary import waiting_lines
 from harness.ci.init import render
@@ -68,15 +68,9 @@ def test_waiting_lines_say_nothing_when_measuring_took_the_session():
 
 
 def test_compare_commits_whose_quiet_gate_timed_out_says_so_before_any_figure(tmp_path, monkeypatch, capsys):
-    from harness_helpers import fake_command, git
     monkeypatch.setattr(host_quiet.QuietGate, "wait", _timed_out_wait)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    (repo / "README").write_text("x\n")
-    git(repo, "add", "README")
-    git(repo, "commit", "-q", "-m", "one")
-    arm = command_arm("a", command=["{python}", *fake_command()[1:]])   # reads each commit's tree
+    repo = one_commit_repo(tmp_path)
+    arm = command_arm("a", command=tree_command())   # reads each commit's tree
     suite = write_suite(tmp_path, [arm], repetitions=2, quiet={"enabled": True, "timeout_s": 45})
     r = cli_in_process(["compare-commits", "HEAD", "HEAD", "--suite", str(suite), "--repo", str(repo),
                         "--work", str(tmp_path / "w")], tmp_path, monkeypatch, capsys)
