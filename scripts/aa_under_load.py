@@ -1,7 +1,7 @@
 """How often does an A/A check read worse on a loaded host? `harness compare-commits HEAD HEAD`
 (a commit against itself: any "worse" is a false alarm) run again and again while background
 processes burn CPU, counting verdicts; optionally the same with an earlier harness, to show
-what a change to the verdicts did (issue 35: contended runs must not give a clean verdict).
+what a change to the verdicts did (contended runs must not give a clean verdict).
 
 The engine is tests/fixtures/fake_engine.py behind a small wrapper that first does a fixed
 amount of CPU work and reports the time it took as its tok/s, so the figures feel the load (the

@@ -1,5 +1,5 @@
 """The new user's path, replayed with a compiled engine and timed: how long from an empty engine
-repository to a correct PR verdict, and how many lines the user wrote by hand (issue 35).
+repository to a correct PR verdict, and how many lines the user wrote by hand.
 
 The engine is tests/fixtures/rustspec (a std-only Rust CLI that prints the result JSON). Steps,
 each a shell command as the user types it, run in a temporary directory with its own HOME,
@@ -16,17 +16,17 @@ CARGO_HOME and pip cache (nothing of this checkout on PYTHONPATH, no network but
                against its parent (must not be worse: exit 0, or 3 inconclusive)
 
 Prints one row per step (wall s, outcome) with what was typed or written under it, then the
-totals against the issue's targets: empty repository to PR verdict in at most 600 s, at most 15
+totals against the targets: empty repository to PR verdict in at most 600 s, at most 15
 hand-written lines, the docs-only check not worse. Exit 0 when every step did what it should
 and the targets are met, 1 otherwise.
 
     .venv/bin/python scripts/new_user_replay.py [--repo /work/main] [--keep] [--json out.json]
 
-Measured 2026-12-07 on this workplace's 2-core host (other sessions' tests running, load ~1):
+Measured 2026-12-07 on a shared 2-core x86 host (other test runs going on, load ~1):
 340 s from the empty repository to both verdicts (first run 26 s, asv 107 s, pr-check slow
 102 s: FAIL +100.0%, docs-only 104 s: pass), 0 hand-written lines, install 14 s. Each check
 measured for 90 s, its first look at budget_s / looks of the starter suite, though it had
-resolved long before. Under another session's deliberate CPU load (two processes at ~40%) the
+resolved long before. Under a deliberate CPU load (two processes at ~40%) the
 same replay took 903 s: every run contended, so each check ran its whole budget_s and the slow
 commit read inconclusive (+98.1%, not a clean verdict), exit 3.
 """

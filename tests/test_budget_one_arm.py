@@ -1,4 +1,4 @@
-"""A budget adds no rounds when nothing is compared (issue 35): a one-arm suite with budget_s
+"""A budget adds no rounds when nothing is compared: a one-arm suite with budget_s
 runs its repetitions and stops, where a nightly sampled 106-113 runs a commit instead of 7."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a paired check's records say of where and with what they were measured (issue 35):
+"""What a paired check's records say of where and with what they were measured:
 reports rendered from pr-check's and compare-commits' records said host "local (unknown:
 unknown, ? logical cores, unknown)", "unknown on unknown" and "harness (version unknown)", and
 the environment line named mlx for an engine with no MLX."""

@@ -1,4 +1,4 @@
-"""Contention said first, and never a clean verdict on contended data (issue 35, item 4): a side
+"""Contention said first, and never a clean verdict on contended data: a side
 whose runs are contended past [watch] contended_share is said before any figure (run summary,
 compare-commits, PR comment, JSON), and a paired verdict resting on contended runs past that
 share reads "worse (+31.7%), but 39 of 48 runs were contended: not a clean verdict; rerun on a

@@ -1,5 +1,5 @@
 """docs/own-engine.md says a Python engine needs a pyproject.toml, and the asv.conf.json init
-writes is why (issue 35): with one it builds a wheel of the commit, without one nothing."""
+writes is why: with one it builds a wheel of the commit, without one nothing."""
 
 from __future__ import annotations
 

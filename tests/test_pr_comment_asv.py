@@ -1,4 +1,4 @@
-"""The PR comment's asv part (issue 35): each benchmark once, from the environment pr-check
+"""The PR comment's asv part: each benchmark once, from the environment pr-check
 measured, CodSpeed-style: one sentence of counts (regressions first, then the untouched), then
 only the rows that changed, where it listed every benchmark twice (110 lines)."""
 

@@ -1,4 +1,4 @@
-"""The quiet gate sized to the work (issue 35, item 4): where a suite leaves [quiet] settle_s and
+"""The quiet gate sized to the work: where a suite leaves [quiet] settle_s and
 timeout_s unset, each run's gate waits clamp(k x the arm's previous run, floor, the old fixed
 default), so a 20 ms run never waits 120 s for a quiet host; a suite's own values are kept; the
 values each run's gate used are recorded and the waiting line says them."""

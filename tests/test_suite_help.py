@@ -1,5 +1,5 @@
-"""compare-commits and bisect say which suite they measure as the code picks it (issue 35:
-their help said the packaged default suite while they measured the repository's own)."""
+"""compare-commits and bisect say which suite they measure as the code picks it:
+their help once said the packaged default suite while they measured the repository's own."""
 
 from __future__ import annotations
 

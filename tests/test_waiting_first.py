@@ -1,4 +1,4 @@
-"""Waiting said first (issue 35, item 4 in part): the starter suite shows [quiet] and [watch]
+"""Waiting said first: the starter suite shows [quiet] and [watch]
 with what each setting governs, and a session that spent most of its time waiting, or whose
 quiet gate timed out, says so in the summary's first line with the setting that governs it."""
 
