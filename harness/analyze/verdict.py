@@ -1,0 +1,194 @@
+"""One verdict per arm, read once from a record: every sentence that judges an arm (the report's
+finding, the terminal summary, the dashboard's badge) renders these and nothing else.
+
+Where the record has a paired reading against classic (the budgeted session's last look), that
+reading is the judgement. A record made without a budget is judged the same way after the fact,
+at one look. Unpaired figures (median tok/s, spreads) describe; they never judge. An arm that
+decoded classic (its gate declined) is "declined", never given a speedup; a profile-mode arm is
+slowed on purpose and is not judged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.analyze import contended, rounds
+from harness.analyze.design import Design
+from harness.analyze.paired import Paired
+
+# What an arm's verdict can be. The first four are the paired reading's (arm over classic,
+# ms/token: "slower" is the paired "worse").
+SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "same", "inconclusive"
+DECLINED = "declined"        # asked to speculate, decoded classic (the engine's gate declined)
+REFERENCE = "reference"      # a classic arm: what the others are judged against
+PROFILED = "profiled"        # the engine's profile mode: slowed on purpose, not judged
+NO_REFERENCE = "no classic"  # no classic arm of its pairing ran, so nothing to judge against
+NO_RUNS = "no runs"          # no measured run finished ok
+OUTCOMES = (SLOWER, FASTER, SAME, INCONCLUSIVE, DECLINED, REFERENCE, PROFILED, NO_REFERENCE, NO_RUNS)
+_FROM_PAIRED = {"worse": SLOWER, "improved": FASTER, "unchanged": SAME, "inconclusive": INCONCLUSIVE}
+
+
+@dataclass(frozen=True)
+class ArmVerdict:
+    """One arm of a record, judged."""
+
+    arm: str
+    outcome: str                    # one of OUTCOMES
+    classic: str | None             # the arm it is judged against (None: a classic arm, or none ran)
+    # The paired reading of ms/token, this arm over its classic arm, by prompt and repetition
+    # (None where there is no judgement: declined, reference, profiled, no classic, no runs).
+    reading: Paired | None
+    threshold: float                # the change the check had to be able to see
+    runs: int                       # measured runs that finished ok, over all prompts
+    failed: int                     # measured runs that failed
+    tok_s: float | None             # geometric mean over prompts of the median tok/s (description)
+    spread: float | None            # the largest per-prompt spread, (max - min) / median
+    shipping: bool                  # no override, the engine's own gate decided
+    overrides: dict[str, str] = field(default_factory=dict)
+    do_not_publish: bool = False
+    # Short marks a reader needs next to the figures: "unstable", "contended", "1 run", "failed",
+    # "quiet timeout", "quick", "no cooldown" (the renderers give each its words).
+    marks: tuple[str, ...] = ()
+    # Runs of the pairs behind the reading that were contended, and how many runs there were.
+    contended_runs: int = 0
+    paired_runs: int = 0
+
+    @property
+    def judged(self) -> bool:
+        return self.reading is not None and self.reading.ratio is not None
+
+    @property
+    def change(self) -> float | None:
+        """The paired change in ms/token, arm over classic, minus one (+0.12: 12% slower)."""
+        return None if not self.judged else self.reading.ratio - 1.0
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        r = self.reading
+        return None if r is None or r.lo is None or r.hi is None else (r.lo - 1.0, r.hi - 1.0)
+
+    @property
+    def detectable(self) -> float | None:
+        return None if self.reading is None else self.reading.detectable
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A record's arms, judged; and what every judgement rests on."""
+
+    arms: list[ArmVerdict]
+    paired_when: str                # "during the session" (budgeted) or "after the session" (one look)
+    complete: bool
+    measured: int                   # measured runs
+    failed: int
+    contended: int                  # measured runs marked contended
+
+    def of(self, arm: str) -> ArmVerdict:
+        return next(v for v in self.arms if v.arm == arm)
+
+    @property
+    def judged(self) -> list[ArmVerdict]:
+        return [v for v in self.arms if v.judged and v.outcome != DECLINED]
+
+    def best(self) -> ArmVerdict | None:
+        """The judged arm with the lowest paired ms/token ratio to classic."""
+        arms = self.judged
+        return min(arms, key=lambda v: v.reading.ratio) if arms else None
+
+
+def _design(settings: dict[str, Any], figures: int) -> Design:
+    return Design(threshold=float(settings.get("threshold") or 0.10),
+                  alpha=float(settings.get("alpha") or 0.05), looks=1, figures=max(1, figures))
+
+
+def _readings(record: dict[str, Any]) -> tuple[dict[str, Paired], str]:
+    """Each speculative arm's paired reading: the session's own where it judged during the session
+    (a budget), else judged now at one look."""
+    from harness.analyze.comparisons import judge_vs_classic, vs_classic
+    seq = record.get("sequential") or {}
+    looks = seq.get("looks") or []
+    if looks:
+        figs = looks[-1].get("figures") or {}
+        names = set(Paired.__dataclass_fields__)
+        return ({a: Paired(**{k: v for k, v in p.items() if k in names}) for a, p in figs.items()
+                 if isinstance(p, dict) and "verdict" in p}, "during the session")
+    arms = vs_classic(record)
+    return judge_vs_classic(record, _design(record["suite"]["settings"], len(arms))), "after the session"
+
+
+def _marks(runs: list[dict[str, Any]], ok: list[dict[str, Any]], settings: dict[str, Any],
+           record: dict[str, Any], spread: float | None, per_prompt_runs: list[int]) -> tuple[str, ...]:
+    from harness.analyze.summary import has_cooldown
+    run_marks = [m for r in runs for m in (r.get("marks") or [])]
+    out = []
+    if spread is not None and spread > float(settings.get("spread_threshold") or 0.04):
+        out.append("unstable")
+    if "contended" in run_marks:
+        out.append("contended")
+    if any(n == 1 for n in per_prompt_runs):
+        out.append("1 run")
+    if len(ok) < len(runs):
+        out.append("failed")
+    if "quiet_gate_timeout" in run_marks:
+        out.append("quiet timeout")
+    if record.get("quick"):
+        out.append("quick")
+    elif not has_cooldown(settings):
+        out.append("no cooldown")
+    return tuple(out)
+
+
+def judge(record: dict[str, Any]) -> Judgement:
+    """Every arm of `record` (a record's data, any schema version load_record gives) judged."""
+    from harness.analyze.comparisons import classic_arm_for, pairing_targets
+    from harness.analyze.summary import summarize
+    suite = record["suite"]
+    settings = suite.get("settings") or {}
+    arms = suite["arms"]
+    rows = summarize(record)
+    readings, when = _readings(record)
+    measured = [r for r in record["runs"] if not r.get("warmup")]
+    targets = pairing_targets(record)
+    out = []
+    for a in arms:
+        name = a["name"]
+        runs = [r for r in measured if r.get("arm") == name]
+        ok = [r for r in runs if r.get("status") == "ok"]
+        mine = [s for s in rows if s.arm == name]
+        tps = [s.tok_s_median for s in mine if s.tok_s_median]
+        spreads = [s.spread for s in mine if s.spread is not None]
+        spread = max(spreads) if spreads else None
+        overrides: dict[str, str] = {}
+        for r in runs:
+            overrides.update(r.get("overrides") or {})
+        classic = None if a["block"] == 1 else classic_arm_for(a, arms, targets)
+        reading = readings.get(name)
+        if not ok:
+            outcome = NO_RUNS
+        elif a["block"] == 1:
+            outcome = REFERENCE
+        elif all(s.declined for s in mine if s.runs) or not rounds.engaged(ok):
+            outcome, reading = DECLINED, None
+        elif rounds.profiled_arm(record, name, overrides):
+            outcome, reading = PROFILED, None
+        elif classic is None:
+            outcome, reading = NO_REFERENCE, None
+        elif reading is None or reading.ratio is None:
+            outcome = INCONCLUSIVE   # no pairs, or too few: said by the reading's note
+        else:
+            outcome = INCONCLUSIVE if reading.contended else _FROM_PAIRED.get(reading.verdict, INCONCLUSIVE)
+        pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.get("arm") == classic["name"]
+                                                  and r.get("status") == "ok"]
+        out.append(ArmVerdict(
+            arm=name, outcome=outcome, classic=classic["name"] if classic else None, reading=reading,
+            threshold=float(settings.get("threshold") or 0.10), runs=len(ok), failed=len(runs) - len(ok),
+            tok_s=math.exp(sum(map(math.log, tps)) / len(tps)) if tps else None, spread=spread,
+            shipping=bool(runs) and all(r.get("shipping") for r in runs), overrides=dict(sorted(overrides.items())),
+            do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, record, spread, [s.runs for s in mine]),
+            contended_runs=sum(map(contended.is_contended, pair_runs)), paired_runs=len(pair_runs)))
+    return Judgement(arms=out, paired_when=when, complete=bool(record.get("complete", True)),
+                     measured=len(measured), failed=sum(r.get("status") != "ok" for r in measured),
+                     contended=sum(map(contended.is_contended, measured)))
+

@@ -1,0 +1,109 @@
+"""The words for an arm's verdict (harness.analyze.verdict), the same in every output: the
+report's finding and arms table, the terminal summary, the dashboard's badge.
+
+A verdict reads as the hand-written studies give speeds: a speed against classic (1.19x: classic's
+ms/token over the arm's, paired by prompt and repetition) with its interval. What the data could
+not see is said as the smallest change it could have seen, never as "no change".
+"""
+
+from __future__ import annotations
+
+from harness.analyze import verdict as V
+from harness.analyze.verdict import ArmVerdict
+
+# Past this, an interval says more about how few pairs there were than about the arm.
+UNSEEABLE = 1.0
+
+# One word per outcome: the terminal's column and the dashboard's badge.
+CODES = {V.SLOWER: "slower", V.FASTER: "faster", V.SAME: "same", V.INCONCLUSIVE: "unclear",
+         V.DECLINED: "declined", V.REFERENCE: "reference", V.PROFILED: "profiled",
+         V.NO_REFERENCE: "-", V.NO_RUNS: "no runs"}
+
+
+def pct(x: float) -> str:
+    """A share as people read it: 0.1234 -> "12%", 0.0123 -> "1.2%", 0.00012 -> "0.0%"."""
+    a = abs(x) * 100
+    return f"{a:.0f}%" if a >= 9.95 else f"{a:.1f}%"
+
+
+def times(x: float) -> str:
+    """A speed ratio as the hand-written studies give it: 1.19x, 0.85x, 4.3x."""
+    return f"{x:.1f}x" if x >= 9.95 else f"{x:.2f}x"
+
+
+def speed(v: ArmVerdict) -> str | None:
+    """The paired reading as a speed against classic (classic's ms/token over the arm's): "0.81x"."""
+    return None if not v.judged else times(1.0 / v.reading.ratio)
+
+
+def interval(v: ArmVerdict) -> str | None:
+    """"0.76x to 0.87x": the paired interval as a speed against classic; None without one."""
+    r = v.reading
+    if r is None or r.lo is None or r.hi is None or r.lo <= 0:
+        return None
+    return f"{times(1.0 / r.hi)} to {times(1.0 / r.lo)}"
+
+
+def code(v: ArmVerdict) -> str:
+    return CODES[v.outcome]
+
+
+def too_few(v: ArmVerdict) -> bool:
+    """The reading exists but its pairs are too few to see anything (its smallest detectable
+    change is past doubling, or there is none)."""
+    d = v.detectable
+    return v.judged and (d is None or d > UNSEEABLE) and v.outcome == V.INCONCLUSIVE
+
+
+def cannot_see(v: ArmVerdict) -> str:
+    """Why an inconclusive verdict is one: "could not see under 24%"."""
+    if too_few(v):
+        return "too few runs to judge"
+    if v.reading is not None and v.reading.contended:
+        return f"{v.contended_runs} of {v.paired_runs} runs contended"
+    d = v.detectable
+    return "no pairs" if d is None else f"could not see under {pct(d)}"
+
+
+def phrase(v: ArmVerdict) -> str:
+    """The verdict as a phrase that follows the arm's name: "runs at 0.81x classic, slower
+    (0.76x to 0.87x)". Speeds are classic's paired ms/token over the arm's."""
+    o, ref = v.outcome, v.classic or "classic"
+    ci = interval(v)
+    at = f"runs at {speed(v)} {ref}" if v.judged else ""
+    if o in (V.SLOWER, V.FASTER):
+        return f"{at}, {o}" + (f" ({ci})" if ci else "")
+    if o == V.SAME:
+        return f"{at}, the same within ±{pct(v.threshold)}" + (f" ({ci})" if ci else "")
+    if o == V.INCONCLUSIVE:
+        return (f"{at}, inconclusive: " if v.judged and not too_few(v) else "is inconclusive: ") + cannot_see(v)
+    if o == V.DECLINED:
+        return "declined: its gate chose classic decode, so it has no speculative figure"
+    if o == V.REFERENCE:
+        return "is the classic reference"
+    if o == V.PROFILED:
+        return "ran in profile mode (slowed on purpose): not judged"
+    if o == V.NO_REFERENCE:
+        return "is not judged: no classic arm of its pairing ran"
+    return "has no measured run that finished"
+
+
+def cell(v: ArmVerdict) -> str:
+    """The verdict for a table cell or a terminal column: "0.81x slower (0.76x to 0.87x)"."""
+    o = v.outcome
+    ci = interval(v)
+    if o in (V.SLOWER, V.FASTER, V.SAME):
+        word = "same" if o == V.SAME else o
+        return f"{speed(v)} {word}" + (f" ({ci})" if ci else "")
+    if o == V.INCONCLUSIVE:
+        return (f"{speed(v)} unclear: " if v.judged and not too_few(v) else "unclear: ") + cannot_see(v)
+    return code(v)
+
+
+def label(v: ArmVerdict) -> str:
+    """"shipping" or what makes the arm not a shipping configuration."""
+    if v.shipping:
+        return "shipping"
+    if v.overrides:
+        return "not shipping: " + ", ".join(f"{k}={x}" for k, x in v.overrides.items())
+    return "not shipping: " + ("gate declined" if v.outcome == V.DECLINED else "not the engine's default")
