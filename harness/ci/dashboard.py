@@ -8,12 +8,14 @@ cache), copies them to html/vendor/ and points index.html at them. The rewritten
 their `integrity` attributes: the npm files are the packages' own builds (jsdelivr serves
 those same bytes; cdnjs minifies its own), so a hash of the CDN's bytes would not match.
 
-    harness dashboard publish   # asv publish, then vendor the libraries
+    harness dashboard publish   # asv publish, vendor the libraries, the harness's pages
+                                # (html/harness/: verdicts, series, alerts, records; harness.ci.site)
     harness dashboard preview   # asv preview (serves html/ on localhost)
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -23,6 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.ci.asvtool import AsvConfig
 from harness.core.errors import UserError
 
 
@@ -135,7 +138,8 @@ def check_published(html_dir: Path) -> None:
                         "then `harness dashboard preview`")
 
 
-def publish(config: str | None = None, vendor: bool = True, echo: bool = True) -> Path:
+def publish(config: str | None = None, vendor: bool = True, echo: bool = True,
+            records: str | Path | None = None, alerts: str | Path | None = None) -> Path:
     from harness.ci.asvtool import load_config, run_asv
 
     conf = load_config(config)
@@ -150,4 +154,38 @@ def publish(config: str | None = None, vendor: bool = True, echo: bool = True) -
                 print(f"harness: dashboard libraries served from {conf.html_dir}/vendor/ ({n} tags)", file=sys.stderr)
         except UserError as e:
             print(f"harness: warning: {e}; the dashboard needs its CDNs", file=sys.stderr)
+    publish_harness(conf, records, alerts)
     return conf.html_dir
+
+
+def default_records(conf: AsvConfig) -> Path:
+    """Where the asv benchmarks keep the sessions' records (harness.ci.asvsession.records_dir)."""
+    from harness.ci.asvsession import RECORDS_ENV
+
+    return Path(os.environ.get(RECORDS_ENV) or conf.root / ".asv" / "records")
+
+
+def publish_harness(conf: AsvConfig, records: str | Path | None = None, alerts: str | Path | None = None,
+                    user_templates: Path | None = None) -> Path:
+    """The harness's pages (html/harness/: verdicts, series, change points, records) beside
+    asv's, linked from asv's index. `records`: a records directory (flat, or one per machine);
+    `alerts`: the nightly's alerts directory (one per machine)."""
+    from harness.ci.acks import acks_path, load_acks
+    from harness.ci.site import Sources, build_site, link_from_asv, ms_benchmark
+
+    rec = Path(records).expanduser() if records else default_records(conf)
+    al = Path(alerts).expanduser() if alerts else None
+    for given, p, what in ((records, rec, "--records"), (alerts, al, "--alerts")):
+        if given and not (p and p.is_dir()):
+            raise UserError(f"{what} {p}: no such directory; name the directory that holds the "
+                            f"{'records' if what == '--records' else 'nightly alerts'}")
+    try:
+        acks = tuple(load_acks(conf.root, acks_path(conf)))
+    except UserError as e:
+        print(f"harness: warning: {e}; changes are shown without acknowledgements", file=sys.stderr)
+        acks = ()
+    src = Sources(records=rec, alerts=al, repo=conf.root, acks=acks, results=conf.results_dir,
+                  user_templates=user_templates)
+    index = build_site(conf.html_dir, src, ms_benchmark(conf.results_dir))
+    link_from_asv(conf.html_dir)
+    return index

@@ -1,4 +1,5 @@
-"""`harness dashboard publish | preview`: the asv dashboard, its libraries made local."""
+"""`harness dashboard publish | preview`: the asv dashboard, its libraries made local, and the
+harness's own pages beside it (verdicts, series, change points, records)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ NAME = "dashboard"
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "publish":
-        html = publish(args.config, vendor=not args.no_vendor)
-        print(f"dashboard: {html}/index.html (serve it with `harness dashboard preview`)")
+        html = publish(args.config, vendor=not args.no_vendor, records=args.records, alerts=args.alerts)
+        print(f"dashboard: {html}/index.html, the harness's pages {html}/harness/index.html "
+              "(serve them with `harness dashboard preview`)")
         return 0
     conf = load_config(args.config)
     check_published(conf.html_dir)
@@ -23,10 +25,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    p = sub.add_parser("dashboard", help="publish the asv dashboard (libraries made local) or preview it",
+    p = sub.add_parser("dashboard", help="publish the dashboard (asv's, libraries made local, and the harness's pages) or preview it",
                        epilog="exit status: 0 published / preview ended; 2 a problem to fix (one line)")
     p.add_argument("action", choices=("publish", "preview"))
     p.add_argument("--config", help="asv config (default: ./asv.conf.json)")
     p.add_argument("--no-vendor", action="store_true", help="keep asv's CDN links")
+    p.add_argument("--records", help="the harness records to show (default: $HARNESS_ASV_RECORDS or "
+                   ".asv/records; a directory per machine, as the nightly's results repository has, works too)")
+    p.add_argument("--alerts", help="the nightly's alerts directory (alerts/<machine>/ of the results repository)")
     p.add_argument("--port", type=int, help="preview port (asv's default otherwise)")
     return p
