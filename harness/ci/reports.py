@@ -8,10 +8,11 @@ import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check
-from harness.collect.files import marked, written_by
+from harness.collect.files import check_directory, check_output, marked, write_output, written_by
 from harness.collect.host.profiles import match_profile
 from harness.collect.models import model_files
 from harness.collect.record import Record
@@ -19,6 +20,8 @@ from harness.core.errors import UserError
 from harness.render.facts import Inputs
 from harness.render.report import build_context, index_context, render
 from harness.render.reportcost import ModelTables
+
+REPORT_WRITER = "report"   # the writer a report's and its figures' markers name
 
 
 def load_record(path: str) -> dict[str, Any]:
@@ -30,15 +33,67 @@ def load_record(path: str) -> dict[str, Any]:
     return rec
 
 
-def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
-    """The template context of the record at path, with a second record beside it."""
+def _load(path: str, compare_path: str | None) -> tuple[dict[str, Any], tuple[str, dict[str, Any], Inputs] | None]:
     data = load_record(path)
     compare = None
     if compare_path:
         other = load_record(compare_path)
         inputs = dataclasses.replace(inputs_for(other), acks=acks_between(data, other))
         compare = (compare_path, other, inputs)
+    return data, compare
+
+
+def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
+    """The template context of the record at path, with a second record beside it (no figures:
+    they need a place beside the Markdown, report_files)."""
+    data, compare = _load(path, compare_path)
     return build_context(path, data, inputs_for(data), compare)
+
+
+def report_files(path: str, compare_path: str | None, md: Path) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+    """The context of a report to be written at `md`, and its figures: (path, SVG text) in the
+    folder named after the report (reports/STEM.md -> reports/STEM/NAME.svg), linked from it."""
+    data, compare = _load(path, compare_path)
+    figs = figures_for(data, compare[1] if compare else None)
+    folder = md.parent / md.stem
+    files = [(folder / f"{fig.name}.svg", fig.svg) for fig in figs]
+    links = [(fig.title, f"{quote(md.stem)}/{quote(fig.name)}.svg") for fig in figs]
+    return build_context(path, data, inputs_for(data), compare, links), files
+
+
+def figures_for(data: dict[str, Any], after: dict[str, Any] | None = None) -> list[Any]:
+    """A record's figures (harness.render.figures.Figure), or a comparison's (data before, `after`
+    after); none where this harness has no figure module."""
+    try:
+        from harness.analyze.figuredata import compare_figure_data, record_figure_data
+        from harness.render.figures import compare_figures, record_figures
+    except ImportError:
+        return []
+    if after is not None:
+        return list(compare_figures(compare_figure_data(data, after)))
+    return list(record_figures(record_figure_data(data)))
+
+
+def check_figures(files: list[tuple[Path, str]]) -> None:
+    """One line before anything is written when a figure would replace a file the harness did not
+    write, or its folder cannot be made."""
+    for p, _ in files:
+        check_directory(p.parent, "figure folder")
+        check_output(p, "figure", writer=REPORT_WRITER)
+
+
+def write_figures(files: list[tuple[Path, str]]) -> None:
+    """Each figure written atomically with the report's marker (an XML comment after the SVG's
+    root, so the next rendering knows the file as its own); an earlier rendering's figures that
+    are no longer made are removed, files the harness did not write are kept."""
+    for p, svg in files:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        write_output(p, marked(svg, REPORT_WRITER), "figure")
+    keep = {p for p, _ in files}
+    for folder in {p.parent for p in keep}:
+        for old in folder.glob("*.svg"):
+            if old not in keep and written_by(old, REPORT_WRITER):
+                old.unlink()
 
 
 def acks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
@@ -95,7 +150,10 @@ def render_missing(records_dir: Path) -> int:
         if md.exists():
             continue
         try:
-            md.write_text(marked(render(context_for(str(rec)), "record"), "report"), encoding="utf-8")
+            ctx, figs = report_files(str(rec), None, md)
+            check_figures(figs)
+            write_figures(figs)
+            md.write_text(marked(render(ctx, "record"), REPORT_WRITER), encoding="utf-8")
             n += 1
         except UserError as e:
             print(f"harness: report of {rec.name} failed: {e}", file=sys.stderr)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.ci.reports import context_for, index_text
+from harness.ci.reports import check_figures, context_for, index_text, report_files, write_figures
 from harness.collect.files import check_output, marked, write_output, written_by
 from harness.core.errors import UserError
 from harness.render.report import render
@@ -37,11 +37,17 @@ def run(args: argparse.Namespace) -> int:
         if not args.record:
             raise UserError("report needs a RECORD (or --index)")
         out = Path(args.out) if args.out else None
-        if out is not None:
+        figs: list[tuple[Path, str]] = []
+        if out is None:
+            ctx = context_for(args.record, args.compare)    # stdout: no place for figures
+        else:
             check_output(out, "report")
-        text = render(context_for(args.record, args.compare), args.template or "record")
+            ctx, figs = report_files(args.record, args.compare, out)
+            check_figures(figs)
+        text = render(ctx, args.template or "record")
         if out is not None:
             check_output(out, "report", writer=REPORT, earlier=same_first_line(text))
+            write_figures(figs)
     if out is None:
         sys.stdout.write(text)
     else:

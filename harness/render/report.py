@@ -15,8 +15,16 @@ from harness.render import mdtable
 from harness.render.comparesec import compare_section
 from harness.render.drafter_sec import drafter_includes, drafter_split_sections, shape_sections
 from harness.render.facts import Facts, Inputs
+from harness.render.finding import arms_note, arms_verdict_table
 from harness.render.mdtable import Table
-from harness.render.roundsec import cost_section, profile_sections, scaling_section, split_includes, split_sections
+from harness.render.roundsec import (
+    cost_section,
+    profile_sections,
+    scaling_section,
+    split_includes,
+    split_sections,
+    split_table,
+)
 from harness.render.sections import (
     acceptance_section,
     arms_table,
@@ -25,36 +33,55 @@ from harness.render.sections import (
     memory_note,
     probe_readings,
     sequential_paragraphs,
+    setup_brief,
     setup_table,
 )
-from harness.render.verdicts import headline, limits, override_table, reproducing, shipping_status, thrown_table
+from harness.render.verdicts import (
+    flags_table,
+    headline,
+    left_out_table,
+    limits,
+    override_table,
+    reproducing,
+    shipping_status,
+)
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 USER_TEMPLATES = Path("reports") / "templates"
 # --- context, rendering, index -----------------------------------------------------------
 
 def build_context(path: str, data: dict[str, Any], inputs: Inputs,
-                  compare: tuple[str, dict[str, Any], Inputs] | None = None) -> dict[str, Any]:
-    """A record's template context; `compare` is a second record (path, data, inputs) beside it."""
+                  compare: tuple[str, dict[str, Any], Inputs] | None = None,
+                  figures: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """A record's template context; `compare` is a second record (path, data, inputs) beside it;
+    `figures` the (title, link) of each figure written beside the report."""
+    from harness.analyze.verdict import judge
     fx = Facts(path, data, inputs)
+    j = judge(data)
     cmp_sec = compare_section(fx, Facts(*compare)) if compare else None
     arms, arm_notes = arms_table(fx)
     ident, ident_notes = identity_table(fx)
     cost = cost_section(fx)
-    head, short = headline(fx, cmp_sec)
+    head, short = headline(fx, j, cmp_sec)
+    setup = setup_table(fx, cmp_sec["shipping"] if cmp_sec else None)
+    left_out = left_out_table(fx)
     return {
         "title": f"{fx.suite['name']} on {fx.host_name()}, {fx.date()}",
         "record_path": path, "created": fx.rec.get("created"), "host": fx.host_short(),
-        "headline": head, "short_headline": short, "shipping_status": shipping_status(fx),
-        "setup": setup_table(fx, cmp_sec["shipping"] if cmp_sec else None), "probe_readings": probe_readings(fx),
+        "headline": head, "finding": head, "short_headline": short, "shipping_status": shipping_status(fx),
+        "verdicts": arms_verdict_table(j), "verdicts_note": arms_note(j, len(fx.prompts)),
+        "figures": [{"title": t, "link": link} for t, link in figures or []],
+        "setup": setup, "setup_brief": setup_brief(setup), "probe_readings": probe_readings(fx),
         "arms": arms, "arm_notes": arm_notes, "columns_note": columns_note(fx), "memory_note": memory_note(fx), "overrides": override_table(fx),
+        "split": split_table(fx),
         "splits": split_sections(fx), "split_includes": split_includes(fx), "profiles": profile_sections(fx),
         "drafter_splits": drafter_split_sections(fx), "drafter_includes": drafter_includes(fx),
         "shapes": shape_sections(fx),
         "scaling": scaling_section(fx), "cost": cost,
         "identity": ident, "identity_notes": ident_notes,
         "acceptance": acceptance_section(fx), "compare": cmp_sec, "sequential": sequential_paragraphs(fx),
-        "thrown": thrown_table(fx), "limits": limits(fx, cost), "reproducing": reproducing(fx, compare[0] if compare else None),
+        "thrown": left_out, "left_out": left_out, "flags": flags_table(fx),
+        "limits": limits(fx, cost), "reproducing": reproducing(fx, compare[0] if compare else None),
     }
 
 

@@ -152,4 +152,67 @@ def cost_section(fx: Facts) -> dict[str, Any]:
         for arm, prompt, ref, ms, epv, brk, steps in c.break_even:
             be.add(fx.row_label(arm, prompt), ref, f"{ms:.3f}", f"{epv:.3f}", f"{brk:.3f}", f"{steps:.2f}")
         out["break_even"] = be
+        out["break_even_arms"] = _break_even_by_arm(c.break_even) if fx.multi_prompt else be
     return out
+
+
+def _break_even_by_arm(rows: list[tuple[Any, ...]]) -> Table:
+    """The break-even table merged over prompts: one row per arm, each figure its median."""
+    by: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    for r in rows:
+        by.setdefault((r[0], r[2]), []).append(r)
+    t = Table(["arm", "against", "ms/round", "emitted per verify", "break-even emitted per verify",
+               "round cost in classic steps"], align=["l", "l", "r", "r", "r", "r"])
+    for (arm, ref), rs in by.items():
+        t.add(arm, ref, *[f"{_median([r[i] for r in rs]):{spec}}" for i, spec in
+                          ((3, ".3f"), (4, ".3f"), (5, ".3f"), (6, ".2f"))])
+    return t
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def split_table(fx: Facts) -> dict[str, Any] | None:
+    """Every arm's round split in one table: components as rows, arms as columns, each cell the
+    median over prompts of the component's ms per round (per token for classic decode) and its
+    share of the arm's median total. None when no arm reports a split."""
+    by_arm: dict[str, list[Any]] = {}
+    for s in fx.splits:
+        by_arm.setdefault(s.arm, []).append(s)
+    if not by_arm:
+        return None
+    arms = [a for a in fx.arm_order if a in by_arm]
+    labels: list[str] = []
+    for a in arms:
+        for s in by_arm[a]:
+            for c in s.components:
+                if c.label not in labels:
+                    labels.append(c.label)
+    head = ["component"] + [f"{a} (ms/{by_arm[a][0].unit})" for a in arms]
+    t = Table(head, align=["l"] + ["r"] * len(arms))
+    totals = {a: _median([s.per_unit_ms for s in by_arm[a]]) for a in arms}
+    for lab in labels:
+        cells = []
+        for a in arms:
+            xs = [c.per_unit_ms for s in by_arm[a] for c in s.components if c.label == lab]
+            cells.append("-" if not xs else f"{_median(xs):.3f} ({pct(_median(xs) / totals[a]) if totals[a] else '-'})")
+        t.add(lab, *cells)
+    t.add("total (decode)", *[f"{totals[a]:.3f}" for a in arms])
+    epv = {a: [s.emitted_per_verify for s in by_arm[a] if s.unit == "round" and s.emitted_per_verify]
+           for a in arms}
+    if any(epv.values()):
+        t.add("tokens per round", *[f"{_median(epv[a]):.3f}" if epv[a] else "-" for a in arms])
+    declined = [a for a in arms if any(s.mode == "classic" for s in by_arm[a]) and fx.arms[a]["block"] > 1]
+    n = max(len(v) for v in by_arm.values())
+    closure = max(abs(s.closure_pct) for s in fx.splits)
+    lines = [(f"Median over the {n} prompts; " if n > 1 else "")
+             + "each component in ms per round (per token for classic decode) and its share of the total; "
+             + f"components close against the decode total to within {closure:.2%}. "
+             + ("Per-prompt splits are in the appendix." if n > 1 else "")]
+    if declined:
+        lines.append(f"{', '.join(declined)} decoded classic (the gate declined): "
+                     "their columns are classic decode's split.")
+    return {"table": t, "lines": lines}

@@ -134,6 +134,18 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     return t
 
 
+# The setup rows the first screen keeps; the full table is in the appendix.
+BRIEF_SETUP = ("host", "GPU stack", "build and commit", "harness and engine versions", "target", "drafter",
+               "prompt", "prompts", "sampling")
+
+
+def setup_brief(full: Table) -> Table:
+    """What ran, where, on which build: the setup table's rows a reader needs first."""
+    t = Table(list(full.header), align=full.align)
+    t.rows = [r for r in full.rows if r[0] in BRIEF_SETUP]
+    return t
+
+
 def measured_runs_text(fx: Facts) -> str:
     """How many measured runs each arm and prompt got: the suite's repetitions, or, where a
     time budget added rounds, what was measured and the minimum it started from."""

@@ -10,11 +10,13 @@ from typing import Any
 from harness.analyze import rounds
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS
-from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
+from harness.analyze.verdict import Judgement
+from harness.collect.recordcheck import SET_ASIDE
 from harness.core import declare
 from harness.core.schema import section
 from harness.render.facts import Facts
-from harness.render.format import geomean, names, pct, signed_pct, speedup
+from harness.render.finding import finding
+from harness.render.format import names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
 
 
@@ -72,44 +74,61 @@ def override_table(fx: Facts) -> Table | None:
     return t
 
 
-def thrown_table(fx: Facts) -> Table:
-    """Runs left out of the figures, and runs or rows kept but flagged, one line per arm and reason."""
-    t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "treatment", "why"])
-    s = fx.settings
-    found: dict[tuple[str, str, str], tuple[str, str, list[int]]] = {}
+def _run_list(idx: list[int]) -> str:
+    return f"{len(idx)} (run{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx))})"
 
-    def note(r: dict[str, Any], kind: str, treat: str, why: str) -> None:
-        found.setdefault((r["arm"], r["prompt"], kind), (treat, why, []))[2].append(r["index"])
+
+def left_out_table(fx: Facts) -> Table:
+    """Runs left out of every figure (warm-ups, failed runs, runs set aside on load), one line per
+    arm, prompt and reason."""
+    t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "why"])
+    found: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
+    for r in fx.rec["runs"]:
+        if r.get("warmup"):
+            key, why = "warmup", "warm-up: loads weights and compiles kernels"
+        elif r.get("status") == "failed":
+            # A run set aside on load says so in its error, not "failed: set aside ...".
+            why = r.get("error") if SET_ASIDE in (r.get("marks") or []) else f"failed: {r.get('error')}"
+            key = f"failed {r.get('error')}"
+        else:
+            continue
+        found.setdefault((r["arm"], r["prompt"], key), (why, []))[1].append(r["index"])
+    order = {a: i for i, a in enumerate(fx.arm_order)}
+    for (arm, prompt, _kind), (why, idx) in sorted(
+            found.items(), key=lambda kv: (kv[0][2] != "warmup", order.get(kv[0][0], 0), kv[0][1])):
+        t.add(*([arm] + ([prompt] if fx.multi_prompt else []) + [_run_list(idx), why]))
+    return t
+
+
+def flags_table(fx: Facts) -> Table:
+    """Runs and rows kept in the figures but flagged: contended runs, quiet-gate timeouts, rows
+    whose spread is past the suite's threshold."""
+    t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "flag"])
+    s = fx.settings
     watch_pct = (s.get("watch") or {}).get("threshold_pct", "?")
+    found: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
     for r in fx.rec["runs"]:
         marks = r.get("marks") or []
-        if r.get("warmup"):
-            note(r, "warmup", "left out of every figure", "warm-up: loads weights and compiles kernels")
+        if r.get("warmup") or r.get("status") == "failed":
             continue
-        if r.get("status") == "failed":
-            # A run set aside on load says so in its error, not "failed: set aside ...".
-            why = r.get("error") if SET_ASIDE in marks else f"failed: {r.get('error')}"
-            note(r, f"failed {r.get('error')}", "left out of every figure", why)
         if "contended" in marks:
-            note(r, "contended", "kept; the row is flagged do not publish",
-                 f"contended: a foreign process above {watch_pct}% CPU in more than "
-                 f"{pct(s['contention_threshold'], 0)} of the watch's samples")
+            found.setdefault((r["arm"], r["prompt"], "contended"), (
+                f"contended: a foreign process above {watch_pct}% CPU in more than "
+                f"{pct(s['contention_threshold'], 0)} of the watch's samples; the row is do not publish", []))[1].append(r["index"])
         if "quiet_gate_timeout" in marks:
             # The run's own limit: an unset [quiet] timeout_s is sized to each run.
             gave = ((r.get("load") or {}).get("quiet_gate") or {}).get("timeout_s", s["quiet"].get("timeout_s"))
-            note(r, "quiet", "kept; the row is flagged", "the quiet gate gave up after "
-                 + (f"{gave:g} s" if isinstance(gave, (int, float)) else "its timeout") + " and the run went ahead")
+            found.setdefault((r["arm"], r["prompt"], "quiet"), (
+                "the quiet gate gave up after " + (f"{gave:g} s" if isinstance(gave, (int, float)) else "its timeout")
+                + " and the run went ahead", []))[1].append(r["index"])
     order = {a: i for i, a in enumerate(fx.arm_order)}
-    kinds = ["warmup", "failed", "contended", "quiet"]
-    for (arm, prompt, _kind), (treat, why, idx) in sorted(
-            found.items(), key=lambda kv: (kinds.index(kv[0][2].split()[0]), order.get(kv[0][0], 0), kv[0][1])):
-        runs = f"{len(idx)} (run{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx))})"
-        t.add(*([arm] + ([prompt] if fx.multi_prompt else []) + [runs, treat, why]))
+    for (arm, prompt, _k), (why, idx) in sorted(found.items(), key=lambda kv: (kv[0][2], order.get(kv[0][0], 0), kv[0][1])):
+        t.add(*([arm] + ([prompt] if fx.multi_prompt else []) + [_run_list(idx), why]))
     for row in fx.rows:
         if row.spread is not None and row.spread > s["spread_threshold"]:
             t.add(*([row.arm] + ([row.prompt] if fx.multi_prompt else []) +
-                    [f"{row.runs} (the row)", "kept; the row is flagged do not publish",
-                     f"spread {pct(row.spread)} > {pct(s['spread_threshold'], 0)}"]))
+                    [f"{row.runs} (the row)", f"spread {pct(row.spread)} > {pct(s['spread_threshold'], 0)}; "
+                                              "the row is do not publish"]))
     return t
 
 
@@ -189,21 +208,10 @@ def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
     return {"code": "\n".join(cmds), "lines": lines}
 
 
-def headline(fx: Facts, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
-    """The report's opening paragraph and its one-sentence form for the index."""
-    s = fx.settings
-    parts = [f"{fx.suite['name']} on {fx.host_short()}: {len(fx.arm_order)} arms, {len(fx.prompts)} prompt"
-             f"{'s' if fx.multi_prompt else ''}, {s['max_tokens']} tokens per run, "
-             + (f"medians of {fx.runs_per_median_text()}." if fx.runs_per_median()[1] else "no measured run.")]
-    incomplete = _incomplete_sentence(fx)
-    parts += incomplete + _failed_runs_sentence(fx)
-    speed, short = _speedup_sentences(fx)
-    short = " ".join(incomplete + [short]) if incomplete else short
-    parts += speed + _one_override_sentence(fx)
-    gate, gate_short = _probe_sentences(fx)
-    short += gate_short
-    parts += gate + _compare_sentence(fx, cmp_sec) + _label_sentences(fx, cmp_sec)
-    return " ".join(parts), short
+def headline(fx: Facts, j: Judgement, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
+    """The report's finding (harness.render.finding, from the paired verdicts alone) and its
+    one-sentence form for the index."""
+    return finding(j, incomplete_text(fx), " ".join(_compare_sentence(fx, cmp_sec)) or None)
 
 
 def incomplete_text(fx: Facts) -> str | None:
@@ -216,147 +224,6 @@ def incomplete_text(fx: Facts) -> str | None:
         # measures a missing scaling probe too).
         return f"its session stopped after all {done} planned runs, before the steps that follow them"
     return f"{done} of {planned if planned is not None else '?'} planned runs"
-
-
-def _incomplete_sentence(fx: Facts) -> list[str]:
-    """An unfinished record says so first (and in the index): its arms and prompts may not all
-    have run, and it has fewer runs than its suite planned."""
-    lacks = incomplete_text(fx)
-    return [f"The record is incomplete ({lacks}): every figure rests on the runs it has."] if lacks else []
-
-
-def _failed_runs_sentence(fx: Facts) -> list[str]:
-    """Failed measured runs come first: every figure below rests on the runs that did not fail."""
-    measured = [r for r in fx.rec["runs"] if not r.get("warmup")]
-    failed = [r for r in measured if r.get("status") != "ok"]
-    if not failed:
-        return _set_aside_sentence(fx)
-    arms = sorted({r.get("arm") or "?" for r in failed})
-    return [f"{len(failed)} of {len(measured)} measured runs failed ({', '.join(arms)}); the figures "
-            "below rest on the runs that did not (see Rows thrown away)."] + _set_aside_sentence(fx)
-
-
-SET_ASIDE_NAMED = 3
-
-
-def _set_aside_sentence(fx: Facts) -> list[str]:
-    """Runs recorded as ok that no engine could have measured (harness.collect.recordcheck), each
-    named: a harness that did not check engine results kept them as ok."""
-    runs = [r for r in fx.rec["runs"] if SET_ASIDE in (r.get("marks") or [])]
-    named = [f"run {r.get('index')} ({r.get('arm')} on {r.get('prompt')}) set aside: "
-             f"{str(r.get('error') or '').removeprefix(SET_ASIDE_PREFIX)}" for r in runs[:SET_ASIDE_NAMED]]
-    if not named:
-        return []
-    more = f"; and {len(runs) - len(named)} more" if len(runs) > len(named) else ""
-    return [f"Recorded as ok by a harness that did not check engine results: {'; '.join(named)}{more}."]
-
-
-def _speedup_sentences(fx: Facts) -> tuple[list[str], str]:
-    """The fastest speculative arm against classic decode, and the largest change."""
-    parts: list[str] = []
-    spec = [r for r in fx.rows if r.block > 1 and r.speedup and fx.engaged(r.arm, r.prompt)
-            and not fx.profiled(r.arm)]   # profile mode slows itself on purpose
-    # Arms are compared over the prompts every one of them ran: an incomplete session can leave
-    # some arms with fewer prompts, and a mean over other prompts is not a like-for-like ranking.
-    prompts_of: dict[str, set[str]] = {}
-    for r in spec:
-        prompts_of.setdefault(r.arm, set()).add(r.prompt)
-    common = set.intersection(*prompts_of.values()) if prompts_of else set()
-    partial = len({frozenset(v) for v in prompts_of.values()}) > 1
-    if partial:
-        spec = [r for r in spec if r.prompt in common]
-    per_arm: dict[str, list[float]] = {}
-    for r in spec:
-        per_arm.setdefault(r.arm, []).append(r.speedup)
-    short = ""
-    if partial and not common:
-        return ["No prompt was run by every speculative arm, so no arm is ranked."], "No arm ranked."
-    if partial:
-        parts.append(f"Not every arm ran every prompt, so the arms are ranked on the {len(common)} prompt"
-                     f"{'' if len(common) == 1 else 's'} all of them ran ({names(sorted(common))}).")
-    if per_arm:
-        agg = {a: geomean(v) for a, v in per_arm.items()}
-        best = max(agg, key=agg.get)
-        row = next(r for r in spec if r.arm == best)
-        classic_tps = next((c.tok_s_median for c in fx.rows if c.arm == row.classic_arm and c.prompt == row.prompt), None)
-        x = agg[best]
-        if len(per_arm[best]) > 1:   # one pair of tok/s would not match a mean over prompts
-            tps = (f"geometric mean over {len(per_arm[best])} prompts: "
-                   + ", ".join(f"{r.speedup:.2f}x on {r.prompt}" for r in spec if r.arm == best))
-        else:
-            tps = f"{row.tok_s_median:.1f} against {classic_tps:.1f} tok/s" if classic_tps else f"{row.tok_s_median:.1f} tok/s"
-        if x > 1:
-            sent = f"The fastest speculative arm is {best} at {x:.2f}x classic decode ({tps})"
-        else:
-            sent = f"No speculative arm beats classic decode: the best, {best}, runs at {x:.2f}x ({tps})"
-        if not fx.shipping(best):
-            ov = ", ".join(f"{k}={v}" for k, v in fx.overrides(best).items())
-            sent += f", and it is {NOT_SHIPPING}" + (f" ({ov})" if ov else "")
-        profiled = sorted({r.arm for r in fx.rows if r.block > 1 and r.speedup and fx.profiled(r.arm)})
-        if profiled:
-            # Said, not silently dropped: a profiled arm can read faster and still not be ranked.
-            sent += f" (profile-mode arms, which slow themselves on purpose, are not ranked: {names(profiled)})"
-        rows_best = [r for r in spec if r.arm == best]
-        dets = sorted(r.min_detectable_change for r in rows_best if r.min_detectable_change is not None)
-        if dets and any("inconclusive" in fl for r in rows_best for fl in r.flags):
-            # Every prompt's figure: the first prompt's alone once hid a larger one.
-            det = pct(dets[0]) if len(dets) == 1 or dets[0] == dets[-1] else f"{pct(dets[0])} to {pct(dets[-1])} across its prompts"
-            sent += f"; the data cannot resolve a change that small (smallest resolvable change {det})"
-        parts.append(sent + ".")
-        short = sent + "."
-        worst = max(agg, key=lambda a: abs(math.log(agg[a])))
-        if worst != best:
-            parts.append(f"The largest change against classic is {worst}'s {agg[worst]:.2f}x"
-                         + ("" if fx.shipping(worst) else f" ({NOT_SHIPPING})") + ".")
-    elif any(r.block > 1 and fx.engaged(r.arm, r.prompt) for r in fx.rows):
-        parts.append("No classic arm of the same pairing ran, so no speedup is computed.")
-        short = "No classic reference: no speedup."
-    else:
-        parts.append("No speculative arm engaged, so every figure is classic decode.")
-        short = "No speculative arm engaged."
-    return parts, short
-
-
-def _one_override_sentence(fx: Facts) -> list[str]:
-    parts: list[str] = []
-    singles: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for o in one_override_pairs(fx):
-        singles.setdefault((o["b"], o["a"], o["diff"]), []).append(o)
-    if singles:
-        parts.append("One override at a time: " + "; ".join(
-            f"{b} ({diff}) runs at {geomean([o['ratio'] for o in v]):.2f}x {a}"
-            + (" (not resolved)" if not any(o["resolved"] for o in v) else "")
-            for (b, a, diff), v in singles.items()) + ".")
-    return parts
-
-
-def _probe_sentences(fx: Facts) -> tuple[list[str], str]:
-    """What the exactness probe read here, and which arms declined to classic decode."""
-    parts: list[str] = []
-    short = ""
-    declined = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
-    passed = [a for a in fx.arm_order if "passed" in fx.outcome(a)]
-    gate_short = []
-    if declined:
-        gate_short.append(f"the probe fails {fx.numerics_of(declined[:1])} ({names(declined)} declined to classic)")
-    if passed:
-        gate_short.append(f"passes {fx.numerics_of(passed)} ({names(passed)})")
-    if gate_short:
-        g = " and ".join(gate_short)
-        short += " " + g[0].upper() + g[1:] + "."
-    if declined:
-        parts.append(f"The exactness probe fails here (\"{fx.reading(declined[0])}\", {fx.numerics(declined[0])}), "
-                     f"so without an override {names(declined)} declined to classic decode.")
-    if passed:
-        parts.append(f"The probe passes for {names(passed)} ({fx.numerics_of(passed, with_word=False)}).")
-    # An override engaged these although their probe read a difference: said here too, not only
-    # in their labels (a headline that lists the passes alone reads as if every probe passed).
-    overridden = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "overridden" in fx.outcome(a)
-                  and fx.reading(a)]
-    if overridden:
-        parts.append(f"An override engaged {names(overridden)} past the gate (its reading: "
-                     f"\"{fx.reading(overridden[0])}\").")
-    return parts, short
 
 
 def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
@@ -383,21 +250,6 @@ def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
                 rest.append(f"{below} below the floor")
             parts.append(f"Against {cmp_sec['other']}, no component change is resolved as faster or slower: "
                          + ", ".join(rest) + ".")
-    return parts
-
-
-def _label_sentences(fx: Facts, cmp_sec: dict[str, Any] | None = None) -> list[str]:
-    parts: list[str] = []
-    not_ship = [a for a in fx.arm_order if not fx.shipping(a)]
-    if cmp_sec is not None:
-        parts.append(cmp_sec["shipping"])       # both records' arms, not this one's alone
-    else:
-        parts.append(f"{len(not_ship)} of {len(fx.arm_order)} arms are {NOT_SHIPPING} ({names(not_ship)})."
-                     if not_ship else f"Every arm is a {SHIPPING}.")
-    flagged = [r for r in fx.rows if r.do_not_publish]
-    if flagged:
-        parts.append("Every row is flagged do not publish." if len(flagged) == len(fx.rows)
-                     else f"{len(flagged)} of {len(fx.rows)} rows are flagged do not publish.")
     return parts
 
 
