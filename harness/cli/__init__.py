@@ -40,8 +40,20 @@ COMMANDS: tuple[ModuleType, ...] = (run, check, baseline, project, report, host,
                                     nightly, changes, bisect, dashboard, init, schema)
 
 
+def version() -> str:
+    """This harness's version, as installed (the package specdec-bench)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+    try:
+        return installed("specdec-bench")
+    except PackageNotFoundError:   # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="harness", description="Benchmark harness for MLX speculative decoding")
+    # Said by main() before any parsing (a command is required otherwise).
+    p.add_argument("--version", action="store_true", help="print the harness's version and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for mod in COMMANDS:
         mod.add_parser(sub).set_defaults(_command=mod)
@@ -66,6 +78,9 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:
+        print(f"harness {version()}")
+        return 0
     try:
         args = parse(argv)
         args.invocation = Invocation(argv)   # reads this host: Ctrl-C may land here too

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from harness.cli.session import (
-    cannot_write,
-    console_out,
-    identity_session,
-    new_session,
-)
+from harness.cli.output import BASELINES_KIND, Output, add_output_args, emit_json, output_of, say, width
+from harness.cli.session import cannot_write, identity_session, new_session
 
 if TYPE_CHECKING:
     from harness.analyze.identity import BaselineOutcome
@@ -35,20 +28,23 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     br.add_argument("--record", help="record path for the baseline session")
     br.add_argument("--yes", action="store_true",
                     help="run a plan above the bounds (10,000 runs, or an estimated 24 h); one no session finishes (over 1,000,000 runs, or a year) is refused even so")
+    add_output_args(br, per_prompt=False)
     return b
 
 
 def run(args: argparse.Namespace) -> int:
     """Run each arm twice per prompt and store the output where both runs agree."""
+    out = output_of(args)
     suite, record_path, baselines = identity_session(args, 2, "baseline")
+    out.check(BASELINES_KIND, record_path, baselines)
     outcomes: list[BaselineOutcome] = []
     # The baselines are stored under the session's locks; an interrupted session's record says
     # where they go and whether to --update, so `harness run --resume` stores them (cli/run.py).
     record = new_session(args.invocation, suite, record_path, baselines,
                          {"purpose": "baseline", "quick": False, "update": bool(args.update)},
                          then=lambda rec: outcomes.extend(store_baselines(rec, baselines, bool(args.update))),
-                         yes=args.yes)
-    return show(outcomes, baselines, record)
+                         yes=args.yes, quiet=out.quiet)
+    return show(outcomes, baselines, record, out)
 
 
 def store_baselines(record: Any, baselines: Path, update: bool) -> list[BaselineOutcome]:
@@ -72,17 +68,23 @@ def store_baselines(record: Any, baselines: Path, update: bool) -> list[Baseline
     return outcomes
 
 
-def show(outcomes: list[BaselineOutcome], baselines: Path, record: Any) -> int:
-    """The outcomes table and JSON line; the exit status (1: a key inconclusive or kept differing)."""
-    out = console_out()
-    t = Table(title=f"baselines ({baselines})", title_justify="left")
-    for col in ("key", "outcome", "detail"):
-        t.add_column(col, overflow="fold")
-    for o in outcomes:
-        t.add_row(o.key, o.status.upper() if o.status == "inconclusive" else o.status, o.detail)
-    out.print(t)
-    print(json.dumps({"kind": "harness.baselines.outcome", "baselines": str(baselines),
-                      "record": str(record.path),
-                      "outcomes": [{"key": o.key, "status": o.status, "detail": o.detail} for o in outcomes]},
-                     sort_keys=True), flush=True)
+def show(outcomes: list[BaselineOutcome], baselines: Path, record: Any, out: Output | None = None) -> int:
+    """A line per key with its outcome (and why, where it was not stored), or the JSON; the exit
+    status (1: a key inconclusive or kept differing)."""
+    from harness.render.termsummary import where, wrap
+    out = out or Output()
+    console = out.console()
+    if console is not None:
+        w = width(console)
+        counts: dict[str, int] = {}
+        for o in outcomes:
+            counts[o.status] = counts.get(o.status, 0) + 1
+        said = ", ".join(f"{n} {st.replace('_', ' ')}" for st, n in counts.items()) or "nothing to store"
+        lines = wrap(f"baselines ({baselines}): {said}", w)
+        for o in outcomes:
+            status = o.status.upper() if o.status == "inconclusive" else o.status
+            lines += wrap(f"  {status} {o.key}" + (f": {o.detail}" if o.detail else ""), w, indent="    ")
+        say(console, lines + where(str(record.path), w))
+    emit_json(out, {"kind": BASELINES_KIND, "baselines": str(baselines), "record": str(record.path),
+                    "outcomes": [{"key": o.key, "status": o.status, "detail": o.detail} for o in outcomes]})
     return 0 if all(o.status in ("stored", "updated", "unchanged") for o in outcomes) else 1

@@ -7,14 +7,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from harness.cli.session import (
-    console_out,
-    identity_session,
-    new_session,
-    print_summary,
+from harness.cli.output import (
+    SUMMARY_KIND,
+    Output,
+    add_output_args,
+    emit_json,
+    output_of,
+    say,
+    session_summary,
+    summary_doc,
+    width,
 )
+from harness.cli.session import identity_session, new_session
 from harness.core.errors import UserError
 
 NAME = "check"
@@ -29,37 +33,57 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     c.add_argument("--record", help="record path for the check session")
     c.add_argument("--yes", action="store_true",
                    help="run a plan above the bounds (10,000 runs, or an estimated 24 h); one no session finishes (over 1,000,000 runs, or a year) is refused even so")
+    add_output_args(c, per_prompt=False)
     return c
 
 
 def run(args: argparse.Namespace) -> int:
     """One run per arm and prompt, compared with each arm's own baseline."""
+    out = output_of(args)
     suite, record_path, baselines = identity_session(args, 1, "check")
     if not baselines.is_file():
         # Every run would end "no baseline": say so before running any.
         raise UserError(f"{baselines}: no baselines file; record one with `harness baseline record "
                         f"{args.suite}" + (f" --baselines {baselines}`" if args.baselines else "`")
                         + ", or pass --baselines")
+    out.check(SUMMARY_KIND, record_path, baselines)
     record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "check", "quick": False},
-                         yes=args.yes)
-    return report(record, baselines, args.suite)
+                         yes=args.yes, quiet=out.quiet)
+    return report(record, baselines, args.suite, out)
 
 
-def report(record: Any, baselines: Path, suite_arg: str) -> int:
-    """The identity table and the summary; the exit status (`harness run --resume` of a check too)."""
+def identity_lines(record: Any, baselines: Path, width: int) -> list[str]:
+    """The finding (how many outputs are identical to their baselines), then a line for each
+    output that is not, saying where it differs, or why it was not compared."""
     from harness.analyze.identity import describe
-    out = console_out()
-    t = Table(title=f"identity against own baselines ({baselines})", title_justify="left")
-    for col in ("arm", "prompt", "identity", "label"):
-        t.add_column(col, overflow="fold")
-    verdicts = []
-    for r in record.runs:
+    from harness.render.termsummary import wrap
+    runs = [r for r in record.runs if not r.get("warmup")]
+    same = sum(r["status"] == "ok" and (r.get("identity") or {}).get("status") == "identical" for r in runs)
+    head = (f"all {len(runs)} outputs identical" if same == len(runs) else
+            f"{same} of {len(runs)} outputs identical")
+    out = wrap(f"identity against own baselines ({baselines}): {head}", width)
+    for r in runs:
         ident = r.get("identity") or {}
-        verdicts.append(ident.get("status"))
-        t.add_row(r["arm"], r["prompt"], describe(ident) if r["status"] == "ok" else f"failed: {r['error']}",
-                  r.get("label") or "-")
-    out.print(t)
-    print_summary(record, f"{record.data['suite']['name']}: {record.path}")
+        if r["status"] == "ok" and ident.get("status") == "identical":
+            continue
+        what = describe(ident) if r["status"] == "ok" else f"failed: {r.get('error')}"
+        out += wrap(f"  {r['arm']} on {r['prompt']}: {what}", width, indent="    ")
+    out += wrap("speed is not judged here: one run per arm and prompt, no warm-up "
+                "(`harness run` judges it)", width)
+    return out
+
+
+def report(record: Any, baselines: Path, suite_arg: str, out: Output | None = None) -> int:
+    """The identity lines and where the record is; the exit status (`harness run --resume` of a
+    check too)."""
+    from harness.render.termsummary import where
+    out = out or Output()
+    console = out.console()
+    if console is not None:
+        say(console, identity_lines(record, baselines, width(console)) + where(str(record.path), width(console)))
+    s, rows = session_summary(record)
+    emit_json(out, summary_doc(record, s, rows))
+    verdicts = [(r.get("identity") or {}).get("status") for r in record.runs]
     if "no_baseline" in verdicts:
         print(f"harness: some arms have no baseline in {baselines}; record them with "
               f"`harness baseline record {suite_arg}`", file=sys.stderr)

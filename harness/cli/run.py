@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.cli.output import BASELINES_KIND, SUMMARY_KIND, Output, add_output_args, output_of, print_summary
 from harness.cli.session import (
     cannot_write,
     default_baselines_path,
@@ -14,7 +15,6 @@ from harness.cli.session import (
     execute,
     in_process_engines_first,
     new_session,
-    print_summary,
     session_locks,
 )
 from harness.core.errors import UserError
@@ -35,6 +35,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     r.add_argument("--quick", action="store_true",
                    help="smoke test: 2 repetitions, no warm-up, no cooldown, no quiet gate, <=32 tokens")
     r.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
+    add_output_args(r)
     return r
 
 
@@ -56,29 +57,31 @@ def unfinished(data: dict[str, Any]) -> bool:
 def run(args: argparse.Namespace) -> int:
     from harness.collect.suite import load_suite, quick
     inv = args.invocation
+    out = output_of(args)
     if args.resume:
         if args.suite or args.quick or args.record:
             raise UserError("--resume takes its suite, settings and path from the record; "
                             "drop SUITE, --quick and --record")
-        return resume(args)
+        return resume(args, out)
     suite = load_suite(args.suite)
     in_process_engines_first(suite)
     if args.quick:
         suite = quick(suite)
     record_path = Path(args.record) if args.record else default_record_path(inv, suite.name)
     baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
+    out.check(SUMMARY_KIND, record_path, baselines)
     record = new_session(inv, suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)},
-                         yes=args.yes)
-    return report(record, suite.name)
+                         yes=args.yes, quiet=out.quiet)
+    return report(record, out)
 
 
-def report(record: Any, suite_name: str) -> int:
-    print_summary(record, f"{suite_name}: {record.path}")
+def report(record: Any, out: Output) -> int:
+    print_summary(record, out)
     bad = [r for r in record.runs if r["status"] == "failed" or (r.get("identity") or {}).get("status") == "differs"]
     return 1 if bad else 0
 
 
-def resume(args: argparse.Namespace) -> int:
+def resume(args: argparse.Namespace, out: Output) -> int:
     """Finish a record's session as the command that began it would have: the missing runs, then a
     check's report, or a baseline session's baselines stored (and that command's exit status)."""
     from harness.analyze.identity import BaselineStore
@@ -92,9 +95,10 @@ def resume(args: argparse.Namespace) -> int:
     in_process_engines_first(suite)   # before inv.host() loads MLX
     purpose = record.data.get("purpose")
     baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path(inv))
+    out.check(BASELINES_KIND if purpose == "baseline" else SUMMARY_KIND, record.path, baselines)
     if not unfinished(record.data):
         print(f"harness: {record.path} is complete; nothing to resume (its summary follows)", file=sys.stderr)
-        return report(record, suite.name)
+        return report(record, out)
     if not record.data.get("complete"):
         check_resumable(record.data, suite, str(record.path))   # missing runs are found by index
         same_host_or_refuse(record, inv.host())
@@ -105,13 +109,13 @@ def resume(args: argparse.Namespace) -> int:
             store = BaselineStore.load(baselines)
             if not record.data.get("complete"):
                 record.note_resume(inv.command, inv.host())
-                execute(record, suite, store)
+                execute(record, suite, store, out.quiet)
             if purpose == "baseline" and not record.data.get("baselines_stored"):
                 outcomes = baseline.store_baselines(record, baselines, bool(record.data.get("update")))
     except OSError as e:
         raise cannot_write(e, record.path, len(record.runs)) from None
     if purpose == "baseline":
-        return baseline.show(outcomes, baselines, record)
+        return baseline.show(outcomes, baselines, record, out)
     if purpose == "check":
-        return check.report(record, baselines, record.data["suite"].get("path") or suite.name)
-    return report(record, suite.name)
+        return check.report(record, baselines, record.data["suite"].get("path") or suite.name, out)
+    return report(record, out)

@@ -3,7 +3,8 @@ paths, executing a plan under the sequential rule, and printing the summary.
 
 The CLI is the composition root: it loads the suite, builds the plan, opens the record and
 baselines, and hands the runner an `annotate` hook built from labels and identity, so the
-runner itself never reaches downstream. It prints the summary table, then one JSON line.
+runner itself never reaches downstream. Progress goes to stderr; stdout gets the summary only
+(harness.render.termsummary's lines, or with --json the JSON summary alone).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
-import json
 import math
 import re
 import shlex
@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.core.errors import UserError
-from harness.render.terminal import RunnerUI, summary_table
+from harness.render.terminal import RunnerUI
 
 
 @dataclass
@@ -75,11 +75,6 @@ def default_baselines_path(inv: Invocation) -> Path:
 
 # --- session -------------------------------------------------------------------------
 
-def console_out() -> Console:
-    c = Console()
-    return c if c.is_terminal else Console(width=200, soft_wrap=False)
-
-
 def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     from harness.analyze.identity import annotate_identity
     from harness.analyze.labels import annotate_label
@@ -89,10 +84,11 @@ def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]
     return annotate
 
 
-def execute(record: Any, suite: Any, store: Any) -> None:
+def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
     """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
 
-    A resumed session finishes the repetitions its record had planned and adds none."""
+    A resumed session finishes the repetitions its record had planned and adds none. Progress
+    goes to stderr (none with quiet)."""
     from harness.analyze import sequential
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
     from harness.analyze.design import Design
@@ -112,8 +108,8 @@ def execute(record: Any, suite: Any, store: Any) -> None:
     # run (it once read 3/3, then 4/6, as rounds were handed to the runner one at a time).
     whole = 0 if budget else len(build_plan(suite, min_reps))
 
-    def progress(total: int, done_before: int) -> RunnerUI:
-        return RunnerUI(console, max(total, whole), done_before)
+    def progress(total: int, done_before: int) -> Any:
+        return runner.NullUI() if quiet else RunnerUI(console, max(total, whole), done_before)
     max_reps = max(min_reps, s.max_repetitions or (10_000 if budget else min_reps))
     pacer = runner.Pacer.from_runs(record.runs)
     # One set of adapters for the whole session: the models the warm-ups loaded (and what their
@@ -210,7 +206,7 @@ def _check_new_record(inv: Invocation, record_path: Path) -> None:
 
 
 def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any],
-                then: Callable[[Any], None] | None = None, yes: bool = False) -> Any:
+                then: Callable[[Any], None] | None = None, yes: bool = False, quiet: bool = False) -> Any:
     """Create the record and run the plan, holding the session's locks throughout; `then(record)`
     runs under them too (a baseline session stores its baselines there)."""
     from harness.analyze.identity import BaselineStore
@@ -233,29 +229,12 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
                                inv.command, len(build_plan(suite)),
                                extra={**extra, "baselines": str(baselines)})
         try:
-            execute(record, suite, store)
+            execute(record, suite, store, quiet)
             if then is not None:
                 then(record)
         except OSError as e:   # the journal or the record (a full disk): what landed resumes
             raise cannot_write(e, record_path, len(record.runs)) from None
     return record
-
-
-def print_summary(record: Any, title: str) -> list[Any]:
-    from harness.analyze.contended import contention_lines, record_info
-    from harness.analyze.summary import duty_line, machine_summary, sequential_lines, summarize, waiting_lines
-    rows = summarize(record.data)
-    out = console_out()
-    # An arm contended past its share, then waiting that took the session: said first, with the
-    # settings that govern them.
-    for line in contention_lines(record_info(record.data)) + waiting_lines(record.data):
-        out.print(line, highlight=False, soft_wrap=True, markup=False)
-    out.print(summary_table(rows, title=title))
-    for line in [duty_line(record.data), *sequential_lines(record.data)]:
-        if line:
-            out.print(line, highlight=False, soft_wrap=True)
-    print(json.dumps(machine_summary(record.data, rows, str(record.path)), sort_keys=True), flush=True)
-    return rows
 
 
 def in_process_engines_first(suite: Any) -> None:

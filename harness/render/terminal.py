@@ -1,5 +1,7 @@
-"""What people see in a terminal: the runner's progress bar and live table (one plain line per
-run when output is not a terminal) and the summary table."""
+"""What people see in a terminal while a session runs, on stderr: a live progress bar over the
+last few runs, one line each, cleared when the runs end (transient, so no stale copy stays in
+the scrollback); one plain line per run when stderr is not a terminal (a log file, a pipe), with
+no redrawn frames. The summary after the session is harness.render.termsummary's."""
 
 from __future__ import annotations
 
@@ -9,17 +11,17 @@ from typing import Any
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, ProgressColumn, TaskProgressColumn, TextColumn
-from rich.table import Table
+from rich.table import Column
 from rich.text import Text
 
-from harness.analyze.summary import ArmSummary
-from harness.render.format import f, mib, speedup
+from harness.render.format import f
 
-TABLE_ROWS = 14   # the live table shows the last runs only; the record has them all
+LIVE_ROWS = 5   # the live display shows the last runs only; the record has them all
+
 
 @dataclass
 class RunnerUI:
-    """The progress bar and live table; plain one-line-per-run output when not a terminal.
+    """The progress bar and the last runs; plain one-line-per-run output when not a terminal.
     (NullUI is the same interface doing nothing.)"""
     console: Console
     total: int
@@ -29,16 +31,19 @@ class RunnerUI:
     def __post_init__(self) -> None:
         self.live_mode = self.console.is_terminal
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), TaskProgressColumn(),
             TextColumn("{task.completed}/{task.total}"), _EtaColumn(),
-            TextColumn("{task.fields[status]}"), console=self.console)
+            TextColumn("{task.fields[status]}", table_column=Column(no_wrap=True, overflow="ellipsis")), console=self.console)
         self.task = self.progress.add_task("runs", total=self.total, completed=self.done_before,
                                            status="", eta_s=None)
         self.live: Live | None = None
 
     def __enter__(self) -> RunnerUI:
         if self.live_mode:
-            self.live = Live(self._render(), console=self.console, refresh_per_second=4)
+            # transient: the display is cleared at the end, and each frame is cropped to the
+            # screen, so nothing of it is left in the scrollback for the summary to follow.
+            self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True,
+                             vertical_overflow="crop")
             self.live.__enter__()
         return self
 
@@ -59,10 +64,10 @@ class RunnerUI:
             self.live.update(self._render())
         else:
             self.console.print(_plain_line(run, self.progress.tasks[0].completed, self.total),
-                               highlight=False, soft_wrap=True)
+                               highlight=False, soft_wrap=True, markup=False)
 
     def _render(self) -> Group:
-        return Group(live_table(self.rows[-TABLE_ROWS:]), self.progress)
+        return Group(*(live_row(r) for r in self.rows[-LIVE_ROWS:]), self.progress)
 
 
 class _EtaColumn(ProgressColumn):
@@ -77,19 +82,19 @@ class _EtaColumn(ProgressColumn):
         return Text(f"eta {h}:{m:02d}:{s:02d}" if h else f"eta {m}:{s:02d}", style="progress.remaining")
 
 
-def live_table(runs: list[dict[str, Any]]) -> Table:
-    t = Table(title="runs", title_justify="left", expand=False)
-    for col in ("#", "arm", "prompt", "rep", "tok/s", "ms/tok", "accept", "marks", "identity", "label"):
-        t.add_column(col, overflow="fold")
-    for r in runs:
+def live_row(r: dict[str, Any]) -> Text:
+    """One finished run on one line, cut to the screen's width (never wrapped: a wrapped frame
+    is taller than the one the display clears)."""
+    rep = ("w" if r.get("warmup") else "") + str(r.get("repetition"))
+    head = f"#{r['index']} {r['arm']} {r['prompt']} rep {rep}: "
+    if r["status"] == "failed":
+        body = "failed"
+    else:
         acc = (r.get("diagnostics") or {}).get("acceptance_rate")
-        marks = mark_text(r) or ("warmup" if r.get("warmup") else "")
-        style = "red" if r["status"] == "failed" else ("dim" if r.get("warmup") else None)
-        t.add_row(str(r["index"]), r["arm"], r["prompt"], ("w" if r["warmup"] else "") + str(r["repetition"]),
-                  f(r.get("decode_tokens_per_s"), ".1f"), f(r.get("ms_per_token"), ".2f"),
-                  f(acc, ".2f"), marks, (r.get("identity") or {}).get("status", "-"),
-                  short_label(r), style=style)
-    return t
+        body = f"{f(r.get('decode_tokens_per_s'), '.1f')} tok/s" + (f", accept {acc:.2f}" if acc is not None else "")
+    marks = mark_text(r)
+    style = "red" if r["status"] == "failed" else ("dim" if r.get("warmup") else "")
+    return Text(head + body + (f" [{marks}]" if marks else ""), style=style, no_wrap=True, overflow="ellipsis")
 
 
 def mark_text(r: dict[str, Any]) -> str:
@@ -106,7 +111,8 @@ def mark_text(r: dict[str, Any]) -> str:
 
 
 def short_label(r: dict[str, Any]) -> str:
-    """The live table's label: the full text is in the record and under the summary table."""
+    """A run's label in its progress line: the full text is in the record, and the summary's
+    footnotes give each arm's."""
     if r.get("shipping"):
         return "shipping"
     why = [f"{k}={v}" for k, v in sorted((r.get("overrides") or {}).items())]
@@ -124,44 +130,3 @@ def _plain_line(r: dict[str, Any], done: float, total: int) -> str:
     return (f"[{int(done)}/{total}] run {r['index']} arm={r['arm']} prompt={r['prompt']} "
             f"rep={'w' if r['warmup'] else ''}{r['repetition']} status={r['status']} tok/s={tps} "
             f"identity={ident} marks={marks or '-'} label={short_label(r)}{err}")
-
-
-def summary_table(rows: list[ArmSummary], title: str = "summary") -> Group:
-    """The people's table; long labels become numbered notes under it, quoted in full."""
-    t = Table(title=title, title_justify="left")
-    # Memory only where an engine reported it: the table is wide already.
-    memory = any(s.memory_bytes is not None for s in rows)
-    for col in ("arm", "prompt", "n", "tok/s median", "min-max", "ms/tok", "spread",
-                *(["memory MiB (+run)"] if memory else []),
-                "accept", "per-step (95% CI)", "emit/verify", "vs classic", "identity", "label", "flags"):
-        t.add_column(col, overflow="fold")
-    notes: list[str] = []
-    for s in rows:
-        per_step = "-" if s.per_step_acceptance is None else (
-            f"{s.per_step_acceptance:.3f} ({s.per_step_ci[0]:.3f}-{s.per_step_ci[1]:.3f})" if s.per_step_ci
-            else f"{s.per_step_acceptance:.3f}")
-        speed = speedup(s.speedup, s.speedup_ci)
-        accept = f(s.acceptance, ".3f")
-        if s.declined:   # two classic decodes: their ratio is not a speed-up of speculation
-            speed = accept = "declined (classic decode)"
-        ident = ", ".join(f"{k} {v}" for k, v in sorted(s.identity.items()))
-        if s.vs_classic:
-            ident += f"; {s.vs_classic}"
-        if s.shipping:
-            label = "shipping"
-        else:
-            refs = []
-            for text in s.labels:
-                if text not in notes:
-                    notes.append(text)
-                refs.append(f"[{notes.index(text) + 1}]")
-            label = "NOT shipping " + "".join(refs)
-        t.add_row(s.arm, s.prompt, f"{s.runs}" + (f"+{s.failed} failed" if s.failed else ""),
-                  f(s.tok_s_median, ".1f"),
-                  "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
-                  f(s.ms_per_token_median, ".2f"), f(s.spread, ".1%"),
-                  *([mib(s.memory_bytes, s.run_memory_bytes, unit="")] if memory else []), accept,
-                  per_step, f(s.emitted_per_verify, ".2f"), speed, ident, label,
-                  "; ".join(s.flags) or "-", style="yellow" if s.do_not_publish else None)
-    lines = [Text(f"[{i + 1}] {n}") for i, n in enumerate(notes)]
-    return Group(t, *lines)
