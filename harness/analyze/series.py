@@ -68,6 +68,13 @@ class Change:
     at: str | None = None        # when alerted
     acknowledged: str | None = None   # the acknowledgement's reason; None: not acknowledged
 
+    @property
+    def figure_name(self) -> str:
+        """The figure as the acknowledgements file names it: "ms/token", "phase ms/round: verify"."""
+        if self.figure.startswith("phase_ms_per_round:"):
+            return "phase ms/round: " + self.figure.split(":", 1)[1]
+        return {v: k for k, v in ackmod.FIGURE_IDS.items()}.get(self.figure, self.figure)
+
 
 @dataclass(frozen=True)
 class ArmSeries:
@@ -143,10 +150,18 @@ def host_series(host: str, records: list[tuple[Commit, dict[str, Any]]],
             if xs:
                 by_arm.setdefault(v.arm, []).append(SeriesPoint(c.sha, c.when, statistics.median(xs), len(xs), v,
                                                                 c.page))
-    arms = tuple(ArmSeries(host, a, tuple(ps), tuple(ch for ch in changes if ch.arm == a and ch.figure == MS_PER_TOKEN))
-                 for a, ps in by_arm.items())
     commits = tuple(c for c, _ in reversed(ordered))
+    # The arms of the latest commit first, in its record's order; then the others, latest first.
+    rank = {v.arm: i for i, v in enumerate(commits[0].verdicts)} if commits else {}
+    names = sorted(by_arm, key=lambda a: (rank.get(a, len(rank)), "" if a in rank else _neg(by_arm[a][-1].when)))
+    arms = tuple(ArmSeries(host, a, tuple(by_arm[a]), tuple(ch for ch in changes if ch.arm == a
+                                                            and ch.figure == MS_PER_TOKEN)) for a in names)
     return HostView(host, slug(host), arms, commits, tuple(changes))
+
+
+def _neg(when: str) -> str:
+    """A sort key that puts later ISO times first."""
+    return "".join(chr(0x10FFFF - ord(ch)) for ch in when)
 
 
 _SERIES = re.compile(r"^(?P<bench>[^(]+)\((?P<params>.*)\)$")

@@ -37,8 +37,10 @@ from typing import Any
 from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
 from harness.ci.build import check_asv_builds
+from harness.ci.dashboard import publish_harness
 from harness.ci.history import alert_title, detect, file_alerts, notify_command, suite_table
 from harness.ci.reports import render_missing
+from harness.ci.site import write_changes
 from harness.collect.files import check_writable
 from harness.collect.suite import load_suite
 from harness.core.errors import UserError
@@ -308,9 +310,12 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
         history_window = list(reversed(branch_commits(conf.root, branch, since)))
         h = detect(conf, m, history_window, suite_settings, acks)
         out.alerts = file_alerts(h, history_window, alerts_dir, notify)
+        write_changes(alerts_dir, h.to_dict())   # every step, acknowledged ones too: the dashboard's
         out.history = {"series": h.series, "commits": h.commits, "steps": len(h.found),
                        "acknowledged": [{"title": alert_title(f), "reason": f.ack.reason} for f in h.found if f.ack],
                        "unstable": len(h.unstable)}
+    with out.stage("publish"):   # the harness's pages again, now with this night's records and alerts
+        publish_harness(conf, repo_dir / "records", repo_dir / "alerts")
     paths = [f"results/{m}", f"records/{m}", f"baselines/{m}.json", f"alerts/{m}"]
     msg = f"nightly {m}: {len(out.measured)} commit(s) measured" + (
         f" ({', '.join(c[:8] for c in out.measured)})" if out.measured else "")

@@ -154,6 +154,7 @@ def build_site(html_dir: Path, src: Sources, asv_benchmark: str | None = None) -
         changes, alert_md = host_changes(src, machine)
         if loaded:
             hosts.append((host_series(machine, loaded, tuple(changes)), alert_md))
+    hosts.sort(key=lambda ha: ha[0].commits[0].when, reverse=True)   # the host measured last first
     site = SiteData(tuple(h for h, _ in hosts), asv_benchmark=asv_benchmark, errors=tuple(errors))
     by_name = {h.name: h for h in site.hosts}
     shown = {c.page for h in site.hosts for c in h.commits}
@@ -216,3 +217,12 @@ def ms_benchmark(results_dir: Path) -> str | None:
 
 def warn(msg: str) -> None:
     print(f"harness: warning: {msg}", file=sys.stderr)
+
+
+def write_changes(alerts_dir: Path, history: dict[str, Any]) -> None:
+    """The night's steps (harness.ci.history.History.to_dict) beside the alert state, for the
+    dashboard: acknowledged steps are never alerted, so the state alone does not list them."""
+    from harness.collect.files import write_json_atomic
+
+    alerts_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(alerts_dir / CHANGES_FILE, history)

@@ -30,7 +30,7 @@ def environment(user_dir: Path | None = None) -> Any:
     dirs = [str(d) for d in (user_dir, TEMPLATES) if d is not None]
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(dirs), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(badge=badge, flags=flags, label=label, cell=cell, phrase=phrase, pct=_pct)
+    env.globals.update(badge=badge, flags=flags, label=label, cell=cell, code=code, phrase=phrase, pct=_pct)
     return env
 
 

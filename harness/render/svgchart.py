@@ -19,7 +19,7 @@ from harness.render.verdictwords import cell, phrase
 class Frame:
     """The chart's size in pixels and its margins (left holds the axis labels)."""
 
-    width: int = 720
+    width: int = 860
     height: int = 190
     left: int = 64
     right: int = 16
@@ -103,7 +103,9 @@ def series_svg(s: ArmSeries, href_prefix: str = "", f: Frame = Frame()) -> str:
             out.append(f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end" class="axis">{_ms(v)}</text>')
         step = max(1, len(pts) // 8)
         for i in range(0, len(pts), step):
-            out.append(f'<text x="{xs[i]:.1f}" y="{f.height - 10}" text-anchor="middle" class="axis">'
+            # The first and last ids are anchored inward so that neither is cut at the edge.
+            anchor = "middle" if len(pts) == 1 else "start" if i == 0 else "end" if i == len(pts) - 1 else "middle"
+            out.append(f'<text x="{xs[i]:.1f}" y="{f.height - 10}" text-anchor="{anchor}" class="axis">'
                        f"{escape(pts[i].commit[:7])}</text>")
     byc = {p.commit: x for p, x in zip(pts, xs)}
     out.extend(r for r in (_change_rule(c, byc, f) for c in s.changes) if r)

@@ -1,0 +1,231 @@
+"""The harness's dashboard pages, published by `harness dashboard publish` from real records and
+an alerts directory written by the nightly's own code, then opened in headless Chromium.
+
+The records are committed ones (reports/*.json): three sessions of linux-cpu at three commits of
+this repository (its block3 arm declined: the engine's gate chose classic decode) and three of
+h200 at one commit. The nightly's change points are found by harness.analyze.changes over those
+records' ms/token and filed by harness.ci.history (state, Markdown, feed); one is acknowledged
+before the night (never alerted), one after its alert was filed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harness_helpers import REPO, git
+
+from harness.analyze.changes import Point, analyze_series
+from harness.ci.acks import load_acks
+from harness.ci.history import Found, History, file_alerts, series_info
+from harness.ci.site import write_changes
+
+BENCH = "bench_specdec.Decode.track_ms_per_token"
+CPU = ["20261202-182230-cpu-blas-linux-cpu", "20261202-185455-cross-host-linux-cpu",
+       "20261205-084154-mtp-study-linux-cpu"]
+H200 = ["20261205-021945-random-8b-spec-cudnn-on-h200", "20261205-022112-random-8b-spec-h200",
+        "20261205-032041-mtp-study-h200"]
+ACK_BEFORE = "the cross-host session ran the inexact arm on another BLAS"
+ACK_AFTER = "the MTP study decodes a larger model"
+
+
+def _commit(name: str) -> str:
+    return json.loads((REPO / "reports" / f"{name}.json").read_text())["host"]["repo"]["commit"]
+
+
+def _ms(name: str) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in json.loads((REPO / "reports" / f"{name}.json").read_text())["runs"]:
+        if not r.get("warmup") and r.get("status") == "ok":
+            out.setdefault(r["arm"], []).append(float(r["ms_per_token"]))
+    return out
+
+
+def _acks_file(proj: Path, entries: list[tuple[str, str, str]]) -> Path:
+    p = proj / "benchmarks" / "acknowledgements.toml"
+    p.write_text("".join(f'[[acknowledge]]\ncommits = "{c}"\nfigure = "ms/token"\narm = "{a}"\nreason = "{r}"\n\n'
+                         for c, a, r in entries))
+    return p
+
+
+def _night(proj: Path, alerts: Path) -> None:
+    """The nightly's change stage over the linux-cpu records: every ms/token step (exact mode:
+    each differing commit median), acknowledgements applied, alerts filed."""
+    order = [_commit(n) for n in CPU]
+    series: dict[str, list[Point]] = {}
+    for n, c in zip(CPU, order):
+        for arm, xs in _ms(n).items():
+            series.setdefault(f"{BENCH}('{arm}')", []).append(Point(c, tuple(xs)))
+    acks = load_acks(proj, _acks_file(proj, [(order[1], "block3-inexact", ACK_BEFORE)]))
+    h = History("linux-cpu", len(order), len(series))
+    from harness.analyze.acks import find
+    for res in analyze_series(series, order, 0.10, exact=set(series)):
+        for s in res.steps:
+            info = series_info(s.series, BENCH, (s.series.split("'")[1],), "ms/token")
+            h.found.append(Found(s, info, 0.10, find(acks, s.commits, ["ms/token"], info.arm)))
+    assert any(f.ack for f in h.found) and any(not f.ack for f in h.found)
+    file_alerts(h, order, alerts / "linux-cpu")
+    write_changes(alerts / "linux-cpu", h.to_dict())
+    # After the night: an acknowledgement of a change already alerted.
+    _acks_file(proj, [(order[1], "block3-inexact", ACK_BEFORE), (order[2], "classic", ACK_AFTER)])
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> dict[str, Path]:
+    t = tmp_path_factory.mktemp("dashboard")
+    proj = t / "proj"
+    # This repository's commits (the records'), objects shared: acknowledgements resolve here.
+    git(t, "clone", "-q", "--shared", "--no-checkout", str(REPO), str(proj))
+    (proj / "benchmarks").mkdir()
+    (proj / "asv.conf.json").write_text(json.dumps({"version": 1, "project": "specdec", "repo": ".",
+                                                    "branches": ["HEAD"], "benchmark_dir": "benchmarks"}))
+    (proj / "results").mkdir()
+    (proj / "results" / "benchmarks.json").write_text('{"version": 2}')
+    records = t / "records"
+    for host, names in (("linux-cpu", CPU), ("h200", H200)):
+        (records / host).mkdir(parents=True)
+        for n in names:
+            for ext in (".json", ".md"):
+                if (REPO / "reports" / f"{n}{ext}").exists():
+                    shutil.copyfile(REPO / "reports" / f"{n}{ext}", records / host / f"{n}{ext}")
+    alerts = t / "alerts"
+    _night(proj, alerts)
+    r = subprocess.run([sys.executable, "-m", "harness", "dashboard", "publish", "--no-vendor",
+                        "--records", str(records), "--alerts", str(alerts)],
+                       cwd=proj, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return {"html": proj / "html", "alerts": alerts, "tmp": t}
+
+
+def test_publish_links_the_harness_pages_from_asvs_index(site):
+    html = site["html"]
+    asv = (html / "index.html").read_text()
+    assert 'id="harness-dashboard-link" href="harness/index.html"' in asv
+    assert (html / "harness" / "hosts" / "linux-cpu.html").is_file()
+
+
+def test_every_local_link_and_image_resolves(site):
+    root = site["html"] / "harness"
+    pages = sorted(root.rglob("*.html"))
+    assert len(pages) >= 2 + 4 + 1, pages      # index, 2 hosts, 4 records, alerts
+    for page in pages:
+        for ref in re.findall(r'(?:href|src)="([^"]+)"', page.read_text()):
+            if ref.startswith(("#", "http:", "https:", "mailto:")):
+                continue
+            target = (page.parent / ref.split("#")[0]).resolve()
+            assert target.exists(), f"{page.relative_to(root)} links {ref}, which is not there"
+
+
+def test_acknowledged_changes_are_marked_so(site):
+    host = (site["html"] / "harness" / "hosts" / "linux-cpu.html").read_text()
+    rows = re.findall(r'<tr class="change-row([^"]*)">(.*?)</tr>', host, re.S)
+    acked = [body for cls, body in rows if "acknowledged" in cls]
+    # One never alerted (acknowledged before the night), one alerted and acknowledged after.
+    assert any(ACK_BEFORE in b and "alert</a>" not in b for b in acked), acked
+    assert any(ACK_AFTER in b and "alert</a>" in b for b in acked), acked
+    assert any("acknowledged" not in cls and "alerted" in body for cls, body in rows), rows
+
+
+# --- in a real headless Chromium -------------------------------------------------------------
+
+PROBE = """<script>
+window.__errors = [];
+window.addEventListener('error', function (e) { window.__errors.push(String(e.message || e.target.src)); }, true);
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var out = {errors: window.__errors,
+    broken: imgs.filter(function (i) { return !i.complete || i.naturalWidth === 0; }).map(function (i) { return i.src; }),
+    badges: Array.prototype.map.call(document.querySelectorAll('.badge'), function (b) { return b.textContent; }),
+    declined_rows: document.querySelectorAll('tr.arm-row.declined').length,
+    declined_points: document.querySelectorAll('svg.series rect.pt.declined').length,
+    svgs: document.querySelectorAll('svg.series').length,
+    text: document.body.innerText};
+  var el = document.createElement('pre'); el.id = 'harness-probe';
+  el.textContent = 'PROBE' + JSON.stringify(out) + 'PROBE';
+  document.body.appendChild(el);
+});
+</script>"""
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("no headless Chromium on PATH: install one with `make chromium`")
+
+
+def _argv(profile: Path) -> list[str]:
+    return [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,900",
+            "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--virtual-time-budget=5000"]
+
+
+def _probe(page: Path, profile: Path) -> tuple[dict, str]:
+    """The page's DOM as Chromium builds it (a copy beside it carries the probe script)."""
+    copy = page.with_name("probe-" + page.name)
+    copy.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    try:
+        r = subprocess.run(_argv(profile) + ["--dump-dom", copy.as_uri()], capture_output=True, text=True,
+                           timeout=60)
+    finally:
+        copy.unlink()
+    m = re.search(r'<pre id="harness-probe">PROBE(.*?)PROBE</pre>', r.stdout, re.S)
+    assert m, f"the page did not load: {r.stdout[-1500:]} {r.stderr[-1500:]}"
+    return json.loads(html.unescape(m.group(1))), r.stderr
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+
+
+def test_chromium_shows_verdicts_labels_and_declined_arms(site):
+    index = site["html"] / "harness" / "index.html"
+    dom, stderr = _probe(index, site["tmp"] / "profile-index")
+    assert dom["errors"] == [] and dom["broken"] == [] and not _console_errors(stderr), (dom, stderr[-2000:])
+    text = dom["text"]
+    for words in ("not shipping", "declined", "do not publish", "contended", "shipping"):
+        assert words in text, words
+    # Badges are verdictwords.code: the references, the judged arms and the declined one.
+    assert {"reference", "slower", "declined", "profiled"} <= set(dom["badges"]), dom["badges"]
+    assert dom["declined_rows"] == 1 and dom["declined_points"] >= 2, dom
+    assert dom["svgs"] >= 10
+
+    host = site["html"] / "harness" / "hosts" / "linux-cpu.html"
+    dom, stderr = _probe(host, site["tmp"] / "profile-host")
+    assert dom["errors"] == [] and dom["broken"] == [] and not _console_errors(stderr), (dom, stderr[-2000:])
+    assert "block3 declined: its gate chose classic decode" in dom["text"]
+    assert "acknowledged" in dom["text"] and ACK_AFTER in dom["text"]
+
+
+def test_chromium_renders_a_record_page_with_its_report(site):
+    page = next((site["html"] / "harness" / "records" / "linux-cpu").glob("*cross-host*.html"))
+    dom, stderr = _probe(page, site["tmp"] / "profile-record")
+    assert dom["errors"] == [] and dom["broken"] == [] and not _console_errors(stderr), (dom, stderr[-2000:])
+    # The committed report's own heading and a table, as HTML.
+    md = (REPO / "reports" / "20261202-185455-cross-host-linux-cpu.md").read_text()
+    heading = next(ln.lstrip("# ").strip() for ln in md.splitlines() if ln.startswith("#"))
+    assert heading.split("`")[0][:30] in dom["text"]
+
+
+def _png_colours(path: Path) -> int:
+    """Distinct colours in the screenshot (Pillow, which matplotlib brings)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        colours = im.convert("RGB").getcolors(maxcolors=1 << 20)
+    return len(colours or [])
+
+
+def test_screenshot_of_the_index_is_not_blank(site):
+    shot = site["tmp"] / "dashboard.png"
+    subprocess.run(_argv(site["tmp"] / "profile-shot") + [f"--screenshot={shot}",
+                   (site["html"] / "harness" / "index.html").as_uri()], capture_output=True, timeout=60)
+    assert shot.exists() and shot.stat().st_size > 10_000
+    assert _png_colours(shot) > 20
