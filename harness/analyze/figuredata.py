@@ -98,6 +98,7 @@ class SplitBar:
     unattributed_ms: float        # decode time per unit no phase claimed (negative: phases overlap)
     total_ms: float               # decode ms per unit
     profile: bool                 # the engine's profile mode (slowed on purpose)
+    block: int                    # the block the arm asked for (> 1 with unit "token": it decoded classic)
 
 
 @dataclass(frozen=True)
@@ -215,12 +216,14 @@ def _phase_order(record: dict[str, Any], names: list[str]) -> list[str]:
 
 def split_bars(record: dict[str, Any]) -> tuple[tuple[SplitBar, ...], tuple[tuple[str, str], ...]]:
     bars, labels = [], {}
+    asked = {a["name"]: int(a.get("block") or 1) for a in record["suite"]["arms"]}
     for s in rounds.all_splits(record):
         decl = declare.of_record(record, s.arm)
         segs = tuple(Segment(c.name, _plain(c.label), c.per_unit_ms) for c in s.components)
         for c in s.components:
             labels.setdefault(c.name, _plain(decl.phase_labels.get(c.name, c.name).replace("{block}", "K")))
-        bars.append(SplitBar(s.arm, s.prompt, s.unit, segs, s.closure_ms / s.units, s.per_unit_ms, s.profile))
+        bars.append(SplitBar(s.arm, s.prompt, s.unit, segs, s.closure_ms / s.units, s.per_unit_ms, s.profile,
+                             asked.get(s.arm, s.block)))
     return tuple(bars), tuple((p, labels[p]) for p in _phase_order(record, list(labels)))
 
 

@@ -240,7 +240,8 @@ def acceptance_figure(fd: FigureData) -> Figure | None:
 # --- 4. round split as stacked bars -----------------------------------------------------------
 
 def _split_panel(ax: Axes, bars: list[SplitBar], fd: FigureData, colours: dict[str, str]) -> None:
-    labels = [row_label(b.arm, b.prompt, len(fd.prompts)) + (" (profile mode)" if b.profile else "") for b in bars]
+    labels = [row_label(b.arm, b.prompt, len(fd.prompts)) + (" (profile mode)" if b.profile else "")
+              + (" (decoded classic)" if b.unit == "token" and b.block > 1 else "") for b in bars]
     ys = list(range(len(bars)))[::-1]
     for y, b in zip(ys, bars):
         left = 0.0
