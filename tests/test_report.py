@@ -409,7 +409,8 @@ def test_a_before_and_after_lists_environment_differences_first(tmp_path: Path) 
     after["host"]["mlx"]["mlx"] = "9.9.9"
     md = render(RECORD, write(tmp_path, "after.json", after))
     body = section(md, "Before and after")
-    assert body.lstrip().startswith("Environment: 1 difference, listed first: mlx ")
+    # After the finding, before anything else.
+    assert body.lstrip().split("\n\n")[1].startswith("Environment: 1 difference, listed first: mlx ")
     assert re.search(r"^\| mlx \| [^|]+ \| 9\.9\.9 \|$", body, re.M), body
     assert body.index("Environment:") < body.index("Before: ")
 

@@ -180,3 +180,68 @@ def component_changes(a: dict[str, Any], b: dict[str, Any]) -> list[ComponentCha
                 out.append(ComponentChange(s.arm, s.prompt, name, s.unit, cell, after[name][0],
                                            tuple(runs), tuple(after[name][1]), floor, design))
     return out
+
+
+# The figure every run reports, whatever its engine: decode ms per generated token.
+MS_PER_TOKEN = "ms/token"
+
+
+@dataclass
+class Throughput:
+    """One arm in both records (on one prompt, or on every prompt when `prompt` is ""): tok/s as
+    measured (median, min-max of its runs), and ms/token judged paired on the runs matched by
+    prompt and repetition. A side the arm did not run on has no cell and no change."""
+
+    arm: str
+    prompt: str
+    tok_s_before: Cell | None
+    tok_s_after: Cell | None
+    ms: ComponentChange | None
+
+
+def _measured(rec: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """(arm, prompt, repetition) -> the measured ok run with a ms/token."""
+    return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r
+            for r in rec["runs"] if not r.get("warmup") and r.get("status") == "ok"
+            and isinstance(r.get("ms_per_token"), (int, float)) and r["ms_per_token"] > 0}
+
+
+def _tok_s(runs: list[dict[str, Any]]) -> Cell | None:
+    xs = [float(r.get("decode_tokens_per_s") or 1000.0 / r["ms_per_token"]) for r in runs]
+    return Cell(*median_range(xs)) if xs else None
+
+
+def _throughput(arm: str, prompt: str, ra: dict, rb: dict, design: Design) -> Throughput:
+    """ra, rb: each side's runs of this arm (and prompt), keyed (arm, prompt, repetition)."""
+    # Plan order: repetition first, then prompt, as the runs were made.
+    keys = sorted(set(ra) & set(rb), key=lambda k: (k[2], k[1]))
+    xs = [float(ra[k]["ms_per_token"]) for k in keys]
+    ys = [float(rb[k]["ms_per_token"]) for k in keys]
+    ms = None
+    if keys:
+        a, b = Cell(*median_range(xs)), Cell(*median_range(ys))
+        ms = ComponentChange(arm, prompt, MS_PER_TOKEN, "token", a, b, tuple(xs), tuple(ys),
+                             floor_ms(a.median, b.median), design)
+    return Throughput(arm, prompt, _tok_s(list(ra.values())), _tok_s(list(rb.values())), ms)
+
+
+def throughput_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[Throughput], list[Throughput]]:
+    """Every arm of either record (a's order, then b's own), over every prompt; and every
+    (arm, prompt) both ran. What each record has, whether or not its engine reports phases."""
+    design = design_for(a["suite"]["settings"])
+    ma, mb = _measured(a), _measured(b)
+    arms = list(dict.fromkeys([x["name"] for x in a["suite"]["arms"]] + [x["name"] for x in b["suite"]["arms"]]))
+    prompts = list(dict.fromkeys([p["name"] for p in a["suite"]["prompts"]] + [p["name"] for p in b["suite"]["prompts"]]))
+    per_arm, per_prompt = [], []
+    for arm in arms:
+        ra = {k: r for k, r in ma.items() if k[0] == arm}
+        rb = {k: r for k, r in mb.items() if k[0] == arm}
+        if not ra and not rb:
+            continue
+        per_arm.append(_throughput(arm, "", ra, rb, design))
+        for p in prompts:
+            pa = {k: r for k, r in ra.items() if k[1] == p}
+            pb = {k: r for k, r in rb.items() if k[1] == p}
+            if pa and pb:
+                per_prompt.append(_throughput(arm, p, pa, pb, design))
+    return per_arm, per_prompt

@@ -11,10 +11,10 @@ from typing import Any
 from harness.analyze import acceptance as acc
 from harness.analyze import compare as cmp
 from harness.analyze import envdiff
-from harness.analyze import paired as pd
 from harness.analyze.design import share_text
 from harness.analyze.estimators import MIN_ROBUST_PAIRS
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
+from harness.render import verdictwords as words
 from harness.render.facts import Facts
 from harness.render.format import names, pct
 from harness.render.mdtable import Table
@@ -112,24 +112,13 @@ def override_differences(fa: Facts, fb: Facts, cross: bool) -> list[str]:
 
 def change_text(c: cmp.ComponentChange) -> str:
     """'+3.1% (-2.0% to +8.5%), inconclusive (smallest detectable 14.2%)', and the like."""
-    j = c.judged
-    head = pd.ratio_text(j) if j.ratio is not None else f"{100 * c.change:+.1f}%"
-    v = c.verdict
-    if v == cmp.BELOW_FLOOR:
-        moved = abs(c.after.median - c.before.median)
-        return f"{100 * c.change:+.1f}%, below the floor (moved {moved:.4f} ms, floor {c.floor_ms:.3f} ms)"
-    if v == cmp.INCONCLUSIVE:
-        det = pd.detectable_text(j)
-        det = f"smallest detectable {det}" if det != "-" else f"smallest detectable unknown: {j.note}"
-        return f"{head}, inconclusive ({det})"
-    if v == cmp.UNCHANGED:
-        return f"{head}, unchanged (under the {share_text(c.design.min_effect)} the check calls a change)"
-    return f"{head}, {v}"
+    return words.change(c)
 
 
 def _count_line(changes: list[cmp.ComponentChange]) -> str:
     if not changes:
-        return "No component appears in both records."
+        return ("No component appears in both records (an engine that reports no phases has none): "
+                "the change is ms/token's, above.")
     by: dict[str, list[cmp.ComponentChange]] = {}
     for c in changes:
         by.setdefault(c.verdict, []).append(c)
@@ -174,14 +163,91 @@ def _table(fa: Facts, fb: Facts, cs: list[cmp.ComponentChange], cross: bool) -> 
     return {"title": fa.row_label(cs[0].arm, cs[0].prompt), "table": t, "line": line}
 
 
+def _tps(c: cmp.Cell | None) -> str:
+    return "did not run" if c is None else f"{c.median:.1f} ({c.lo:.1f}-{c.hi:.1f})"
+
+
+def _ms(c: cmp.Cell) -> str:
+    return f"{c.median:.3f} ({c.lo:.3f}-{c.hi:.3f})"
+
+
+def _speedup(c: cmp.ComponentChange) -> str:
+    """A's ms/token over B's: above 1x, B is faster."""
+    return words.times(c.before.median / c.after.median) if c.after.median else "-"
+
+
+def _throughput_cell(t: cmp.Throughput, cross: bool) -> str:
+    if t.ms is None:
+        return "not in both records"
+    return _speedup(t.ms) if cross else change_text(t.ms)
+
+
+def arms_table(per_arm: list[cmp.Throughput], cross: bool) -> dict[str, Any]:
+    """Every arm of both records: each side's tok/s, and the ms/token change between them."""
+    sa, sb = _sides(cross)
+    last = "speedup (A's ms/token over B's)" if cross else "ms/token change (paired, 95% interval)"
+    t = Table(["arm", f"{sa}: tok/s", f"{sb}: tok/s", last], align=["l", "r", "r", "r"])
+    for x in per_arm:
+        t.add(x.arm, _tps(x.tok_s_before), _tps(x.tok_s_after), _throughput_cell(x, cross))
+    line = ("tok/s: each record's median decode tok/s over the arm's measured runs on every prompt, "
+            "min-max in brackets. ")
+    line += ("The speedup is the ratio of the median ms/token of the runs both hosts made." if cross else
+             "The change is the paired check described above, on ms/token (tok/s's inverse: slower means fewer tok/s), "
+             "runs matched by prompt and repetition.")
+    return {"title": "Arms, " + ("on host A and host B" if cross else "before and after"), "table": t,
+            "line": line}
+
+
+def prompt_table(per_prompt: list[cmp.Throughput], cross: bool) -> dict[str, Any]:
+    """ms/token of every arm and prompt both records ran."""
+    sa, sb = _sides(cross)
+    last = "speedup" if cross else "change (paired, 95% interval)"
+    t = Table(["arm", "prompt", f"{sa} ms/token", f"{sb} ms/token", last], align=["l", "l", "r", "r", "r"])
+    for x in per_prompt:
+        if x.ms is not None:
+            t.add(x.arm, x.prompt, _ms(x.ms.before), _ms(x.ms.after), _throughput_cell(x, cross))
+    return {"title": "ms/token by arm and prompt", "table": t,
+            "line": "Medians with the min-max of the runs both records made, matched by repetition."}
+
+
+def finding(per_arm: list[cmp.Throughput], cross: bool) -> str:
+    """The comparison's finding on the one figure every engine reports: ms/token per arm."""
+    both = [x for x in per_arm if x.ms is not None]
+    one = [x.arm for x in per_arm if x.ms is None]
+    only = f" Not in both records: {names(one)}." if one else ""
+    if not both:
+        return "No arm ran in both records: nothing to compare." + only
+    if cross:
+        return ("Speed of B against A per arm (A's median ms/token over B's, every prompt; above 1x, B is "
+                f"faster): {', '.join(f'{x.arm} {_speedup(x.ms)}' for x in both)}.{only}")
+    by: dict[str, list[cmp.ComponentChange]] = {}
+    for x in both:
+        by.setdefault(x.ms.verdict, []).append(x.ms)
+    order = [cmp.SLOWER, cmp.FASTER, cmp.INCONCLUSIVE, cmp.NOISE, cmp.UNCHANGED, cmp.BELOW_FLOOR]
+    parts = []
+    for v in order:
+        cs = by.get(v, [])
+        # The interval says how far the change could be: for an unresolved one, why.
+        if cs and v in (cmp.SLOWER, cmp.FASTER, cmp.INCONCLUSIVE):
+            parts.append(f"{len(cs)} {v} ({', '.join(f'{c.arm} {words.change_short(c)}' for c in cs)})")
+        elif cs:
+            parts.append(f"{len(cs)} {v} ({names([c.arm for c in cs])})")
+    return (f"After against before, ms/token per arm (every prompt, runs matched by prompt and repetition), "
+            f"of {len(both)} arm{'s' if len(both) > 1 else ''}: {'; '.join(parts)}.{only}")
+
+
 def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
     cmp.check_comparable(fa.rec, fb.rec, fa.path, fb.path)
-    changes = cmp.component_changes(fa.rec, fb.rec)
+    per_arm, per_prompt = cmp.throughput_changes(fa.rec, fb.rec)
+    changes = [x.ms for x in per_prompt if x.ms is not None] + cmp.component_changes(fa.rec, fb.rec)
     cross = not cmp.same_host(fa.rec, fb.rec)
     groups: dict[tuple[str, str], list[cmp.ComponentChange]] = {}
     for c in changes:
-        groups.setdefault((c.arm, c.prompt), []).append(c)
-    tables = [_table(fa, fb, cs, cross) for cs in groups.values()]
+        if c.component != cmp.MS_PER_TOKEN:
+            groups.setdefault((c.arm, c.prompt), []).append(c)
+    multi = len({x.prompt for x in per_prompt}) > 1
+    tables = ([arms_table(per_arm, cross)] + ([prompt_table(per_prompt, cross)] if multi else [])
+              + [_table(fa, fb, cs, cross) for cs in groups.values()])
     shipping = shipping_sentence(fa, fb, cross)
     lines = [shipping] + override_differences(fa, fb, cross)
     if cross:
@@ -200,7 +266,7 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
                      f"change. Each component is tested alone at the {share_text(d.alpha)} level, with no correction for "
                      "the many components of one report: among many, a few faster or slower by chance are expected. "
                      "The records did not run side by side, so each pair carries both runs' spread.")
-        lines.append(_count_line(changes))
+        lines.append(_count_line([c for c in changes if c.component != cmp.MS_PER_TOKEN]))
         n = min(fa.settings["repetitions"], fb.settings["repetitions"])
         if n < 5:
             lines.append(f"With {n} runs per side the smallest detectable change is large: more runs narrow it.")
@@ -222,6 +288,6 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
         for d in diffs:
             env.add(d.what, d.a, d.b)
-    return {"cross_host": cross, "other": fb.path, "tables": tables, "lines": lines, "acceptance": ab,
+    return {"cross_host": cross, "other": fb.path, "finding": finding(per_arm, cross), "tables": tables, "lines": lines, "acceptance": ab,
             "changes": changes, "env_line": envdiff.diff_sentence(diffs, envdiff.compared(fa.rec, fb.rec)), "env": env,
             "overrides": override_table(fa, fb, cross), "shipping": shipping}

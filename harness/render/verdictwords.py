@@ -8,7 +8,11 @@ not see is said as the smallest change it could have seen, never as "no change".
 
 from __future__ import annotations
 
+from harness.analyze import compare as cmp
+from harness.analyze import paired as pd
 from harness.analyze import verdict as V
+from harness.analyze.compare import ComponentChange
+from harness.analyze.design import share_text
 from harness.analyze.verdict import ArmVerdict
 
 # Past this, an interval says more about how few pairs there were than about the arm.
@@ -107,3 +111,27 @@ def label(v: ArmVerdict) -> str:
     if v.overrides:
         return "not shipping: " + ", ".join(f"{k}={x}" for k, x in v.overrides.items())
     return "not shipping: " + ("gate declined" if v.outcome == V.DECLINED else "not the engine's default")
+
+
+def change(c: ComponentChange) -> str:
+    """A figure of two records (after over before, a time: lower is better), judged paired:
+    "+24.0% (+20.1% to +28.2%), slower", "+3.1% (-2.0% to +8.5%), inconclusive (smallest
+    detectable 14.2%)", "+15.0%, below the floor (moved 0.0020 ms, floor 0.070 ms)"."""
+    j = c.judged
+    head = pd.ratio_text(j) if j.ratio is not None else f"{100 * c.change:+.1f}%"
+    v = c.verdict
+    if v == cmp.BELOW_FLOOR:
+        moved = abs(c.after.median - c.before.median)
+        return f"{100 * c.change:+.1f}%, below the floor (moved {moved:.4f} ms, floor {c.floor_ms:.3f} ms)"
+    if v == cmp.INCONCLUSIVE:
+        det = pd.detectable_text(j)
+        det = f"smallest detectable {det}" if det != "-" else f"smallest detectable unknown: {j.note}"
+        return f"{head}, inconclusive ({det})"
+    if v == cmp.UNCHANGED:
+        return f"{head}, unchanged (under the {share_text(c.design.min_effect)} the check calls a change)"
+    return f"{head}, {v}"
+
+
+def change_short(c: ComponentChange) -> str:
+    """A change in a list that already says its verdict: "+24.0% (+20.1% to +28.2%)"."""
+    return pd.ratio_text(c.judged) if c.judged.ratio is not None else f"{100 * c.change:+.1f}%"
