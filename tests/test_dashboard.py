@@ -31,8 +31,8 @@ CPU = ["20261202-182230-cpu-blas-linux-cpu", "20261202-185455-cross-host-linux-c
        "20261205-084154-mtp-study-linux-cpu"]
 H200 = ["20261205-021945-random-8b-spec-cudnn-on-h200", "20261205-022112-random-8b-spec-h200",
         "20261205-032041-mtp-study-h200"]
-ACK_BEFORE = "the cross-host session ran the inexact arm on another BLAS"
-ACK_AFTER = "the MTP study decodes a larger model"
+ACK_BEFORE = "measured by another suite (cross-host) from this commit on"
+ACK_AFTER = "measured by another suite (mtp-study) from this commit on"
 
 
 def _commit(name: str) -> str:
@@ -130,6 +130,10 @@ def test_acknowledged_changes_are_marked_so(site):
     assert any(ACK_BEFORE in b and "alert</a>" not in b for b in acked), acked
     assert any(ACK_AFTER in b and "alert</a>" in b for b in acked), acked
     assert any("acknowledged" not in cls and "alerted" in body for cls, body in rows), rows
+    # The alert filed before its acknowledgement says so on its own page too.
+    href = next(re.search(r'href="([^"]+)">alert</a>', b).group(1) for b in acked if ACK_AFTER in b)
+    page = (site["html"] / "harness" / "hosts" / href).resolve().read_text()
+    assert "acknowledged</span> " + ACK_AFTER in page and "<table>" in page
 
 
 # --- in a real headless Chromium -------------------------------------------------------------
@@ -229,3 +233,22 @@ def test_screenshot_of_the_index_is_not_blank(site):
                    (site["html"] / "harness" / "index.html").as_uri()], capture_output=True, timeout=60)
     assert shot.exists() and shot.stat().st_size > 10_000
     assert _png_colours(shot) > 20
+    # Kept for a person to look at (docs/img/dashboard.png is this picture).
+    (REPO / "build" / "artifacts").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, REPO / "build" / "artifacts" / "harness-dashboard.png")
+
+
+def test_publish_names_a_missing_records_directory_in_one_line(site):
+    proj = site["html"].parent
+    r = subprocess.run([sys.executable, "-m", "harness", "dashboard", "publish", "--no-vendor",
+                        "--records", str(site["tmp"] / "no-such-dir")], cwd=proj, capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--records" in r.stderr and "no such directory" in r.stderr
+
+
+def test_a_site_without_records_says_so(tmp_path):
+    from harness.ci.site import Sources, build_site
+
+    index = build_site(tmp_path / "html", Sources(records=tmp_path / "none", alerts=None))
+    text = index.read_text()
+    assert 'id="no-data"' in text and "No harness record found" in text

@@ -143,6 +143,7 @@ def publish(config: str | None = None, vendor: bool = True, echo: bool = True,
     from harness.ci.asvtool import load_config, run_asv
 
     conf = load_config(config)
+    check_sources(records, alerts)
     r = run_asv(["publish"], conf, echo=echo)
     if not (conf.html_dir / "index.html").exists():
         tail = " | ".join(r.output.strip().splitlines()[-3:])
@@ -156,6 +157,14 @@ def publish(config: str | None = None, vendor: bool = True, echo: bool = True,
             print(f"harness: warning: {e}; the dashboard needs its CDNs", file=sys.stderr)
     publish_harness(conf, records, alerts)
     return conf.html_dir
+
+
+def check_sources(records: str | Path | None, alerts: str | Path | None) -> None:
+    """One line when a directory the user named is not there (before asv publish runs)."""
+    for given, what in ((records, "--records"), (alerts, "--alerts")):
+        if given and not Path(given).expanduser().is_dir():
+            raise UserError(f"{what} {given}: no such directory; name the directory that holds the "
+                            f"{'records' if what == '--records' else 'nightly alerts'}")
 
 
 def default_records(conf: AsvConfig) -> Path:
@@ -175,10 +184,7 @@ def publish_harness(conf: AsvConfig, records: str | Path | None = None, alerts: 
 
     rec = Path(records).expanduser() if records else default_records(conf)
     al = Path(alerts).expanduser() if alerts else None
-    for given, p, what in ((records, rec, "--records"), (alerts, al, "--alerts")):
-        if given and not (p and p.is_dir()):
-            raise UserError(f"{what} {p}: no such directory; name the directory that holds the "
-                            f"{'records' if what == '--records' else 'nightly alerts'}")
+    check_sources(records, alerts)
     try:
         acks = tuple(load_acks(conf.root, acks_path(conf)))
     except UserError as e:
