@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import json
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -89,6 +93,44 @@ def test_drawing_a_record_twice_gives_the_same_bytes() -> None:
     again = [(f.name, f.svg) for f in record_figures(record_figure_data(rec(MTP)))]
     assert first == again
     assert all("<dc:date>" not in svg for _, svg in first)
+
+
+def test_another_process_draws_the_same_bytes() -> None:
+    """Nothing in an SVG comes from the process: ids are salted, not random, and no order
+    depends on Python's string hashing."""
+    code = ("import json, hashlib; from harness.core.schema import load_record; "
+            "from harness.analyze.figuredata import record_figure_data; "
+            "from harness.render.figures import record_figures; "
+            f"p = {str(REPORTS / MTP)!r}; "
+            "figs = record_figures(record_figure_data(load_record(json.load(open(p)), p))); "
+            "print(hashlib.sha256(''.join(f.svg for f in figs).encode()).hexdigest())")
+    here = hashlib.sha256("".join(f.svg for f in record_figures(record_figure_data(rec(MTP)))).encode()).hexdigest()
+    for seed in ("1", "2"):
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert out.stdout.strip() == here
+
+
+def test_a_long_busy_session_stays_small() -> None:
+    """Hundreds of runs, every other one contended and after a quiet-gate timeout: the marks
+    become ticks along the axis (one path), so the SVG stays well under 150 KB."""
+    r = rec(MTP)
+    runs = []
+    for k in range(8):
+        for i, x in enumerate(r["runs"]):
+            if k and x.get("warmup"):
+                continue
+            y = copy.deepcopy(x)
+            y["index"] = x["index"] + k * len(r["runs"])
+            y["marks"] = ["contended", "quiet_gate_timeout"] if i % 2 else []
+            y.pop("diagnostics", None)
+            runs.append(y)
+    r["runs"] = runs
+    f = figures.runs_figure(record_figure_data(r))
+    assert len([x for x in runs if not x.get("warmup")]) > 2 * figures.MANY_RUNS
+    assert ids(f.svg, "contended-runs") and ids(f.svg, "quiet-timeout-runs")
+    assert "contended runs ticked at the bottom" in f.title
+    assert len(f.svg.encode()) < 150_000
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -101,37 +101,65 @@ def hide_unused(axes: Any, used: int) -> None:
 
 # --- 1. ms/token per run in session order -----------------------------------------------------
 
+# Marked runs are drawn as a line's markers (one <use> each), not a scatter (a clip group each):
+# an SVG of hundreds of runs stays small.
+MARK_STYLE = {
+    "contended": dict(marker="o", markersize=9, markerfacecolor="none", markeredgecolor="black",
+                      markeredgewidth=1.1),
+    "quiet": dict(marker="v", markersize=6, markerfacecolor="none", markeredgecolor="#444444", markeredgewidth=1.0),
+    "failed": dict(marker="x", markersize=6, color="#b00020", markeredgewidth=1.2),
+}
+MARK_LABEL = {"contended": "contended run (a foreign process was busy)",
+              "quiet": "quiet-gate timeout (ran on a busy host)",
+              "failed": "failed run (no figure; at the axis)"}
+MARK_ID = {"contended": "contended-runs", "quiet": "quiet-timeout-runs", "failed": "failed-runs"}
+MANY_RUNS = 150       # past this many runs in a panel, lines carry no marker of their own
+
+
+# Past MANY_RUNS, marks are ticks along the bottom (one path for all of a kind), not one marker each.
+RUG = {"contended": (0.0, 0.05, "black"), "quiet": (0.05, 0.09, "#888888")}
+
+
+def _rug(ax: Axes, xs: list[int], where: tuple[float, float, str], gid: str) -> None:
+    lo, hi, colour = where
+    px = [v for x in xs for v in (x, x, float("nan"))]
+    py = [v for _ in xs for v in (lo, hi, float("nan"))]
+    ax.plot(px, py, color=colour, linewidth=1.0, transform=ax.get_xaxis_transform(), zorder=4, gid=gid)
+
+
 def _marks(ax: Axes, series: Sequence[RunSeries], panel: int) -> list[str]:
     """Overlay the marked runs of one panel; the marks drawn, for the legend."""
-    drawn = []
     pts = [p for s in series for p in s.points]
-    cont = [(p.index, p.ms_per_token) for p in pts if p.contended and not p.failed]
-    quiet = [(p.index, p.ms_per_token) for p in pts if p.quiet_timeout and not p.failed]
+    which = {"contended": [(p.index, p.ms_per_token) for p in pts if p.contended and not p.failed],
+             "quiet": [(p.index, p.ms_per_token) for p in pts if p.quiet_timeout and not p.failed]}
+    drawn = []
+    many = len(pts) > MANY_RUNS
+    for mark, xy in which.items():
+        if xy and many:
+            _rug(ax, [x for x, _ in xy], RUG[mark], f"{MARK_ID[mark]}-{panel}")
+            drawn.append(f"{mark}-rug")
+        elif xy:
+            ax.plot(*zip(*xy), linestyle="none", zorder=4, gid=f"{MARK_ID[mark]}-{panel}", **MARK_STYLE[mark])
+            drawn.append(mark)
     failed = [p.index for p in pts if p.failed]
-    if cont:
-        ax.scatter(*zip(*cont), s=80, facecolors="none", edgecolors="black", linewidths=1.1, zorder=4,
-                   gid=f"contended-runs-{panel}")
-        drawn.append("contended")
-    if quiet:
-        ax.scatter(*zip(*quiet), s=36, marker="v", facecolors="none", edgecolors="#444444", linewidths=1.0,
-                   zorder=4, gid=f"quiet-timeout-runs-{panel}")
-        drawn.append("quiet")
-    if failed:
-        ax.scatter(failed, [0.03] * len(failed), marker="x", s=40, color="#b00020", zorder=4,
-                   transform=ax.get_xaxis_transform(), clip_on=False, gid=f"failed-runs-{panel}")
+    if failed:   # no figure to place it at: on the x axis, at its place in the session
+        ax.plot(failed, [0.03] * len(failed), linestyle="none", zorder=4, transform=ax.get_xaxis_transform(),
+                clip_on=False, gid=f"{MARK_ID['failed']}-{panel}", **MARK_STYLE["failed"])
         drawn.append("failed")
     return drawn
 
 
 def _mark_handles(drawn: set[str]) -> tuple[list[Any], list[str]]:
     from matplotlib.lines import Line2D
-    spec = {"contended": (dict(marker="o", markersize=9, markerfacecolor="none", markeredgecolor="black"),
-                          "contended run (a foreign process was busy)"),
-            "quiet": (dict(marker="v", markersize=6, markerfacecolor="none", markeredgecolor="#444444"),
-                      "quiet-gate timeout (ran on a busy host)"),
-            "failed": (dict(marker="x", markersize=6, color="#b00020"), "failed run (no figure; at the axis)")}
-    keys = [k for k in ("contended", "quiet", "failed") if k in drawn]
-    return [Line2D([], [], linestyle="none", **spec[k][0]) for k in keys], [spec[k][1] for k in keys]
+    handles, labels = [], []
+    for k in MARK_STYLE:
+        if k in drawn:
+            handles.append(Line2D([], [], linestyle="none", **MARK_STYLE[k]))
+            labels.append(MARK_LABEL[k])
+        if f"{k}-rug" in drawn:
+            handles.append(Line2D([], [], linestyle="none", marker="|", markersize=8, color=RUG[k][2]))
+            labels.append(MARK_LABEL[k].replace(" (", ", tick at the bottom (", 1))
+    return handles, labels
 
 
 def runs_figure(fd: FigureData) -> Figure | None:
@@ -144,24 +172,27 @@ def runs_figure(fd: FigureData) -> Figure | None:
         arms_seen: list[str] = []
         for i, (prompt, ax) in enumerate(zip(prompts, axes[:, 0])):
             series = [s for s in fd.runs if s.prompt == prompt]
+            marker = "o" if sum(len(s.points) for s in series) <= MANY_RUNS else ""
             for s in series:
                 ok = [(p.index, p.ms_per_token) for p in s.points if not p.failed]
                 if ok:
-                    ax.plot(*zip(*ok), marker="o", color=colour_of(fd.arms, s.arm), label=s.arm)
+                    ax.plot(*zip(*ok), marker=marker, color=colour_of(fd.arms, s.arm), label=s.arm)
                 arms_seen += [s.arm] if s.arm not in arms_seen else []
             drawn |= set(_marks(ax, series, i))
             ax.set_ylabel("ms/token")
             if len(prompts) > 1:
                 ax.set_title(f"prompt: {prompt}", loc="left")
         axes[-1, 0].set_xlabel("run in session order (the record's run index)")
-        handles = [Line2D([], [], color=colour_of(fd.arms, a), marker="o") for a in arms_seen]
+        few = all(sum(len(s.points) for s in fd.runs if s.prompt == p) <= MANY_RUNS for p in prompts)
+        handles = [Line2D([], [], color=colour_of(fd.arms, a), marker="o" if few else "") for a in arms_seen]
         mh, ml = _mark_handles(drawn)
         legend_below(fig, handles + mh, arms_seen + ml)
         warm = f"{fd.warmups} warm-up runs excluded" if fd.warmups else "no warm-up runs"
         titled(fig, "ms/token of each measured run, in session order",
                f"one line per arm (lower is faster); {warm}")
         svg = to_svg(fig)
-    circled = "; contended runs circled" if "contended" in drawn else ""
+    circled = ("; contended runs circled" if "contended" in drawn else
+               "; contended runs ticked at the bottom" if "contended-rug" in drawn else "")
     return Figure("ms-per-token-by-run", "ms/token of each measured run in session order, per arm "
                   f"(measured runs, warm-ups excluded{circled})", svg)
 
