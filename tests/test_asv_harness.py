@@ -292,35 +292,39 @@ def test_identity_against_the_base_commits_output():
 
 
 def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
+    from harness.render.prcomment import visible_lines
     c = _cmp(1.3)
     rows = asvtool.parse_compare(COMPARE_OUT)
     meta = {"machine": "m1-ultra", "host": {"chip": "Apple M1 Ultra"}, "command": "harness pr-check main HEAD",
             "duration_s": 600.0, "load": {"base": {"runs": 48, "failed": 0, "contended": 1, "quiet_gate_timeouts": 0}}}
     md = prcheck.render_markdown(c, meta, rows, COMPARE_OUT)
     lines = md.splitlines()
-    assert lines[0] == "<!-- harness-pr-check:m1-ultra -->"
-    assert lines[3].startswith("**FAIL: classic ms/token +")
-    assert "| **worse** | ms/token | classic |" in md
-    assert "| worse |" not in md.split("| **worse** | ms/token | classic |")[0]
-    assert "(diagnostic)" in md and "phase ms/round: verify_forward" in md
+    assert lines[0] == "<!-- harness-pr-check:m1-ultra -->" and ": FAIL (" in lines[1]
+    assert lines[3].startswith("**HEAD is 30.") and "% slower on classic ms/token (+" in lines[3]
+    assert "| classic ms/token | 1.92 ms | 2.46 ms | +30.1% (" in md and md.count("| **slower** |") == 1
+    # Diagnostics and the method are folded; what shows is the verdict and the gated figures.
+    shown = "\n".join(visible_lines(md))
+    assert "phase ms/round: verify_forward" in md and "verify_forward" not in shown
     assert "over at most 4 looks, spent by an O'Brien-Fleming-type boundary; this, the last look taken, was look 4 at the end of sampling, spending what was left" in md
-    assert "split over 2 gated figure(s)" in md and "80% power" in md
+    assert "O'Brien" not in shown and "split over 2 gated figure(s)" in md and "80% power" in md
     assert "block3-inexact: not a shipping configuration" in md
-    assert "asv over the same samples (Mann-Whitney U): 1 regression, 2 untouched benchmarks, 1 not comparable." in md
-    assert lines[5].startswith("Environment: no difference in what the records hold")   # nothing in notes
+    assert "<summary>asv over the same samples (Mann-Whitney U): 1 regression, 2 untouched, 1 not comparable" in md
+    assert "Environment:" not in shown and "Environment: no difference in what the records hold" in md
     c.notes["environment"] = [{"what": "mlx", "a": "0.32.4", "b": "0.33.0"}]
-    lines = prcheck.render_markdown(c, meta, rows, COMPARE_OUT).splitlines()
+    md = prcheck.render_markdown(c, meta, rows, COMPARE_OUT)
+    lines = md.splitlines()
     assert lines[5].startswith("Environment: 1 difference, listed first: mlx 0.32.4 -> 0.33.0")
-    assert lines[7:10] == ["| field | base | head |", "|---|---|---|", "| mlx | 0.32.4 | 0.33.0 |"]
-    # asv's reading of the same figure sits beside the paired verdict.
-    assert "| 24 | +" in md and "| worse |" in md.split("| **worse** | ms/token | classic |")[1].split("\n")[0]
+    assert "| field | base | head |\n|---|---|---|\n| mlx | 0.32.4 | 0.33.0 |" in md
+    # asv's reading of the same figure, rounded, in its own folded table.
+    assert "| worse | `Decode.track_ms_per_token('classic')` | 2.85 ms ±4% | 7.66 ms ±4% | 2.69 | - |" in md
 
 
 def test_asv_word_matches_arm_labels_with_overrides():
+    from harness.render.prcomment_asv import asv_word, row_for
     rows = asvtool.parse_compare(COMPARE_OUT)
-    assert prcheck.asv_word(rows, "classic", "ms/token") == "worse"
-    assert prcheck.asv_word(rows, "block3-inexact", "ms/token") == "changed, not significant"
-    assert prcheck.asv_word(rows, "block3", "ms/token") == ""
+    assert asv_word(row_for(rows, "classic", "ms/token")) == "worse"
+    assert asv_word(row_for(rows, "block3-inexact", "ms/token")) == "changed, not significant"
+    assert asv_word(row_for(rows, "block3", "ms/token")) == ""
 
 
 # --- bad input: one line, exit 2 ----------------------------------------------------------

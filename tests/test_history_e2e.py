@@ -228,7 +228,9 @@ def test_an_acknowledgement_silences_the_alert_and_shows_its_reason(lab, tmp_pat
     c.apply_acks(acks, covered)
     assert c.exit_status == 0 and c.headline().startswith("pass") and REASON in c.headline()
     md = prcheck.render_markdown(c, {"machine": MACHINE, "host": {}, "command": "harness pr-check", "duration_s": 1.0})
-    assert "| worse, acknowledged | ms/token | classic |" in md and f"acknowledged: {REASON}" in md
+    row = next(x for x in md.splitlines() if x.startswith("| classic ms/token |"))
+    assert row.endswith("| slower, acknowledged |") and "% slower on classic ms/token (+" in md.splitlines()[3]
+    assert md.splitlines()[3].count(", acknowledged") == 1 and "- classic ms/token +" in md and REASON in md
     # The report of two records made at 16 and 20: the reason beside the before-and-after.
     from test_report import AFTER, RECORD, load, render, section, write
     a, b = load(RECORD), load(AFTER)

@@ -121,7 +121,7 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     c = Comparison("b" * 40, "h" * 40, D, list(figs.values()), [], {}, RECS, {"rounds": 60, "stopped_because": "budget"}, 1.0)
     md = prcheck.render_markdown(c, META)
     assert "the dispatch probe, `dispatch_probe = true`); for c ms/token the part" in md
-    assert "dispatch probe ms | c |" in md
+    assert "| c dispatch probe ms |" in md
     # One run without a reading (a probe that could not run): that figure is judged without it.
     head[7] = {**head[7], "dispatch_probe_ms": None}
     assert comparisons.pair_sessions(base, head).probes == {}

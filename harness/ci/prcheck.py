@@ -23,9 +23,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.analyze import envdiff, estimators, paired
-from harness.analyze.contended import contention_lines
-from harness.analyze.design import Design, share_text
 from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import acks_for_check, acks_path
 from harness.ci.asvtool import (
@@ -37,14 +34,15 @@ from harness.ci.asvtool import (
     parse_compare,
     run_asv,
 )
-from harness.ci.commits import EXIT_WORDS, Comparison, compare_commits
+from harness.ci.commits import Comparison, compare_commits
 from harness.ci.commitsout import summary_json
 from harness.collect.files import check_output, check_writable, marked, write_output
 from harness.core.errors import UserError
+from harness.render import prcomment
+from harness.render.prinput import CheckMeta, Links
 
-MARKER = "<!-- harness-pr-check:{machine} -->"   # one comment per host, updated in place
+MARKER = prcomment.MARKER
 PR_CHECK_KIND = "harness.pr-check"
-ASV_BENCH = {"ms/token": "track_ms_per_token", "ms/round": "track_ms_per_round"}
 
 
 def ensure_machine(machine_file: Path, machine: str | None) -> dict[str, Any]:
@@ -133,199 +131,47 @@ def measured_rows(rows: list[CompareRow]) -> list[CompareRow]:
     return [r for r in rows if keep is None or r.env in (keep, None)]
 
 
-_ASV_MARKS = {"+": "worse", "-": "improved", "!": "newly failing", "*": "fixed", "x": "not comparable"}
-
-
-def asv_section(rows: list[CompareRow], asv_table: str) -> list[str]:
-    """asv's reading of the same samples, CodSpeed-style: one sentence of counts (regressions
-    first, then the untouched), then only the rows that changed."""
-    if not rows:
-        return ["<details><summary>asv compare printed no table</summary>", "", "```",
-                asv_table.strip()[-2000:], "```", "", "</details>"] if asv_table.strip() else []
-    n = {w: sum(_ASV_MARKS.get(r.mark) == w for r in rows) for w in _ASV_MARKS.values()}
-    untouched = sum(r.mark not in _ASV_MARKS for r in rows)
-    counts = [f"{n['worse']} regression{'s' if n['worse'] != 1 else ''}",
-              f"{untouched} untouched benchmark{'s' if untouched != 1 else ''}"]
-    counts += [f"{k} {w}" for w, k in n.items() if k and w != "worse"]
-    out = [f"asv over the same samples (Mann-Whitney U): {', '.join(counts)}."]
-    changed = [r for r in rows if r.mark in _ASV_MARKS]
-    if changed:
-        out += ["", "| asv | benchmark | base | head | ratio |", "|---|---|---|---|---|"]
-        out += [f"| {_ASV_MARKS[r.mark]} | `{r.name}` | {r.before} | {r.after} | {r.ratio} |" for r in changed]
-    return out
-
-
-def asv_word(rows: list[CompareRow], arm: str, figure: str) -> str:
-    """asv's own reading of one of our figures (its Mann-Whitney over the same samples)."""
-    bench = ASV_BENCH.get(figure)
-    if figure.startswith("phase ms/round: "):
-        bench = "track_phase_ms_per_round"
-    if bench is None:
-        return ""
-    for r in rows:
-        name = r.name
-        if f".{bench}(" not in name:
-            continue
-        args = name.split("(", 1)[1]
-        if not (args.startswith(f"'{arm}'") or args.startswith(f"'{arm} [")):
-            continue
-        if bench == "track_phase_ms_per_round" and f"'{figure.split(': ', 1)[1]}'" not in args:
-            continue
-        return {"+": "worse", "-": "better", "x": "not comparable", "!": "failing", "*": "fixed"}.get(
-            r.mark, "changed, not significant" if r.insignificant_change else "no significant change")
-    return ""
-
-
-# --- rendering ---------------------------------------------------------------------------
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.4g}"
-
-
-def _looks_clause(d: Design) -> str:
-    """How the level was spent over the looks, for the method paragraph."""
-    if d.looks == 1:
-        return "at one look"
-    j = d.look or d.looks
-    when = (f"{d.times[-1]:.0%} of the budget" if d.times and d.times[-1] < 1.0
-            else "the end of sampling, spending what was left")
-    return (f"over at most {d.looks} looks, spent by an O'Brien-Fleming-type boundary; this, the last look "
-            f"taken, was look {j} at {when}")
-
-
-def _probe_sentence(c: Comparison) -> str:
-    """Say that the pairs were adjusted for the dispatch probe, where any gated figure was, and
-    warn where the probe itself moved: the same fixed work ran at different speeds on the sides."""
-    gated = [f for f in c.figures if f.gated and f.result.dispatch_probe]
-    used = [f"{f.arm} {f.figure}" for f in gated if f.result.dispatch_probe.get("used")]
-    moved = [f.result.dispatch_probe["probe_ratio"] for f in gated
-             if f.result.dispatch_probe.get("why") == "the probe itself moved"]
-    out = ""
-    if used:
-        out += (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `dispatch_probe = true`); "
-                f"for {', '.join(used)} the part of each pair's log ratio the probe's own ratio predicts was taken "
-                f"out first (docs/statistics.md, \"The dispatch probe\"), each figure's note says how much. ")
-    if moved:
-        lo, hi = min(moved) - 1.0, max(moved) - 1.0
-        said = f"{lo:+.0%}" if abs(hi - lo) < 0.005 else f"{lo:+.0%} to {hi:+.0%}"
-        out += (f"**The dispatch probe itself moved ({said}, head against base)**: the same fixed MLX work ran at "
-                f"different speeds in the two sides' workers. Unless this change touches how MLX work is issued, "
-                f"that is a per-process effect (two processes of one code can differ for their whole lives), "
-                f"which the figures' ratios may carry too, in either direction; a check run again starts new "
-                f"workers, and a suite's `restart_s` restarts them during a check so that the verdicts count it. ")
-    return out
-
-
-def _generations_sentence(c: Comparison) -> str:
-    """Say that the suite restarted the workers during the check (`restart_s`), and which gated
-    figures' worker generations differed (their intervals then rest on the generations)."""
-    every = c.notes.get("restart_s")
-    gated = [f for f in c.figures if f.gated and f.result.generations]
-    if not every or not gated:
-        return ""
-    counts = sorted({f.result.generations["count"] for f in gated})
-    said = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    differ = [f"{f.arm} {f.figure} ({f.result.df} degrees of freedom)" if f.result.df != 1
-              else f"{f.arm} {f.figure} (1 degree of freedom)" for f in gated if f.result.generations.get("used")]
-    out = (f"Both sides' workers were restarted every {every:g} s during the check (`restart_s`), so the pairs came "
-           f"from {said} worker generations, each a fresh pair of processes; a figure whose generations differ "
-           f"(F test at {estimators.GENERATIONS_PRETEST:.0%}) is judged on the generations, on their number less one "
-           f"degrees of freedom, so that a per-process effect widens its interval rather than reading as a change")
-    return out + (f": {', '.join(differ)}. " if differ else "; none did. ")
-
-
 def render_markdown(c: Comparison, meta: dict[str, Any], rows: list[CompareRow] | None = None,
-                    asv_table: str = "") -> str:
-    d = c.design
-    st = c.exit_status
-    host = meta.get("host") or {}
-    lines = [MARKER.format(machine=meta["machine"]),
-             f"## Benchmark check: `{c.head[:8]}` against `{c.base[:8]}` on {meta['machine']}", "",
-             f"**{c.headline()}**", ""]
-    # A side contended past its share is said right under the verdict (analyze.contended).
-    if said := contention_lines(c.notes.get("contention")):
-        lines += [" ".join(x.strip() for x in said), ""]
-    # Waiting that took the check is said before any figure, with the setting that governs it.
-    if meta.get("waiting"):
-        lines += [" ".join(x.strip() for x in meta["waiting"]), ""]
-    # What differs between the two sides' environments comes before any figure.
-    diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
-    lines += [envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), ""]
-    if diffs:
-        lines += ["| field | base | head |", "|---|---|---|"]
-        lines += [f"| {d.what} | {d.a} | {d.b} |" for d in diffs] + [""]
-    lines += [f"Host: {meta['machine']} (chip {host.get('chip', 'unknown')}, GPU generation "
-              f"{host.get('gpu_generation', 'unknown')}). Both commits ran run by run, alternating "
-              f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "
-              f"{c.outcome.get('stopped_because')}. Each figure is judged on the per-pair ratios head/base: "
-              f"from {estimators.MIN_ROBUST_PAIRS} pairs a robust (Huber) location of their logs, so that a few runs the "
-              f"host disturbed weigh little, with the geometric mean guarding the tails on {paired.TAIL_SHARE:.0%} of "
-              f"the level (a change that slows only some runs is worse too); under {estimators.MIN_ROBUST_PAIRS} pairs "
-              f"the geometric mean alone. Both together are tested at {share_text(d.alpha_per_test)} (false-alarm level {d.alpha * 100:g}% "
-              f"{_looks_clause(d)}, split over {d.figures} gated figure(s)); across the gated figures the "
-              f"false-discovery rate is controlled (Benjamini-Hochberg): a figure it selects out of R is judged, "
-              f"and its interval drawn, at the level of R figures' share. \"smallest detectable\" is the "
-              f"change this check catches with {d.power:.0%} power. Worse/improved needs a significant "
-              f"change of at least {share_text(d.min_effect)}; unchanged needs the interval inside ±{share_text(d.threshold)} "
-              f"and a smallest detectable change below it; anything else is inconclusive. "
-              f"{_probe_sentence(c)}{_generations_sentence(c)}Exit status {st} ({EXIT_WORDS[st]}).", ""]
-    lines += ["| verdict | figure | arm | base median | head median | pairs | change (interval) | "
-              "smallest detectable | asv | note |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for f in c.figures:
-        r = f.result
-        v = r.verdict if f.gated else f"{r.verdict} (diagnostic)"
-        if f.ack:
-            v = "worse, acknowledged" if f.gated else "worse, acknowledged (diagnostic)"
-        elif f.gated and r.verdict in ("worse", "improved", "inconclusive"):
-            v = f"**{v}**"
-        note = f"acknowledged: {f.ack}" if f.ack else r.note
-        lines.append(f"| {v} | {f.figure} | {f.arm} | {_num(f.base_median)} | {_num(f.head_median)} | {r.n} | "
-                     f"{paired.ratio_text(r)} | {paired.detectable_text(r)} | "
-                     f"{asv_word(rows or [], f.arm, f.figure) or '-'} | {note} |")
-    lines += ["", "Gated figures (decode ms/token of every arm; rejection rate and tokens per round of every "
-                  "speculative arm, exact at temperature 0: any change is a change, no statistics) decide the "
-                  "check; the diagnostics say where a change sits and do not."]
-    acked = [f for f in c.figures if f.ack]
-    if acked:
-        lines += ["", "### Acknowledged changes", "",
-                  "Covered by benchmarks/acknowledgements.toml for a commit of this range: shown, not failed.", ""]
-        lines += [f"- {f.arm} {f.figure} {paired.ratio_text(f.result)}: {f.ack}" for f in acked]
-    if c.newly_failing:
-        lines += ["", "Runs failing at head only: " + ", ".join(c.newly_failing)]
-    if c.identity:
-        lines += ["", "### Byte identity against the base commit's output", "",
-                  "| arm | prompt | identity | detail |", "|---|---|---|---|"]
-        for r in c.identity:
-            s = f"**{r.status}**" if r.status in ("differs", "nondeterministic") else r.status
-            lines.append(f"| {r.arm} | {r.prompt} | {s} | {r.detail} |")
-    not_shipping = {a: [x for x in ls if not x.startswith("shipping")] for a, ls in c.labels.items()}
-    not_shipping = {a: ls for a, ls in not_shipping.items() if ls}
-    if not_shipping:
-        lines += ["", "### Not shipping configurations", ""]
-        for a, ls in sorted(not_shipping.items()):
-            lines += [f"- {a}: {s}" for s in ls]
-    lines += ["", "### Load and time", ""]
-    for side in ("base", "head"):
-        n = (meta.get("load") or {}).get(side)
-        if n:
-            lines.append(f"- {side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
-                         f"{n['quiet_gate_timeouts']} quiet-gate timeouts")
-    duty = c.notes.get("check_duty") or {}
-    if duty.get("duty_cycle") is not None:
-        restarts = (f"; {duty['restarts']} restarts of both workers took {duty['restart_wall_s']:.0f} s"
-                    if duty.get("restarts") else "")
-        lines.append(f"- duty cycle {duty['duty_cycle']:.0%}: {duty['measured_run_s']:.0f} s of measured runs "
-                     f"(both sides) in {duty['wall_s']:.0f} s, exports and model loads included{restarts}")
-    for side, b in (c.notes.get("builds") or {}).items():
-        # Each commit's engine was built in its own tree (harness.ci.build), or reused.
-        how = f"built earlier in {b['wall_s']:.1f} s, reused" if b["cached"] else f"built in {b['wall_s']:.1f} s"
-        lines.append(f"- {side} {b['commit'][:12]}: {how} (`{' && '.join(' '.join(a) for a in b['argv'])}`)")
-    asv = asv_section(rows or [], asv_table)
-    if asv:
-        lines += ["", "### asv", "", *asv]
-    lines += ["", "### Reproducing", "", "```", meta["command"], "```",
-              f"Took {meta['duration_s']:.0f} s. Session records: `{c.records['base']}`, `{c.records['head']}`."]
-    return "\n".join(lines) + "\n"
+                    asv_table: str = "", links: Links | None = None, asv_factor: float | None = None) -> str:
+    """The PR comment (harness.render.prcomment owns every word of it)."""
+    return prcomment.comment(c, CheckMeta.of(meta), rows or [], asv_table, links, asv_factor)
+
+
+# --- links: where a reader goes next, set once in asv.conf.json or per check -------------
+
+REPORT_URL_KEY = "harness_report_url"
+DASHBOARD_URL_KEY = "harness_dashboard_url"
+URL_FIELDS = ("base", "head", "machine")    # what a configured link may name: {head} etc.
+
+
+def link(given: str | None, conf: AsvConfig, key: str, option: str) -> str | None:
+    """The option's URL, else asv.conf.json's `key`; checked before anything is measured, so a
+    misspelt {field} says so in one line instead of after the check."""
+    url = given if given is not None else conf.data.get(key)
+    where = option if given is not None else f"{conf.path}: key '{key}'"
+    if url is None or url == "":
+        return None
+    if not isinstance(url, str):
+        raise UserError(f"{where} must be a URL string, got {url!r}")
+    try:
+        url.format(**{k: k for k in URL_FIELDS})
+    except (KeyError, IndexError, ValueError) as e:
+        raise UserError(f"{where}: {url!r} names {e}; a link may name only "
+                        + ", ".join("{" + k + "}" for k in URL_FIELDS)) from None
+    return url
+
+
+def check_links(conf: AsvConfig, report_url: str | None, dashboard_url: str | None) -> Links:
+    """The links as configured, their {base}/{head}/{machine} not yet filled in."""
+    return Links(link(report_url, conf, REPORT_URL_KEY, "--report-url"),
+                 link(dashboard_url, conf, DASHBOARD_URL_KEY, "--dashboard-url"))
+
+
+def filled(links: Links, base: str, head: str, machine: str) -> Links:
+    """Each link with the check's full commits and machine in place of {base}, {head}, {machine}."""
+    def fill(u: str | None) -> str | None:
+        return None if u is None else u.format(base=base, head=head, machine=machine)
+    return Links(fill(links.report_url), fill(links.dashboard_url))
 
 
 def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -367,7 +213,8 @@ def load_check_suite(path: Path, budget_s: float | None, threshold: float | None
 def pr_check(base: str, head: str, config: str | None = None, machine: str | None = None,
              machine_file: str | None = None, suite: str | None = None, budget_s: float | None = None,
              threshold: float | None = None, baselines: str | None = None, output: str | None = None,
-             json_out: str | None = None, asv: bool = True, echo: bool = True, alpha: float | None = None) -> int:
+             json_out: str | None = None, asv: bool = True, echo: bool = True, alpha: float | None = None,
+             report_url: str | None = None, dashboard_url: str | None = None) -> int:
     from rich.console import Console
 
     from harness.analyze.identity import BaselineStore
@@ -375,6 +222,7 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
 
     check_outputs(output, json_out)
     conf = load_config(config)
+    links = check_links(conf, report_url, dashboard_url)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     the_suite = load_check_suite(suite_file(conf, suite), budget_s, threshold, alpha)
     store = BaselineStore.load(Path(baselines)) if baselines else None
@@ -403,7 +251,8 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     meta = {"machine": mname, "host": entry, "command": "harness pr-check " + " ".join(args),
             "duration_s": cmp.duration_s, "load": load_notes(records),
             "waiting": check_waiting_lines(records, cmp.duration_s)}
-    md = render_markdown(cmp, meta, rows, table)
+    factor = 1.0 + the_suite.settings.threshold
+    md = render_markdown(cmp, meta, rows, table, filled(links, cmp.base, cmp.head, mname), factor)
     print(md, end="", flush=True)
     if output:
         write_output(Path(output), marked(md, "pr-check"), "Markdown (--output)")

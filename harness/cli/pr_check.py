@@ -17,7 +17,8 @@ def run(args: argparse.Namespace) -> int:
     return pr_check(args.base, args.head, config=args.config, machine=args.machine,
                     machine_file=args.machine_file, suite=args.suite, budget_s=args.budget_s,
                     threshold=args.threshold, baselines=args.baselines, output=args.output,
-                    json_out=args.json, asv=not args.no_asv, alpha=args.alpha)
+                    json_out=args.json, asv=not args.no_asv, alpha=args.alpha,
+                    report_url=args.report_url, dashboard_url=args.dashboard_url)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -33,4 +34,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the Markdown here too (the workflow posts it)")
     p.add_argument("--json", help="write every judgement as JSON here")
     p.add_argument("--no-asv", action="store_true", help="do not store the samples in asv's results")
+    # Set once for a team in asv.conf.json; the options are for one check (or a CI job's own URL).
+    p.add_argument("--report-url", help="link the comment to this report (default: asv.conf.json's "
+                                        "\"harness_report_url\"; {base}, {head} and {machine} are filled in; "
+                                        "'' for none)")
+    p.add_argument("--dashboard-url", help="link the comment to this dashboard (default: asv.conf.json's "
+                                           "\"harness_dashboard_url\"; same fields; '' for none)")
     return p

@@ -13,6 +13,7 @@ from harness.analyze import paired as pd
 from harness.analyze import verdict as V
 from harness.analyze.compare import ComponentChange
 from harness.analyze.design import share_text
+from harness.analyze.paired import Paired
 from harness.analyze.verdict import ArmVerdict
 
 # Past this, an interval says more about how few pairs there were than about the arm.
@@ -135,3 +136,74 @@ def change(c: ComponentChange) -> str:
 def change_short(c: ComponentChange) -> str:
     """A change in a list that already says its verdict: "+24.0% (+20.1% to +28.2%)"."""
     return pd.ratio_text(c.judged) if c.judged.ratio is not None else f"{100 * c.change:+.1f}%"
+
+
+# --- a figure of HEAD against BASE (pr-check, compare-commits): the paired head/base ratio ---
+
+def is_timing(figure: str) -> bool:
+    """A figure in ms (ms/token, ms/round, a phase's ms/round): higher is slower."""
+    return figure.startswith(("ms/", "phase ms/")) or figure.endswith(" ms")
+
+
+def moved(figure: str, verdict: str) -> str:
+    """A head/base verdict as a word: "slower"/"faster" for a time, "worse"/"better" for
+    another figure; "unchanged" and "inconclusive" as they are."""
+    worse, better = ("slower", "faster") if is_timing(figure) else ("worse", "better")
+    return {"worse": worse, "improved": better}.get(verdict, verdict)
+
+
+def ratio_interval(p: Paired) -> str:
+    """"+8.1% to +16.4%": the paired interval of head/base; "" without one."""
+    if p.lo is None or p.hi is None:
+        return ""
+    return f"{p.lo - 1.0:+.1%} to {p.hi - 1.0:+.1%}"
+
+
+def unseen(p: Paired, threshold: float, figure: str = "ms/token") -> str:
+    """Why a head/base figure is inconclusive: "could not see under 14%", "read slower (+29.5%),
+    but 40 of 48 runs contended", "too few pairs", or the interval past a threshold it could see."""
+    if p.contended:
+        c = p.contended
+        read = "" if p.ratio is None else f"read {moved(figure, c['reading'])} ({p.ratio - 1.0:+.1%}), but "
+        return f"{read}{c['contended']} of {c['runs']} runs contended"
+    d = p.detectable
+    if p.n < 2 or d is None or not d < float("inf"):
+        return "too few pairs to see any change"
+    if d > threshold:
+        return f"could not see under {pct(d)}"
+    return f"interval {ratio_interval(p)} reaches past ±{pct(threshold)}"
+
+
+def head_change(arm: str, figure: str, p: Paired, ack: str | None = None) -> str:
+    """A figure that moved, as a headline states it: "12.3% slower on classic ms/token (+8.1%
+    to +16.4%)", "acknowledged" where an acknowledgement covers it. One decimal: a 2.1% said
+    as 2% would read as inside a 2% threshold."""
+    ci = ratio_interval(p)
+    size = "" if p.ratio is None else f"{abs(p.ratio - 1.0):.1%} "
+    out = f"{size}{moved(figure, p.verdict)} on {arm} {figure}" + (f" ({ci})" if ci else "")
+    return out + (", acknowledged" if ack else "")
+
+
+def change_sentence(figures: list[tuple[str, str, Paired, str | None]], threshold: float) -> str:
+    """The gated figures of HEAD against BASE, (arm, figure, reading, acknowledgement) each, in
+    one clause per verdict: "HEAD is 12.3% slower on classic ms/token (+8.1% to +16.4%); 2
+    figures unchanged; 1 inconclusive: block3 ms/token, could not see under 14%". What could
+    not be seen is never counted as unchanged."""
+    by = {v: [f for f in figures if f[2].verdict == v] for v in ("worse", "improved", "unchanged")}
+    unsure = [f for f in figures if f[2].verdict not in by]
+    moves = [head_change(*f) for f in by["worse"] + by["improved"]]
+    parts = ["HEAD is " + (", ".join(moves[:-1]) + " and " + moves[-1] if len(moves) > 1 else moves[0])] if moves else []
+    n = len(by["unchanged"])
+    if n:
+        parts.append(f"{n} figure{'s' if n != 1 else ''} unchanged" + ("" if moves else f" within ±{pct(threshold)}"))
+    if unsure:
+        parts.append(f"{len(unsure)} inconclusive: " + "; ".join(f"{a} {f}, {unseen(p, threshold, f)}" for a, f, p, _ in unsure))
+    return "; ".join(parts)
+
+
+def change_cell(figure: str, p: Paired, threshold: float, ack: str | None = None) -> str:
+    """The verdict column of a head/base table: "slower", "slower, acknowledged", "faster",
+    "unchanged", "inconclusive: could not see under 14%"."""
+    if p.verdict == "inconclusive":
+        return f"inconclusive: {unseen(p, threshold, figure)}"
+    return moved(figure, p.verdict) + (", acknowledged" if ack and p.verdict == "worse" else "")

@@ -1,0 +1,90 @@
+"""What the PR comment is rendered from: the comparison of two commits as harness.ci.commits
+judged it (described here by its shape, since render sits below ci), what pr-check knows of the
+check (host, command, load), and the links a team configured. Nothing here measures or reads
+a file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.analyze.design import Design
+from harness.analyze.paired import Paired
+
+# harness.ci.commits' exit statuses, as the comment's title says them.
+STATUS_WORDS = {0: "pass", 1: "FAIL", 3: "inconclusive"}
+
+
+class FigureIn(Protocol):
+    """One figure of the check (harness.ci.commits.Figure)."""
+
+    arm: str
+    figure: str                 # "ms/token", "phase ms/round: verify_forward", ...
+    gated: bool                 # decides the check; the others are diagnostics
+    result: Paired              # the paired head/base reading
+    base_median: float | None
+    head_median: float | None
+    ack: str | None             # the acknowledgement's reason, when one covers this change
+
+
+class IdentityIn(Protocol):
+    """One arm/prompt's byte identity against base (harness.analyze.identity.IdentityRow)."""
+
+    arm: str
+    prompt: str
+    status: str                 # identical | differs | nondeterministic | ...
+    detail: str
+
+
+class ComparisonIn(Protocol):
+    """The judged comparison of two commits (harness.ci.commits.Comparison)."""
+
+    base: str
+    head: str
+    design: Design
+    records: dict[str, str]     # side -> record path
+    outcome: dict[str, Any]     # rounds, stopped_because
+    duration_s: float
+    notes: dict[str, Any]       # contention, environment, restart_s, check_duty, builds
+    labels: dict[str, list[str]]
+
+    @property
+    def figures(self) -> Sequence[FigureIn]: ...
+
+    @property
+    def identity(self) -> Sequence[IdentityIn]: ...
+
+    @property
+    def exit_status(self) -> int: ...
+
+    @property
+    def newly_failing(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where a reader goes next; each optional (asv.conf.json's harness_report_url and
+    harness_dashboard_url, or pr-check's --report-url and --dashboard-url)."""
+
+    report_url: str | None = None      # the rendered record(s) of this check
+    dashboard_url: str | None = None   # the published dashboard
+
+
+@dataclass(frozen=True)
+class CheckMeta:
+    """What pr-check knows of the check beyond the comparison."""
+
+    machine: str                       # the asv machine name; the comment's marker names it
+    command: str                       # the command line that repeats the check
+    duration_s: float                  # the check's wall time
+    host: Mapping[str, Any] = field(default_factory=dict)   # asv machine entry: chip, gpu_generation
+    # side -> measured runs, failed, contended, quiet_gate_timeouts
+    load: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    waiting: Sequence[str] = ()        # analyze.summary.check_waiting_lines: waiting that took the check
+
+    @classmethod
+    def of(cls, meta: Mapping[str, Any]) -> CheckMeta:
+        """From the dict pr-check (and older callers) build."""
+        return cls(meta["machine"], meta["command"], float(meta["duration_s"]), meta.get("host") or {},
+                   meta.get("load") or {}, tuple(meta.get("waiting") or ()))
