@@ -82,6 +82,13 @@ def test_a_resolved_slowdown_is_said_with_its_size_and_interval():
     assert "figures unchanged; " in head and "pass" not in head
 
 
+def test_the_json_summary_carries_the_comments_sentence():
+    from harness.ci.commitsout import summary_json
+    c = _check({"classic": 1.35})
+    assert summary_json(c)["finding"] == prcomment.headline(c)
+    assert summary_json(c)["headline"].startswith("FAIL: classic ms/token +")   # machines' word kept
+
+
 def test_a_resolved_speedup_is_said_as_faster():
     c = _check({"classic": 0.7})
     head = prcomment.headline(c)

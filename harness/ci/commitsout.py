@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from harness.analyze import paired
+from harness.render.prcomment import headline as finding
 
 if TYPE_CHECKING:
     from harness.ci.commits import Comparison
@@ -36,6 +37,8 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
 def summary_json(c: Comparison) -> dict[str, Any]:
     return {"kind": "harness.compare-commits", "base": c.base, "head": c.head,
             "exit_status": c.exit_status, "headline": c.headline(), "duration_s": round(c.duration_s, 1),
+            # The PR comment's sentence: each gated change with its size and interval.
+            "finding": finding(c),
             "design": c.design.to_dict(), "rounds": c.outcome.get("rounds"),
             "stopped": c.outcome.get("stopped"), "records": c.records,
             "figures": figure_rows(c),
