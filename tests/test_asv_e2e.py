@@ -116,6 +116,12 @@ def test_nightly_marks_broken_commits_failed_goes_on_and_pushes(scratch, nightly
     assert f"results/{MACHINE}/machine.json" in files
     assert any(f.startswith(f"records/{MACHINE}/") and f.endswith(".json") for f in files)
     assert (scratch.proj / "html" / "index.html").exists()
+    # The harness's pages beside asv's, linked from its navigation bar: this night's records.
+    html = scratch.proj / "html"
+    assert 'id="harness-dashboard-link" href="harness/index.html"' in (html / "index.html").read_text()
+    host = (html / "harness" / "hosts" / f"{MACHINE}.html").read_text()
+    assert 'data-arm="classic"' in host and nightly_run["fixed"][:8] in host
+    assert any(f.startswith(f"alerts/{MACHINE}/changes.json") for f in files), files
 
 
 def test_nightly_with_an_unreachable_results_repo_is_one_line(scratch, tmp_path):
@@ -208,6 +214,11 @@ def test_dashboard_graph_shows_points_for_several_commits(scratch, nightly_run, 
         subprocess.run(_chromium_argv(exe, tmp_path / "profile-shot") + [f"--screenshot={shot}", url],
                        capture_output=True, text=True, timeout=180)
         assert shot.exists() and shot.stat().st_size > 10_000
+        # The harness's index, as the same browser shows it: a verdict badge per arm.
+        r = subprocess.run(_chromium_argv(exe, tmp_path / "profile-harness") + [
+            "--dump-dom", f"http://127.0.0.1:{server.server_address[1]}/harness/index.html"],
+            capture_output=True, text=True, timeout=180)
+        assert 'class="badge v-reference"' in r.stdout and "block3" in r.stdout, r.stdout[-1500:]
         (ARTIFACTS / "dashboard-probe.json").write_text(json.dumps(probe, indent=1) + "\n")
     finally:
         server.shutdown()
