@@ -269,3 +269,11 @@ def test_split_says_which_arm_decoded_classic() -> None:
     assert "block3 · code/main-argv (decoded classic)" in split
     assert "classic · code/main-argv (decoded classic)" not in split
     assert "block3-inexact · code/main-argv (decoded classic)" not in split
+
+
+def test_kv_legend_names_only_the_kinds_drawn() -> None:
+    """On the H200 random-weights record every verify round was a first use: no repeat line, so
+    no repeat entry in the key."""
+    kv = text(drawn(rec("20261205-021945-random-8b-spec-cudnn-on-h200.json"))["verify-ms-by-kv-length"].svg)
+    assert "first use (a KV length" in kv and "repeat of a shape" not in kv and "0 repeat rounds" in kv
+    assert "repeat of a shape" in text(drawn(rec(MTP))["verify-ms-by-kv-length"].svg)

@@ -223,9 +223,11 @@ def kv_figure(fd: FigureData) -> Figure | None:
         for ax in axes[-2, len(arms) % cols:] if rows > 1 and len(arms) % cols else []:
             ax.xaxis.set_tick_params(labelbottom=True)
             ax.set_xlabel("KV length (tokens)")
-        handles = [Line2D([], [], color=KIND_COLOURS[FIRST_USE], linestyle="--", marker="o", markersize=3),
-                   Line2D([], [], color=KIND_COLOURS[REPEAT], marker=".")]
-        legend_below(fig, handles, ["first use (a KV length this width had not run)", "repeat of a shape run before"], 2)
+        kinds = {c.kind for c in fd.kv}
+        keys = [(Line2D([], [], color=KIND_COLOURS[FIRST_USE], linestyle="--", marker="o", markersize=3),
+                 "first use (a KV length this width had not run)", FIRST_USE),
+                (Line2D([], [], color=KIND_COLOURS[REPEAT], marker="."), "repeat of a shape run before", REPEAT)]
+        legend_below(fig, [h for h, _, k in keys if k in kinds], [lab for _, lab, k in keys if k in kinds], 2)
         titled(fig, "Verify forward ms by KV length: first use of a shape vs repeat",
                f"median per {fd.kv_bin}-token KV bin; every completed run, warm-ups included; prompts pooled")
         svg = to_svg(fig)
