@@ -20,7 +20,7 @@ from harness.analyze.verdict import ArmVerdict
 UNSEEABLE = 1.0
 
 # One word per outcome: the terminal's column and the dashboard's badge.
-CODES = {V.SLOWER: "slower", V.FASTER: "faster", V.SAME: "same", V.INCONCLUSIVE: "unclear",
+CODES = {V.SLOWER: "slower", V.FASTER: "faster", V.SAME: "same", V.INCONCLUSIVE: "inconclusive",
          V.DECLINED: "declined", V.REFERENCE: "reference", V.PROFILED: "profiled",
          V.NO_REFERENCE: "-", V.NO_RUNS: "no runs"}
 
@@ -101,7 +101,7 @@ def cell(v: ArmVerdict) -> str:
         word = "same" if o == V.SAME else o
         return f"{speed(v)} {word}" + (f" ({ci})" if ci else "")
     if o == V.INCONCLUSIVE:
-        return (f"{speed(v)} unclear: " if v.judged and not too_few(v) else "unclear: ") + cannot_see(v)
+        return (f"{speed(v)} inconclusive: " if v.judged and not too_few(v) else "inconclusive: ") + cannot_see(v)
     return code(v)
 
 
@@ -136,6 +136,7 @@ def change(c: ComponentChange) -> str:
 def change_short(c: ComponentChange) -> str:
     """A change in a list that already says its verdict: "+24.0% (+20.1% to +28.2%)"."""
     return pd.ratio_text(c.judged) if c.judged.ratio is not None else f"{100 * c.change:+.1f}%"
+
 
 
 # --- a figure of HEAD against BASE (pr-check, compare-commits): the paired head/base ratio ---
