@@ -252,3 +252,17 @@ def test_a_site_without_records_says_so(tmp_path):
     index = build_site(tmp_path / "html", Sources(records=tmp_path / "none", alerts=None))
     text = index.read_text()
     assert 'id="no-data"' in text and "No harness record found" in text
+
+
+def test_an_alert_the_nightly_marked_acknowledged_reads_so_without_the_file():
+    from harness.analyze.series import changes_of
+
+    s = f"{BENCH}('classic')"
+    state = {"alerts": [{"id": "a1", "series": [s], "direction": "regression", "last_before": "b" * 40,
+                         "first_after": "c" * 40, "title": "regression: classic", "at": "2026-12-06T00:00:00+00:00",
+                         "acknowledged": {"reason": "meant", "by": "Ada"}},
+                        {"id": "a2", "series": [s], "direction": "improvement", "last_before": "c" * 40,
+                         "first_after": "d" * 40, "title": "improvement: classic", "at": "2026-12-07T00:00:00+00:00"}]}
+    got = {c.alert_id: c for c in changes_of(state, [], [], {}, {})}
+    assert got["a1"].acknowledged == "meant" and got["a2"].acknowledged is None
+    assert got["a1"].arm == "classic" and got["a1"].figure_name == "ms/token"

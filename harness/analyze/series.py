@@ -181,6 +181,12 @@ def parse_series(name: str) -> tuple[str, str, str]:
     return bench, arm, fid
 
 
+def _marked(alert: dict[str, Any]) -> str | None:
+    """The reason of the acknowledgement the nightly marked a filed alert with, if any."""
+    mark = alert.get("acknowledged")
+    return mark.get("reason") if isinstance(mark, dict) else None
+
+
 def changes_of(state: dict[str, Any], steps: list[dict[str, Any]], acks: list[ackmod.Ack],
                ranges: dict[tuple[str, str], list[str]], alert_page: dict[str, str]) -> list[Change]:
     """The nightly's changes of one host: every alert ever filed (state.json) and every step of
@@ -194,7 +200,7 @@ def changes_of(state: dict[str, Any], steps: list[dict[str, Any]], acks: list[ac
             bench, arm, fid = parse_series(s)
             out[(s, a["last_before"], a["first_after"])] = Change(
                 s, arm, fid, a["direction"], a["last_before"], a["first_after"], a.get("title", ""),
-                alert_id=a["id"], alert_file=alert_page.get(a["id"]), at=a.get("at"))
+                alert_id=a["id"], alert_file=alert_page.get(a["id"]), at=a.get("at"), acknowledged=_marked(a))
     for st in steps:
         key = (st["series"], st["last_before"], st["first_after"])
         old = out.get(key)
