@@ -9,6 +9,7 @@ The file (default benchmarks/acknowledgements.toml, asv.conf.json key
     figure = "ms/token"          # a pattern (fnmatch) over the figure's names
     arm = "block3*"              # a pattern over the arm's name
     reason = "verify now re-checks the draft (PR 42): block3 +20% expected"
+    by = "Ada"                   # optional: who; default the author of the commit that added it
 
 An entry covers a change when one of the change's commits is among its commits and both
 patterns match. A figure answers to its display name ("ms/token", "phase ms/round: verify"),
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 from harness.core.errors import UserError
 
-KEYS = ("commits", "figure", "arm", "reason")
+KEYS = ("commits", "figure", "arm", "reason", "by")
 
 # Display name -> id, for the figures a paired check judges.
 FIGURE_IDS = {"ms/token": "ms_per_token", "ms/round": "ms_per_round"}
@@ -37,6 +38,8 @@ class Ack:
     arm: str
     reason: str
     commits: frozenset[str] = frozenset()    # full SHAs, resolved by the caller
+    by: str = ""          # who acknowledged it: the entry's `by`, else its git author ("" unknown)
+    on: str = ""          # when (YYYY-MM-DD): the date of the commit that added it ("" unknown)
 
     def covers(self, commits: Iterable[str], figure_names: Iterable[str], arm: str) -> bool:
         if not self.commits.intersection(commits):
@@ -46,8 +49,8 @@ class Ack:
         return any(fnmatch.fnmatchcase(n, self.figure) for n in figure_names)
 
 
-def parse(data: object, where: str) -> list[tuple[str, str, str, str]]:
-    """(commits, figure, arm, reason) per entry, checked; one line naming the entry otherwise."""
+def parse(data: object, where: str) -> list[tuple[str, str, str, str, str]]:
+    """(commits, figure, arm, reason, by) per entry, checked; one line naming the entry otherwise."""
     if not isinstance(data, dict) or set(data) - {"acknowledge"}:
         raise UserError(f"{where}: expected only [[acknowledge]] entries; see docs/history.md")
     entries = data.get("acknowledge", [])
@@ -67,7 +70,10 @@ def parse(data: object, where: str) -> list[tuple[str, str, str, str]]:
         for k in ("figure", "arm"):
             if not isinstance(e.get(k, "*"), str):
                 raise UserError(f"{at}: {k} must be a string pattern")
-        out.append((e["commits"].strip(), e.get("figure", "*"), e.get("arm", "*"), e["reason"].strip()))
+        if not isinstance(e.get("by", ""), str):
+            raise UserError(f"{at}: by must be a string (who acknowledged the change)")
+        out.append((e["commits"].strip(), e.get("figure", "*"), e.get("arm", "*"), e["reason"].strip(),
+                    e.get("by", "").strip()))
     return out
 
 
@@ -88,3 +94,9 @@ def figure_names(figure: str, benchmark: str | None = None) -> list[str]:
 def find(acks: list[Ack], commits: Iterable[str], names: Iterable[str], arm: str) -> Ack | None:
     commits, names = list(commits), list(names)
     return next((a for a in acks if a.covers(commits, names, arm)), None)
+
+
+def ack_line(a: Ack, on: str) -> str:
+    """The line an alert it covers shows: "Acknowledged 2026-12-06 by Ada: <reason>"; `on`
+    stands in for a date the entry does not carry."""
+    return f"Acknowledged {a.on or on} by {a.by or 'an unknown author'}: {a.reason}"

@@ -39,15 +39,33 @@ def load_acks(repo: Path, path: Path) -> list[Ack]:
         return []
     data = read_toml(path, "the acknowledgements")
     out = []
-    for i, (spec, figure, arm, reason) in enumerate(parse(data, str(path))):
+    for i, (spec, figure, arm, reason, by) in enumerate(parse(data, str(path))):
         try:
             commits = resolve(repo, spec)
         except ValueError as e:
             raise UserError(f"{path}: acknowledge[{i}]: commits {spec!r} names no commit in {repo} ({e})") from None
         if not commits:
             raise UserError(f"{path}: acknowledge[{i}]: commits {spec!r} names no commit in {repo}")
-        out.append(Ack(spec, figure, arm, reason, commits))
+        who, on = origin(repo, path, reason)
+        out.append(Ack(spec, figure, arm, reason, commits, by or who, on))
     return out
+
+
+def origin(repo: Path, path: Path, reason: str) -> tuple[str, str]:
+    """(author, YYYY-MM-DD) of the commit that added the entry with this reason to the file (the
+    oldest that changed how often the reason occurs), else of the file's last commit; ("", "")
+    when git does not know the file."""
+    for args in (["-S" + reason], ["-1"]):
+        try:
+            r = subprocess.run(["git", "log", "--format=%an%x09%as", *args, "--", str(path.resolve())],
+                               cwd=repo, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return "", ""
+        lines = r.stdout.strip().splitlines() if r.returncode == 0 else []
+        if lines:
+            who, _, on = lines[-1].partition("\t")
+            return who, on
+    return "", ""
 
 
 def acks_for_check(repo: Path, path: Path, base: str, head: str) -> tuple[list[Ack], list[str]]:

@@ -6,7 +6,9 @@ a figure of one arm) over the branch's first-parent history, oldest first, a poi
 with results (its per-run samples). Each step found is matched against the acknowledgements
 and against the alert state kept in the results repository (alerts/<machine>/state.json): a
 step already alerted (same series, same direction, an overlapping commit range) is not
-alerted again; an acknowledged one is listed with its reason and not alerted.
+alerted again; an acknowledged one is listed with its reason and not alerted, and an alert filed
+before its acknowledgement is marked acknowledged: a line in its Markdown ("Acknowledged <date>
+by <who>: <reason>"), its state entry, and its feed entry's title and summary.
 
 A new alert is a Markdown file (alerts/<machine>/<id>.md, usable as an issue body), an entry of
 the Atom feed alerts/<machine>/feed.atom, and a run of the notification command, if one is
@@ -32,6 +34,7 @@ from harness.analyze import acks as ackmod
 from harness.analyze.changes import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
 from harness.analyze.design import share_text
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
+from harness.collect.files import write_text_atomic
 from harness.core.errors import UserError
 from harness.core.figures import PER_CLASSIC_STEP, is_exact
 from harness.core.tomlfile import read_toml
@@ -169,6 +172,7 @@ def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[s
     alerts_dir.mkdir(parents=True, exist_ok=True)
     state = load_state(alerts_dir)
     order = {c: i for i, c in enumerate(commits)}
+    _mark_acknowledged(h, state, order, alerts_dir, now)
     groups: dict[str, list[Found]] = {}
     for f in h.found:
         if f.ack is not None:
@@ -187,19 +191,76 @@ def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[s
             for f in fs:
                 f.new = False
             continue
-        (alerts_dir / f"{aid}.md").write_text(alert_markdown(fs, h), encoding="utf-8")
+        write_text_atomic(alerts_dir / f"{aid}.md", alert_markdown(fs, h))
         state["alerts"].append({"id": aid, "series": sorted(f.step.series for f in fs),
                                 "direction": fs[0].step.direction, "last_before": fs[0].step.last_before,
                                 "first_after": fs[0].step.first_after, "title": alert_title(fs[0], len(fs)),
                                 "at": now.isoformat(timespec="seconds")})
         fresh.append(aid)
-    _state_path(alerts_dir).write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(_state_path(alerts_dir), json.dumps(state, indent=1) + "\n")
     write_feed(alerts_dir, h.machine, state)
     out = [{**next(a for a in state["alerts"] if a["id"] == aid), "file": str(alerts_dir / f"{aid}.md")}
            for aid in fresh]
     for a in out:
         notify_one(notify, Path(a["file"]), a["title"])
     return out
+
+
+def acknowledge_alerts(h: History, commits: list[str], alerts_dir: Path,
+                       now: _dt.datetime | None = None) -> list[str]:
+    """Mark the alerts already filed that an acknowledgement now covers (file_alerts does this
+    too, each night), and files nothing new; the ids marked."""
+    if not _state_path(alerts_dir).exists():
+        return []
+    state = load_state(alerts_dir)
+    marked = _mark_acknowledged(h, state, {c: i for i, c in enumerate(commits)}, alerts_dir,
+                                now or _dt.datetime.now(_dt.timezone.utc))
+    if marked:
+        write_text_atomic(_state_path(alerts_dir), json.dumps(state, indent=1) + "\n")
+        write_feed(alerts_dir, h.machine, state)
+    return marked
+
+
+def _mark_acknowledged(h: History, state: dict[str, Any], order: dict[str, int], alerts_dir: Path,
+                       now: _dt.datetime) -> list[str]:
+    """Each acknowledged step's earlier alert, not marked yet: its state entry records the
+    acknowledgement, and its Markdown gains the line under its heading (the rest kept as it is:
+    the file may be an issue body someone edited)."""
+    marked = []
+    for f in h.found:
+        old = next((a for a in state["alerts"] if _same_step(a, f, order)), None) if f.ack else None
+        if old is None or f.ack is None:
+            continue
+        f.alert_id = old["id"]
+        mark = old.setdefault("acknowledged", {})
+        mark.setdefault("series", [])
+        if f.step.series in mark["series"]:
+            continue
+        mark["series"] = sorted(set(mark["series"]) | {f.step.series})
+        if "line" in mark:       # a second series of the alert, covered too
+            continue
+        mark.update(line=ackmod.ack_line(f.ack, now.date().isoformat()), reason=f.ack.reason, by=f.ack.by,
+                    commits=f.ack.commits_spec, at=now.isoformat(timespec="seconds"))
+        _add_ack_line(alerts_dir / f"{old['id']}.md", mark["line"])
+        marked.append(old["id"])
+    return marked
+
+
+def _add_ack_line(path: Path, line: str) -> None:
+    """The acknowledgement line as its own paragraph right under the alert's heading."""
+    if not path.exists():
+        return
+    text = path.read_text(encoding="utf-8")
+    if line in text:
+        return
+    lines = text.split("\n")
+    at = next((i + 1 for i, x in enumerate(lines) if x.startswith("## ")), 0)
+    write_text_atomic(path, "\n".join(lines[:at] + ["", line] + lines[at:]))
+
+
+def acknowledged_title(a: dict[str, Any]) -> str:
+    """An alert's title in the feed, "acknowledged: " ahead of it once an acknowledgement covers it."""
+    return ("acknowledged: " if a.get("acknowledged", {}).get("line") else "") + a["title"]
 
 
 def confidence_text(c: float | None) -> str:
@@ -258,16 +319,23 @@ def write_feed(alerts_dir: Path, machine: str, state: dict[str, Any]) -> None:
     ET.SubElement(feed, f"{{{ns}}}title").text = f"benchmark alerts on {machine}"
     ET.SubElement(feed, f"{{{ns}}}id").text = f"urn:harness:alerts:{machine}"
     alerts = sorted(state["alerts"], key=lambda a: a["at"], reverse=True)
-    ET.SubElement(feed, f"{{{ns}}}updated").text = alerts[0]["at"] if alerts else "1970-01-01T00:00:00+00:00"
+    # An entry is updated when it was filed, or acknowledged since: feed readers show it again.
+    updated = {a["id"]: max(a["at"], a.get("acknowledged", {}).get("at", "")) for a in alerts}
+    latest = max(updated.values()) if updated else "1970-01-01T00:00:00+00:00"
+    ET.SubElement(feed, f"{{{ns}}}updated").text = latest
     for a in alerts:
         e = ET.SubElement(feed, f"{{{ns}}}entry")
         ET.SubElement(e, f"{{{ns}}}id").text = f"urn:harness:alert:{machine}:{a['id']}"
-        ET.SubElement(e, f"{{{ns}}}title").text = a["title"]
-        ET.SubElement(e, f"{{{ns}}}updated").text = a["at"]
+        ET.SubElement(e, f"{{{ns}}}title").text = acknowledged_title(a)
+        ET.SubElement(e, f"{{{ns}}}updated").text = updated[a["id"]]
+        line = a.get("acknowledged", {}).get("line")
+        if line:
+            ET.SubElement(e, f"{{{ns}}}summary").text = line
         body = alerts_dir / f"{a['id']}.md"
         content = ET.SubElement(e, f"{{{ns}}}content", {"type": "text"})
         content.text = body.read_text(encoding="utf-8") if body.exists() else a["title"]
-    ET.ElementTree(feed).write(alerts_dir / "feed.atom", encoding="utf-8", xml_declaration=True)
+    text = ET.tostring(feed, encoding="unicode", xml_declaration=False)
+    write_text_atomic(alerts_dir / "feed.atom", "<?xml version='1.0' encoding='utf-8'?>\n" + text)
 
 
 def notify_one(argv: list[str] | None, alert: Path, title: str) -> None:

@@ -1,9 +1,11 @@
-"""`harness changes`: the change points of this host's series, read from its asv results."""
+"""`harness changes`: the change points of this host's series, read from its asv results; with
+--alerts, the alerts filed earlier that an acknowledgement now covers are marked acknowledged."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from rich.table import Table
 from harness.analyze.design import share_text
 from harness.ci.acks import acks_path, load_acks
 from harness.ci.asvtool import configured_suite, load_config
-from harness.ci.history import alert_title, confidence_text, detect, suite_table
+from harness.ci.history import acknowledge_alerts, alert_title, confidence_text, detect, suite_table
 from harness.ci.machine import default_machine_file, read_machine_file
 from harness.ci.nightly import branch_commits
 from harness.ci.prcheck import ensure_machine
@@ -47,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     mf = Path(args.machine_file).expanduser() if args.machine_file else default_machine_file()
     if args.json:
         check_output(Path(args.json), "changes JSON (--json)", own_kind=KIND, writer="changes")
+    alerts = Path(args.alerts) if args.alerts else None
+    if alerts is not None and not (alerts / "state.json").is_file():
+        raise UserError(f"{alerts}: no state.json, so no alerts filed there; pass the results repository's "
+                        "alerts/<machine> directory the nightly writes")
     if args.machine:
         check_machine(conf, mf, args.machine)
     machine = args.machine or ensure_machine(mf, None)["machine"]
@@ -68,8 +74,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_output(Path(args.json), json.dumps({"kind": KIND, **h.to_dict()}, indent=1, default=str) + "\n",
                      "changes JSON (--json)")
-    print(json.dumps({"kind": KIND, "machine": machine, "series": h.series, "commits": h.commits,
-                      "steps": len(h.found), "unstable": len(h.unstable)}, sort_keys=True))
+    line = {"kind": KIND, "machine": machine, "series": h.series, "commits": h.commits,
+            "steps": len(h.found), "unstable": len(h.unstable)}
+    if alerts is not None:
+        line["acknowledged_alerts"] = acknowledge_alerts(h, commits, alerts)
+        for aid in line["acknowledged_alerts"]:
+            print(f"harness: marked {alerts / (aid + '.md')} acknowledged", file=sys.stderr)
+    print(json.dumps(line, sort_keys=True))
     return 0
 
 
@@ -82,4 +93,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--machine", help="asv machine name (default: the only one in the machine file)")
     p.add_argument("--machine-file", help="asv machine file (default: ~/.asv-machine.json)")
     p.add_argument("--json", help="write every step and unstable series here as JSON")
+    p.add_argument("--alerts", metavar="DIR", help="the nightly's alerts/<machine> directory: mark the alerts "
+                   "an acknowledgement now covers (the nightly does this each night)")
     return p
