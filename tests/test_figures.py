@@ -277,3 +277,14 @@ def test_kv_legend_names_only_the_kinds_drawn() -> None:
     kv = text(drawn(rec("20261205-021945-random-8b-spec-cudnn-on-h200.json"))["verify-ms-by-kv-length"].svg)
     assert "first use (a KV length" in kv and "repeat of a shape" not in kv and "0 repeat rounds" in kv
     assert "repeat of a shape" in text(drawn(rec(MTP))["verify-ms-by-kv-length"].svg)
+
+
+def test_an_engine_without_diagnostics_or_a_record_without_measured_runs() -> None:
+    """A tok/s-only command engine reports no diagnostics: its runs are still drawn. A record
+    that stopped after its warm-ups has nothing to draw: no figure, not an empty one."""
+    r = rec(MTP)
+    for x in r["runs"]:
+        x["diagnostics"] = None
+    assert [f.name for f in record_figures(record_figure_data(r))] == ["ms-per-token-by-run"]
+    r["runs"] = [x for x in r["runs"] if x.get("warmup")]
+    assert record_figures(record_figure_data(r)) == []
