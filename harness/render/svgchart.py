@@ -8,7 +8,7 @@ on a dashed grey line so that it never reads as a speculative figure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html import escape
 
 from harness.analyze.series import ArmSeries, Change, SeriesPoint
@@ -84,6 +84,8 @@ def _change_rule(c: Change, xs: dict[str, float], f: Frame) -> str:
 def series_svg(s: ArmSeries, href_prefix: str = "", f: Frame = Frame()) -> str:
     """The arm's series, oldest commit on the left; every point links to href_prefix + its page."""
     pts = s.points
+    if len(pts) == 1 and f.labels:
+        f = replace(f, height=96)   # one commit: a row of its own, not a tall empty frame
     lo, hi = _y_range([p.ms_per_token for p in pts])
     xs = _x_of(len(pts), f)
     plot_h = f.height - f.top - f.bottom
