@@ -168,7 +168,8 @@ def _argv(profile: Path) -> list[str]:
     return [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,900",
-            "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--virtual-time-budget=5000"]
+            "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--run-all-compositor-stages-before-draw",
+            "--virtual-time-budget=5000"]
 
 
 def _probe(page: Path, profile: Path) -> tuple[dict, str]:
