@@ -68,7 +68,7 @@ def test_a_planted_step_shows_in_every_arm(pair: tuple[Path, str, str], monkeypa
                                            capsys: Any) -> None:
     t, a, b = pair
     ba = md_section(_report(t, a, b, monkeypatch, capsys), "Before and after")
-    assert "the change is ms/token's, above" in ba
+    assert "each arm's change is its ms/token, in the tables below" in ba
     # The section leads with the finding: each arm's paired change. The rotated runs make each
     # prompt's ratios a full cycle, so their geometric mean is the step itself.
     first = ba.strip().split("\n\n")[0]

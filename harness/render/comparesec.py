@@ -118,7 +118,7 @@ def change_text(c: cmp.ComponentChange) -> str:
 def _count_line(changes: list[cmp.ComponentChange]) -> str:
     if not changes:
         return ("No component appears in both records (an engine that reports no phases has none): "
-                "the change is ms/token's, above.")
+                "each arm's change is its ms/token, in the tables below.")
     by: dict[str, list[cmp.ComponentChange]] = {}
     for c in changes:
         by.setdefault(c.verdict, []).append(c)
