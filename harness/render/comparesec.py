@@ -227,11 +227,9 @@ def finding(per_arm: list[cmp.Throughput], cross: bool) -> str:
     parts = []
     for v in order:
         cs = by.get(v, [])
-        # The interval says how far the change could be: for an unresolved one, why.
-        if cs and v in (cmp.SLOWER, cmp.FASTER, cmp.INCONCLUSIVE):
+        # Each with its interval: how far the change could be, and for an unresolved one, why.
+        if cs:
             parts.append(f"{len(cs)} {v} ({', '.join(f'{c.arm} {words.change_short(c)}' for c in cs)})")
-        elif cs:
-            parts.append(f"{len(cs)} {v} ({names([c.arm for c in cs])})")
     return (f"After against before, ms/token per arm (every prompt, runs matched by prompt and repetition), "
             f"of {len(both)} arm{'s' if len(both) > 1 else ''}: {'; '.join(parts)}.{only}")
 
