@@ -117,6 +117,14 @@ def test_what_the_host_could_not_see_is_never_called_unchanged():
     assert "pass" not in head and "no change" not in head
 
 
+def test_a_figure_past_doubling_says_too_few_pairs_not_a_size():
+    # mtp-block3's draft_block phase: 3 pairs, smallest detectable change near 600%.
+    md = _comment(_check())
+    row = next(x for x in md.splitlines() if x.startswith("| mtp-block3 phase ms/round: draft_block |"))
+    assert "| inconclusive: too few pairs (3) to see any change | - |" in row
+    assert "could not see under" not in row and "%, above the 10% threshold" not in row
+
+
 # --- what shows, and what folds -------------------------------------------------------------
 
 def test_what_shows_is_short_and_its_table_has_five_columns():

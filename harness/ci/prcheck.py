@@ -248,6 +248,8 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     args += [f"--budget-s {budget_s:g}"] if budget_s is not None else []
     args += [f"--threshold {threshold:g}"] if threshold is not None else []
     args += [f"--alpha {alpha:g}"] if alpha is not None else []
+    args += [f"--report-url '{report_url}'"] if report_url is not None else []
+    args += [f"--dashboard-url '{dashboard_url}'"] if dashboard_url is not None else []
     meta = {"machine": mname, "host": entry, "command": "harness pr-check " + " ".join(args),
             "duration_s": cmp.duration_s, "load": load_notes(records),
             "waiting": check_waiting_lines(records, cmp.duration_s)}

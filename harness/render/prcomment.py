@@ -67,7 +67,9 @@ def table(figures: Sequence[FigureIn], threshold: float, note: bool = False) -> 
     for f in figures:
         row = (f"| {figure_name(f)} | {value(f.base_median, f.figure)} | {value(f.head_median, f.figure)} | "
                f"{paired.ratio_text(f.result)} | {verdict_cell(f, threshold)} |")
-        out.append(row + (f" {f.result.note or '-'} |" if note else ""))
+        # An inconclusive verdict's cell already says what it could not see.
+        said = f.result.note if not f.result.note.startswith("smallest detectable change") else ""
+        out.append(row + (f" {said or '-'} |" if note else ""))
     return out
 
 

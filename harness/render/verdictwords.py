@@ -168,8 +168,8 @@ def unseen(p: Paired, threshold: float, figure: str = "ms/token") -> str:
         read = "" if p.ratio is None else f"read {moved(figure, c['reading'])} ({p.ratio - 1.0:+.1%}), but "
         return f"{read}{c['contended']} of {c['runs']} runs contended"
     d = p.detectable
-    if p.n < 2 or d is None or not d < float("inf"):
-        return "too few pairs to see any change"
+    if p.n < 2 or d is None or not d <= UNSEEABLE:
+        return f"too few pairs ({p.n}) to see any change"
     if d > threshold:
         return f"could not see under {pct(d)}"
     return f"interval {ratio_interval(p)} reaches past ±{pct(threshold)}"
