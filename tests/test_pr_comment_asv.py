@@ -125,6 +125,20 @@ def test_a_figure_past_doubling_says_too_few_pairs_not_a_size():
     assert "could not see under" not in row and "%, above the 10% threshold" not in row
 
 
+def test_broken_outputs_and_runs_failing_at_head_only_are_said_after_the_figures():
+    from harness.analyze.identity import IdentityRow
+    c = _check({"classic": 0.7})
+    c.identity = [IdentityRow("classic", "p", "differs", "1 of 3 head runs: differs at token 3")]
+    c.failures = {"head": {"mtp-block3": 1}}
+    assert c.exit_status == commits.FAIL
+    head = prcomment.headline(c)
+    assert head.startswith("HEAD is ") and "% faster on classic ms/token" in head
+    assert head.endswith("; runs fail at HEAD only: mtp-block3; 1 arm/prompt output no longer "
+                         "byte-identical to BASE's.")
+    shown = prcomment.visible_lines(_comment(c))
+    assert "Not byte-identical to BASE's output: classic p (1 of 3 head runs: differs at token 3)" in shown
+
+
 # --- what shows, and what folds -------------------------------------------------------------
 
 def test_what_shows_is_short_and_its_table_has_five_columns():
