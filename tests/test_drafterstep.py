@@ -72,8 +72,8 @@ def test_only_profiled_runs_give_a_split() -> None:
 
 def test_the_report_shows_the_split_and_its_closure(tmp_path: Path) -> None:
     md = render(tmp_path, with_split(record()))
-    assert "## Drafter step split (profile mode)" in md
-    sec = md.split("## Drafter step split (profile mode)")[1].split("\n## ")[0]
+    assert "<summary>Drafter step split (profile mode)</summary>" in md
+    sec = md.split("<summary>Drafter step split (profile mode)</summary>")[1].split("</details>")[0]
     t = mdtable.parse(sec)[0]
     # Stage labels come from the engine's declaration.
     assert [row[0] for row in t[1:]] == ["ids upload", "layers (fc + decoder layer)", "LM head (borrowed)", "sample",
@@ -90,12 +90,12 @@ def test_a_phase_without_its_own_time_has_no_closure(tmp_path: Path) -> None:
     del r0["diagnostics"]["phase_ms"]["draft_block"]        # one run's round split lacks the phase
     s = next(x for x in drafterstep.drafter_splits(rec) if x.phase == "draft_block")
     assert s.phase_ms is None and s.closure_ms is None and s.closure_pct is None
-    sec = render(tmp_path, rec).split("## Drafter step split (profile mode)")[1].split("\n## ")[0]
+    sec = render(tmp_path, rec).split("<summary>Drafter step split (profile mode)</summary>")[1].split("</details>")[0]
     assert "Closure unknown: the round split has no time of its own" in sec and "to within 0.00%" not in sec
 
 
 def test_a_record_without_a_split_has_no_section(tmp_path: Path) -> None:
-    assert "## Drafter step split" not in render(tmp_path, record())
+    assert "Drafter step split" not in render(tmp_path, record())
 
 
 def shaped(rec: dict[str, Any], arm: str, first_ms: float, repeat_ms: float) -> dict[str, Any]:
@@ -132,7 +132,7 @@ def test_a_first_use_share_without_decode_time_is_unknown_not_cleared(tmp_path: 
             r["diagnostics"].pop("decode_ms", None)
     c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
     assert c.excess_ms and c.excess_share is None and c.first_use_flagged is None
-    sec = render(tmp_path, rec).split("## Verify cost by KV length: first use against repeat")[1].split("\n## ")[0]
+    sec = render(tmp_path, rec).split("<summary>Verify cost by KV length: first use against repeat</summary>")[1].split("</details>")[0]
     assert "its share of decode time is unknown" in sec and "under the 5% flag" not in sec
 
 
@@ -158,7 +158,7 @@ def test_a_verify_forward_far_above_the_warm_probe_is_flagged(tmp_path: Path) ->
     c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
     assert not c.first_use_flagged and c.probe_flagged
     md = render(tmp_path, rec)
-    sec = md.split("## Verify cost by KV length: first use against repeat")[1].split("\n## ")[0]
+    sec = md.split("<summary>Verify cost by KV length: first use against repeat</summary>")[1].split("</details>")[0]
     assert "4.44x the warm probe: **flagged**" in sec and "cold 83.000 ms" in sec
-    scaling = md.split("## Verify-forward cost scaling")[1].split("\n## ")[0]
+    scaling = md.split("<summary>Verify-forward cost scaling</summary>")[1].split("</details>")[0]
     assert mdtable.parse(scaling)[0][0][-3:] == ["cold median ms", "cold min-max ms", "cold vs warm"]

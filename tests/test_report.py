@@ -52,8 +52,20 @@ def table_rows(md: str) -> list[list[list[str]]]:
     return mdtable.parse(md)
 
 
+def details(md: str, summary: str) -> str:
+    """The body of the appendix's <details> block whose summary starts with `summary`."""
+    m = re.search(rf"<details><summary>{re.escape(summary)}[^<]*</summary>\n(.*?)</details>", md, re.S)
+    assert m, f"no details block {summary!r}"
+    return m.group(1)
+
+
+def first_screen(md: str) -> str:
+    """Everything before the appendix."""
+    return md.split("\n## Appendix\n", 1)[0]
+
+
 def arms_rows(md: str) -> dict[str, dict[str, str]]:
-    t = table_rows(section(md, "Arms"))[0]
+    t = table_rows(details(md, "Per-prompt figures"))[0]
     head = t[0]
     return {row[0]: dict(zip(head, row)) for row in t[1:]}
 
@@ -85,13 +97,19 @@ def test_golden(name: str, args: tuple[str, str | None]) -> None:
 def test_sections_in_order_and_tables_well_formed() -> None:
     md = render(RECORD)
     heads = re.findall(r"^## (.+)$", md, re.M)
-    assert heads == ["Setup", "Arms", "Round split", "Drafter step: profiled against unprofiled", "Cost model",
-                     "Byte identity", "Acceptance", "Rows thrown away", "Limits of this record", "Reproducing"]
+    assert heads == ["Setup", "Round split", "Cost model", "Acceptance", "Limits of this record", "Appendix"]
+    assert re.findall(r"<summary>([^<]+)</summary>", md) == [
+        "Per-prompt figures (tok/s, spread, acceptance, unpaired ratio to classic)",
+        "One override at a time (unpaired tok/s ratios)", "Round split per arm and prompt",
+        "Drafter step: profiled against unprofiled", "Cost model detail", "Acceptance, paired A/B",
+        "Byte identity", "Runs left out and flags on kept runs", "Full setup", "Reproducing"]
     assert "Verify-forward cost scaling" not in md      # the record has none: the section is omitted
     assert_well_formed(md)
-    setup = {r[0]: r[1] for r in table_rows(section(md, "Setup"))[0][1:]}
-    assert set(setup) >= {"host", "load average during runs", "build and commit", "harness and engine versions",
-                          "target", "drafter", "command", "prompt", "sampling", "exactness gate"}
+    brief = {r[0]: r[1] for r in table_rows(section(md, "Setup"))[0][1:]}
+    assert set(brief) == {"host", "build and commit", "harness and engine versions", "target", "drafter",
+                          "prompt", "sampling"}
+    setup = {r[0]: r[1] for r in table_rows(details(md, "Full setup"))[0][1:]}
+    assert set(setup) >= set(brief) | {"load average during runs", "command", "exactness gate"}
 
 
 def test_arms_table_numbers_come_from_the_runs() -> None:
@@ -123,15 +141,15 @@ def test_peak_memory_column_and_its_note_only_where_engines_reported_it(tmp_path
     rows = arms_rows(md)
     assert rows["classic"]["memory (+run)"] == "17.0 MiB (+5.0)"    # its weights plus what it added
     assert rows["block3"]["memory (+run)"] == "-"
-    assert "Memory is what an arm needs at its peak" in section(md, "Arms")
+    assert "Memory is what an arm needs at its peak" in details(md, "Per-prompt figures")
     assert_well_formed(md)
 
 
 def test_round_split_closes_and_sums() -> None:
     rec = load(RECORD)
     md = render(RECORD)
-    split = section(md, "Round split")
-    m = re.search(r"### block3-inexact\n\n(.*?)\n\nComponents close against the decode total to within ([0-9.]+)%", split, re.S)
+    split = details(md, "Round split per arm")
+    m = re.search(r"\*\*block3-inexact\*\*\n\n(.*?)\n\nComponents close against the decode total to within ([0-9.]+)%", split, re.S)
     assert m and float(m.group(2)) < 0.01
     t = mdtable.parse(m.group(1))[0]
     runs = [r for r in rec["runs"] if r["arm"] == "block3-inexact" and not r["warmup"]]
@@ -149,17 +167,17 @@ def test_each_component_is_described_in_the_engines_words_only_where_it_gave_the
         notes = r["diagnostics"].setdefault("phase_notes", {})
         notes["verify_forward"] = "the target over K positions, as this engine says"
         notes.pop("residual", None)
-    split = section(render(write(tmp_path, "notes.json", rec)), "Round split")
+    split = details(render(write(tmp_path, "notes.json", rec)), "Round split per arm")
     assert "- verify forward (T=K): the target over K positions, as this engine says" in split
     assert "- residual:" not in split
     for r in rec["runs"]:
         r["diagnostics"].pop("phase_notes", None)
-    assert "in the engine's own words" not in section(render(write(tmp_path, "none.json", rec)), "Round split")
+    assert "in the engine's own words" not in details(render(write(tmp_path, "none.json", rec)), "Round split per arm")
 
 
 def test_profile_split_and_cost_model() -> None:
     md = render(RECORD)
-    prof = section(md, "Drafter step: profiled against unprofiled")
+    prof = details(md, "Drafter step: profiled against unprofiled")
     assert "unprofiled ms/round (block3-inexact)" in prof and "profiled ms/round (block3-profile)" in prof
     assert re.search(r"Profile mode costs [+-][0-9.]+% per round", prof)
     cost = section(md, "Cost model")
@@ -194,9 +212,10 @@ def test_acceptance_paired_and_unpaired() -> None:
     row = next(r for r in unpaired if r[0] == "block3-dense")
     assert row[2] == str(d["per_step_tested"]) and row[4] == f"[{lo:.4f}, {hi:.4f}]"
     assert "95% CI (Wilson)" in unpaired[0]
-    assert "### Paired: block3-inexact vs block3-dense" in a
-    assert "block3-profile vs" not in a and "vs block3-profile" not in a   # profile mode repeats its twin's tokens
-    m = re.search(r"### Paired: block3-inexact vs block3-dense.*?\n\n(.*?)\n\n", a, re.S)
+    ab = details(md, "Acceptance, paired A/B")
+    assert "Paired, block3-inexact vs block3-dense" in a and "**block3-inexact vs block3-dense" in ab
+    assert "block3-profile vs" not in a + ab and "vs block3-profile" not in a + ab   # profile mode repeats its twin's tokens
+    m = re.search(r"\*\*block3-inexact vs block3-dense.*?\n\n(.*?)\n\n", ab, re.S)
     t = {r[0]: r[1] for r in mdtable.parse(m.group(1))[0][1:]}
     more_a, more_b = int(t["block3-inexact accepted more"]), int(t["block3-dense accepted more"])
     assert t["sign test p (exact, two-sided)"] == f"{stats.sign_test(more_a, more_b):.3f}"
@@ -307,8 +326,7 @@ def test_an_override_only_in_the_compared_record_is_named(tmp_path: Path, var: s
     assert "Every arm is a shipping configuration" not in md        # A alone is; B is not
     both = ("In the before record, every arm is a shipping configuration; in the after record, "
             f"1 of 1 arm is {NOT_SHIPPING} (classic).")
-    assert both in md.split("\n## Setup")[0]
-    setup = {r[0]: r[1] for r in table_rows(section(md, "Setup"))[0][1:]}
+    setup = {r[0]: r[1] for r in table_rows(details(md, "Full setup"))[0][1:]}
     assert setup["exactness gate"].endswith("Compared: in" + both[2:])
     ba = section(md, "Before and after")
     t = next(t for t in table_rows(ba) if t[0][0] == "arm")
@@ -342,8 +360,8 @@ def test_an_override_on_both_sides_says_which_side_exported_it(tmp_path: Path) -
 def test_override_says_not_shipping_everywhere() -> None:
     md = render(RECORD)
     head = md.split("\n## Setup")[0]
-    assert NOT_SHIPPING in head
-    setup = {r[0]: r[1] for r in table_rows(section(md, "Setup"))[0][1:]}
+    assert "| not shipping: SPECDEC_ALLOW_INEXACT=1, SPECDEC_QUANTIZE_DRAFTER=0 |" in head
+    setup = {r[0]: r[1] for r in table_rows(details(md, "Full setup"))[0][1:]}
     gate = setup["exactness gate"]
     assert f"block3-inexact is {NOT_SHIPPING}: SPECDEC_ALLOW_INEXACT=1" in gate
     assert "Only classic is a shipping configuration" in gate
@@ -507,7 +525,7 @@ def test_scaling_section_when_the_record_has_one(tmp_path: Path) -> None:
         {"T": 1, "median_ms": 2.0, "min_ms": 1.9, "max_ms": 2.2, "repeats": 7, "vs_T1": 1.0},
         {"T": 3, "median_ms": 3.0, "min_ms": 2.8, "max_ms": 3.3, "repeats": 7, "vs_T1": 1.5}]}
     md = render(write(tmp_path, "s.json", rec))
-    t = table_rows(section(md, "Verify-forward cost scaling"))[0]
+    t = table_rows(details(md, "Verify-forward cost scaling"))[0]
     assert t[0] == ["T (positions)", "median ms", "min-max ms", "vs T=1"] and t[2] == ["3", "3.000", "2.800-3.300", "1.50x"]
 
 
@@ -524,10 +542,13 @@ def test_engines_without_a_split_and_failed_runs(tmp_path: Path) -> None:
     bad.update(status="failed", error="EngineFailure: boom", diagnostics={}, decode_tokens_per_s=None,
                ms_per_token=None, token_ids=None, text=None)
     md = render(write(tmp_path, "odd.json", rec))
-    assert "### block3-dense" not in section(md, "Round split")
-    thrown = section(md, "Rows thrown away")
-    assert "failed: EngineFailure: boom" in thrown
-    paired = section(md, "Acceptance")
+    assert "**block3-dense" not in details(md, "Round split per arm")
+    assert "block3-dense" not in table_rows(section(md, "Round split"))[0][0]
+    left_out, flagged = details(md, "Runs left out").split("Kept in the figures, flagged:")
+    assert "failed: EngineFailure: boom" in left_out and "failed" not in flagged
+    measured = sum(not r["warmup"] for r in rec["runs"])
+    assert f"1 of {measured} measured runs failed" in first_screen(md).split("\n\n")[1]   # a caveat of the finding
+    paired = details(md, "Acceptance, paired A/B")
     assert "not logged" in paired            # identical-proposal share needs drafted ids
     assert_well_formed(md)
 
@@ -539,7 +560,8 @@ def test_every_committed_record_renders_byte_identically_to_its_committed_markdo
     # changes one byte of it shows up here (re-render and commit when a change is meant).
     monkeypatch.chdir(REPO)
     rel = str(path.relative_to(REPO))
-    md = rp.render(report_cli.context_for(rel), "record", user_dir=REPO / "tests" / "fixtures" / "report" / "none")
+    ctx, _ = report_cli.report_files(rel, None, path.with_suffix(".md"))    # linked as harness report --out does
+    md = rp.render(ctx, "record", user_dir=REPO / "tests" / "fixtures" / "report" / "none")
     # `harness report --out` adds its marker as the last line; one rendered before markers has none.
     assert path.with_suffix(".md").read_text(encoding="utf-8") in (md, marked(md, "report"))
 
@@ -613,17 +635,17 @@ def test_a_budgeted_record_says_how_many_runs_it_measured_its_duty_and_its_paire
                          "design": {"threshold": 0.1, "alpha": 0.05, "looks": 2, "figures": 1},
                          "looks": [{"rounds": 1, "figures": {}}, {"rounds": 2, "figures": {"block3": figure}}]}
     md = render(write(tmp_path, "budgeted.json", rec))
-    setup = {row[0]: row[1] for row in table_rows(section(md, "Setup"))[0][1:]}
+    setup = {row[0]: row[1] for row in table_rows(details(md, "Full setup"))[0][1:]}
     assert "2 measured runs per arm and prompt (at least 1, then more in whole interleaved rounds within " \
            "a budget of 30 s of measuring" in setup["sampling"]
     assert setup["session"].startswith("duty cycle 55%: 22 s of measured runs in 40 s of session wall "
                                        "(warm-ups 8.0 s, waiting 6.0 s)")
-    paired = section(md, "Against classic, paired")
+    paired = details(md, "Against classic, paired")
     assert "Budget 30 s of measuring: 2 repetitions, 2 look(s); stopped: the budget was spent." in paired
     assert "- block3: +3.1% (-1.0% to +7.4%) over 2 pairs, inconclusive; smallest detectable 21.2%" in paired
     # A record made before budgets and session wall time has neither.
     plain = render(RECORD)
-    assert "## Against classic, paired" not in plain and "| session |" not in plain
+    assert "Against classic, paired" not in plain and "| session |" not in plain
     assert_well_formed(md)
 
 
@@ -635,8 +657,8 @@ def test_the_headline_counts_the_runs_behind_each_median_not_the_suites_repetiti
     data["runs"] = [r for r in data["runs"] if r.get("warmup") or r.get("repetition") in keep]
     (tmp_path / "one.json").write_text(json.dumps(data))
     md = render(str(tmp_path / "one.json"))
-    assert reps > 1 and "medians of 1." in md and "Medians of 1 run (the lab protocol" in md
+    assert reps > 1 and "Medians of 1 run (the lab protocol" in md
     data["runs"] = []
     (tmp_path / "none.json").write_text(json.dumps(data))
     md = render(str(tmp_path / "none.json"))
-    assert "no measured run." in md and "medians of" not in md.split("\n\n")[1]
+    assert "Medians of" not in md and "block3 no runs" in md.split("\n\n")[1]

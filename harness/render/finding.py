@@ -21,10 +21,13 @@ def _lead(j: Judgement) -> tuple[ArmVerdict | None, str]:
     if faster:
         best = min(faster, key=lambda v: v.reading.ratio)
         return best, f"The fastest speculative arm, {best.arm}, {W.phrase(best)}"
-    best = j.best()
-    if best is not None:
-        return best, f"No speculative arm is faster than classic decode: the best, {best.arm}, {W.phrase(best)}"
-    return None, "No speculative arm has a paired verdict against classic"
+    # An arm whose pairs are too few to see anything is not "the best" of anything.
+    seen = [v for v in j.judged if not W.too_few(v)]
+    if seen:
+        best = min(seen, key=lambda v: v.reading.ratio)
+        return best, (f"No speculative arm is resolved faster than classic decode: the best, {best.arm}, "
+                      f"{W.phrase(best)}")
+    return None, "No speculative arm has a resolved verdict against classic"
 
 
 def verdict_sentence(j: Judgement) -> str:
@@ -77,11 +80,23 @@ def arms_verdict_table(j: Judgement) -> Table:
     return t
 
 
+# What each of the verdict's marks means, for the legend under the arms table.
+MARKS = {"unstable": "a prompt's spread is past the suite's threshold",
+         "contended": "a foreign process was busy during some of its runs",
+         "1 run": "a prompt has one measured run, so no spread",
+         "failed": "some of its measured runs failed",
+         "quiet timeout": "the quiet gate gave up before some of its runs",
+         "quick": "a --quick session (no warm-up, cooldown or quiet gate)",
+         "no cooldown": "no cooldown between runs"}
+
+
 def arms_note(j: Judgement, prompts: int) -> str:
-    """What the arms table's columns are."""
+    """What the arms table's columns and marks are."""
     over = f"geometric mean over the {prompts} prompts of " if prompts > 1 else ""
     spread = "the largest per-prompt " if prompts > 1 else ""
+    marks = [m for m in MARKS if any(m in v.marks for v in j.arms)]
+    legend = (" Marks: " + "; ".join(f"{m}: {MARKS[m]}" for m in marks) + ".") if marks else ""
     return (f"tok/s: {over}the median over measured runs (description, not a verdict); spread: "
             f"{spread}(max - min) / median. vs classic: classic's ms/token over the arm's, paired by "
-            f"prompt and repetition ({j.paired_when}), with the check's interval; the judgement. "
-            "Per-prompt figures are in the appendix.")
+            f"prompt and repetition ({j.paired_when}), with the check's interval: the judgement."
+            + legend + " Per-prompt figures are in the appendix.")

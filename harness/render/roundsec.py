@@ -210,7 +210,7 @@ def split_table(fx: Facts) -> dict[str, Any] | None:
     closure = max(abs(s.closure_pct) for s in fx.splits)
     lines = [(f"Median over the {n} prompts; " if n > 1 else "")
              + "each component in ms per round (per token for classic decode) and its share of the total; "
-             + f"components close against the decode total to within {closure:.2%}. "
+             + f"components close against the decode total to within {closure:.3%}. "
              + ("Per-prompt splits are in the appendix." if n > 1 else "")]
     if declined:
         lines.append(f"{', '.join(declined)} decoded classic (the gate declined): "
