@@ -313,8 +313,8 @@ def test_an_arm_whose_gate_declines_reads_declined_not_a_speedup(tmp_path: Path)
     r = subprocess.run(harness_argv("run", str(suite), "--record", str(tmp_path / "r.json")), cwd=tmp_path,
                        env={**clean_env(), "COLUMNS": "250"}, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    b3 = next(ln for ln in r.stdout.splitlines() if ln.lstrip("│┃ ").startswith("b3"))
-    assert b3.count("declined (classic") == 2 and "1.36x" not in r.stdout, r.stdout
+    b3 = next(ln for ln in r.stdout.splitlines() if ln.startswith("b3"))
+    assert b3.endswith(" declined") and "1.36x" not in r.stdout, r.stdout
 
 
 def test_a_flood_of_output_is_kept_as_a_bounded_tail(tmp_path: Path) -> None:

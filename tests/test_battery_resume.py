@@ -64,7 +64,7 @@ def test_the_printed_follow_up_finishes_the_session(kind: str, name: str, tmp_pa
         _baselines(t, b, monkeypatch, capsys, s)
     line = _interrupted(_session(kind, s, rec, b), t, monkeypatch, capsys)
     assert indices(rec) == [0]
-    r = cli(follow_up(line), t, monkeypatch, capsys)
+    r = cli(follow_up(line) + (["--json"] if kind == "baseline" else []), t, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Traceback" not in r.stderr and load(rec)["complete"] is True
     assert indices(rec) == list(range(PLANNED[kind])) and leftovers(rec.parent) == []
@@ -81,7 +81,7 @@ def test_a_resumed_baseline_update_replaces_and_keeps_history(tmp_path: Path, mo
     _baselines(t, b, monkeypatch, capsys, _suite(t))
     line = _interrupted(_session("baseline", _suite(t, "new", FAKE_PERTURB_AT="1"), rec, b, "--update"),
                         t, monkeypatch, capsys)
-    r = cli(follow_up(line), t, monkeypatch, capsys)
+    r = cli([*follow_up(line), "--json"], t, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr[-2000:]
     assert [o["status"] for o in last_json(r.stdout)["outcomes"]] == ["updated"] * 2
     assert all(len(e["history"]) == 1 for e in json.loads(b.read_text())["entries"].values())
@@ -91,7 +91,7 @@ def test_a_resumed_baseline_without_update_keeps_differing_baselines(tmp_path: P
     t, rec, b = tmp_path, tmp_path / "r.json", tmp_path / "b.json"
     had = _baselines(t, b, monkeypatch, capsys, _suite(t))
     line = _interrupted(_session("baseline", _suite(t, "new", FAKE_PERTURB_AT="1"), rec, b), t, monkeypatch, capsys)
-    r = cli(follow_up(line), t, monkeypatch, capsys)
+    r = cli([*follow_up(line), "--json"], t, monkeypatch, capsys)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert [o["status"] for o in last_json(r.stdout)["outcomes"]] == ["exists_differs"] * 2
     assert b.read_bytes() == had

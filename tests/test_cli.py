@@ -49,9 +49,10 @@ def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
     suite = write_suite(tmp_path, [command_arm("classic"), command_arm("b3", 3), command_arm("crash", 2, {"FAKE_CRASH": "1"})],
                         warmups=1)
     rec_path = tmp_path / "out" / "r.json"
-    r = run_cli("run", str(suite), "--record", str(rec_path), "--baselines", str(tmp_path / "b.json"), cwd=tmp_path)
+    r = run_cli("run", str(suite), "--record", str(rec_path), "--baselines", str(tmp_path / "b.json"), "--json",
+                cwd=tmp_path)
     assert r.returncode == 1                        # a failed run makes the exit status say so
-    summary = last_json(r.stdout)
+    summary = json.loads(r.stdout)                  # --json: the JSON alone on stdout
     assert summary["kind"] == "harness.summary" and summary["complete"] is True and summary["failed"] == 3
     rec = load(rec_path)
     assert rec["schema_version"] == 4 and rec["complete"] is True and rec["finished"]
@@ -93,7 +94,7 @@ def test_kill_then_resume_completes_the_record(tmp_path: Path) -> None:
     rec = load(rec_path)
     assert rec["complete"] is False and 1 <= len(rec["runs"]) < 6
 
-    r = run_cli("run", "--resume", str(rec_path), cwd=tmp_path)
+    r = run_cli("run", "--resume", str(rec_path), "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rec = load(rec_path)
     assert rec["complete"] is True and sorted(x["index"] for x in rec["runs"]) == list(range(6))
@@ -220,7 +221,8 @@ def test_quick_run_on_the_real_engine(tmp_path: Path) -> None:
         "[[arms]]", 'name = "block3-exact"', "block = 3", 'env = { SPECDEC_FORCE_PROBE = "pass" }',
         "[[arms]]", 'name = "mlxlm-block3"', 'engine = "mlx-lm"', "block = 3",
         "[[prompts]]", 'name = "p"', 'text = "def add(a, b):"', ""]))
-    r = run_cli("run", "s.toml", "--quick", "--record", "r.json", "--baselines", "b.json", cwd=tmp_path, timeout=300)
+    r = run_cli("run", "s.toml", "--quick", "--record", "r.json", "--baselines", "b.json", "--json", cwd=tmp_path,
+                timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = load(tmp_path / "r.json")
     assert rec["quick"] is True and all(x["status"] == "ok" for x in rec["runs"])

@@ -129,11 +129,12 @@ def _all_contended(monkeypatch):
 def test_run_summary_says_contention_first(tmp_path, monkeypatch, capsys):
     _all_contended(monkeypatch)
     suite = write_suite(tmp_path, [command_arm("a")], repetitions=2)
-    r = cli_in_process(["run", str(suite), "--record", str(tmp_path / "r.json")], tmp_path, monkeypatch, capsys)
+    r = cli_in_process(["run", str(suite), "--record", str(tmp_path / "r.json"), "--json", str(tmp_path / "s.json")],
+                       tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert lines[0] == "contended: 2 of 2 runs of a (100%);"
-    summary = json.loads(lines[-1])
+    summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["contention"]["over"] == ["a"]
 
 

@@ -87,7 +87,7 @@ def test_cli_baseline_then_check_finds_the_exact_difference(tmp_path: Path) -> N
     suite = write_suite(tmp_path, [command_arm("classic"), command_arm("b3", 3)], max_tokens=12)
     b = tmp_path / "base.json"
     r = run_cli("baseline", "record", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r1.json"),
-                cwd=tmp_path)
+                "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert {o["status"] for o in last_json(r.stdout)["outcomes"]} == {"stored"}
     assert len(load(b)["entries"]) == 2
@@ -104,13 +104,13 @@ def test_cli_baseline_then_check_finds_the_exact_difference(tmp_path: Path) -> N
 
     # A plain run compares too; the baseline file is not changed by run or check.
     before = b.read_text()
-    r = run_cli("run", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r4.json"), cwd=tmp_path)
+    r = run_cli("run", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r4.json"), "--json", cwd=tmp_path)
     assert r.returncode == 0 and last_json(r.stdout)["identity_differs"] == 0
     assert b.read_text() == before
 
     # Recording again with different output refuses without --update, keeps the old one.
     r = run_cli("baseline", "record", str(suite), "--baselines", str(b), "--record", str(tmp_path / "r5.json"),
-                cwd=tmp_path, FAKE_PERTURB_AT="5")
+                "--json", cwd=tmp_path, FAKE_PERTURB_AT="5")
     assert r.returncode == 1 and {o["status"] for o in last_json(r.stdout)["outcomes"]} == {"exists_differs"}
     assert b.read_text() == before
     r = run_cli("baseline", "record", str(suite), "--update", "--baselines", str(b), "--record",

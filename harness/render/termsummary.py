@@ -27,7 +27,7 @@ GAP = "  "
 
 # A mark of verdict.ArmVerdict.marks as a one-character code, and its words in the legend.
 FLAGS = {"unstable": ("U", "unstable: a prompt's spread over {spread}"),
-         "contended": ("C", "contended: other work ran during some runs"),
+         "contended": ("C", "contended: other work used the machine during some runs"),
          "1 run": ("1", "a prompt with one run"),
          "failed": ("F", "runs failed"),
          "quiet timeout": ("T", "the quiet gate timed out"),
@@ -55,6 +55,20 @@ def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
     """`text` in lines of at most `width` columns, the continuation lines indented."""
     return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False,
                          break_long_words=True) or [""]
+
+
+def pack(head: str, items: list[str], width: int, indent: str = "  ") -> list[str]:
+    """head and items, "; "-separated, in lines of at most `width`, breaking between items (an
+    item longer than a line is wrapped on its own)."""
+    lines = [head]
+    for i, item in enumerate(items):
+        piece = item + (";" if i < len(items) - 1 else "")
+        sep = "" if lines[-1] in (head, indent) and lines[-1].endswith(" ") else " "
+        if len(lines[-1]) + len(sep) + len(piece) <= width:
+            lines[-1] += sep + piece
+        else:
+            lines += wrap(indent + piece, width, indent)
+    return lines
 
 
 def warnings(s: SessionSummary, width: int) -> list[str]:
@@ -135,8 +149,10 @@ def arm_lines(s: SessionSummary, width: int, per_prompt: bool = False) -> list[s
     names = [v.arm + marks[v.arm] for v in j.arms]
     if per_prompt:
         names += ["  " + r.prompt for r in s.rows]
-    fitting = [len(n) for n in names if len(n) <= NAME_CAP]
-    cols = _Columns(name=max([3, *fitting]), flags=max([5, *(len(_flags(v)) for v in j.arms)]), width=width)
+    flags = max([5, *(len(_flags(v)) for v in j.arms)])
+    # The verdict keeps 20 columns at least: a name past what is left gets a line of its own.
+    cap = min(NAME_CAP, width - 5 - 6 - flags - 4 * len(GAP) - 20)
+    cols = _Columns(name=max([3, *(len(n) for n in names if len(n) <= cap)]), flags=flags, width=width)
     out = cols.line("arm", "tok/s", "spread", "flags", "vs classic (paired)")
     for v, name in zip(j.arms, names):
         out += cols.line(name, _tok_s(v.tok_s), _spread(v, by_arm[v.arm]), _flags(v), W.cell(v))
@@ -157,7 +173,7 @@ def legend(s: SessionSummary, width: int) -> list[str]:
     said = [f"{DO_NOT_PUBLISH[0]} {DO_NOT_PUBLISH[1]}"] if any(v.do_not_publish for v in j.arms) else []
     said += [f"{code} {words.format(spread=share_text(s.spread_limit))}" for m, (code, words) in FLAGS.items() if m in seen]
     prompts = len({r.prompt for r in s.rows})
-    out = wrap("flags: " + "; ".join(said), width) if said else []
+    out = pack("flags:", said, width) if said else []
     over = f", geometric mean over {prompts} prompts" if prompts > 1 else ""
     widest = "the widest prompt's " if prompts > 1 else ""
     out += wrap(f"tok/s: decode, median per prompt{over}. spread: {widest}(max - min) / median. "
