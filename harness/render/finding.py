@@ -30,13 +30,19 @@ def _lead(j: Judgement) -> tuple[ArmVerdict | None, str]:
     return None, "No speculative arm has a resolved verdict against classic"
 
 
+def _item(v: ArmVerdict) -> str:
+    """An arm in the finding's list: its cell, or its phrase where the cell is only a dash."""
+    c = W.cell(v)
+    return f"{v.arm} {W.phrase(v) if c == '-' else c}"
+
+
 def verdict_sentence(j: Judgement) -> str:
     """The first sentence: the leading arm's verdict, then every other arm's, in verdictwords'
     words (a declined arm reads "declined" and gets no speed)."""
     best, sent = _lead(j)
     others = [v for v in j.arms if v is not best and v.outcome not in _NOT_LISTED]
     if others:
-        sent += ("; " if best is not None else ": ") + ", ".join(f"{v.arm} {W.cell(v)}" for v in others)
+        sent += ("; " if best is not None else ": ") + ", ".join(map(_item, others))
     return sent + "."
 
 
