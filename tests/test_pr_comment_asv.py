@@ -8,6 +8,7 @@ Also: asv's rows once each from the environment pr-check measured, and the links
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,16 @@ def test_what_the_host_could_not_see_is_never_called_unchanged():
     unchanged = sum(f.result.verdict == "unchanged" for f in c.gated)
     assert head.startswith(f"{unchanged} figures unchanged within ±10%; ")
     assert "pass" not in head and "no change" not in head
+
+
+def test_arms_that_could_not_see_for_one_reason_are_named_together():
+    c = _check()
+    for f in c.gated:        # as a check of a few pairs reads: nothing under doubling visible
+        if f.figure == "ms/token":
+            f.result = replace(f.result, verdict="inconclusive", detectable=5.0, contended=None)
+    head = prcomment.headline(c)
+    assert head.endswith("; 4 inconclusive: classic, draft-block3, mtp-block3 and mtp-block3-profiled "
+                         "ms/token, too few pairs (3) to see any change."), head
 
 
 def test_a_figure_past_doubling_says_too_few_pairs_not_a_size():

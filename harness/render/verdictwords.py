@@ -193,13 +193,23 @@ def change_sentence(figures: list[tuple[str, str, Paired, str | None]], threshol
     by = {v: [f for f in figures if f[2].verdict == v] for v in ("worse", "improved", "unchanged")}
     unsure = [f for f in figures if f[2].verdict not in by]
     moves = [head_change(*f) for f in by["worse"] + by["improved"]]
-    parts = ["HEAD is " + (", ".join(moves[:-1]) + " and " + moves[-1] if len(moves) > 1 else moves[0])] if moves else []
+    parts = ["HEAD is " + and_join(moves)] if moves else []
     n = len(by["unchanged"])
     if n:
         parts.append(f"{n} figure{'s' if n != 1 else ''} unchanged" + ("" if moves else f" within ±{pct(threshold)}"))
     if unsure:
-        parts.append(f"{len(unsure)} inconclusive: " + "; ".join(f"{a} {f}, {unseen(p, threshold, f)}" for a, f, p, _ in unsure))
+        # Arms that could not see the same figure for the same reason are named together.
+        why: dict[tuple[str, str], list[str]] = {}
+        for a, f, p, _ in unsure:
+            why.setdefault((f, unseen(p, threshold, f)), []).append(a)
+        parts.append(f"{len(unsure)} inconclusive: " + "; ".join(f"{and_join(arms)} {f}, {w}"
+                                                               for (f, w), arms in why.items()))
     return "; ".join(parts)
+
+
+def and_join(xs: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return ", ".join(xs[:-1]) + " and " + xs[-1] if len(xs) > 1 else "".join(xs)
 
 
 def change_cell(figure: str, p: Paired, threshold: float, ack: str | None = None) -> str:
