@@ -220,3 +220,13 @@ def test_check_and_baseline_print_lines_for_people_and_json_on_request(tmp_path:
 def test_version_prints_the_installed_version() -> None:
     r = subprocess.run(harness_argv("--version"), env=clean_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == f"harness {version('specdec-bench')}\n" and r.stderr == ""
+
+
+def test_json_before_a_suite_file_leaves_the_suite_to_the_suite() -> None:
+    import argparse
+
+    from harness.cli.output import output_of
+    args = argparse.Namespace(json="my.toml", suite=None, quiet=False)
+    assert output_of(args) == Output(json="-") and args.suite == "my.toml"
+    args = argparse.Namespace(json="out.json", suite="my.toml", quiet=True, per_prompt=True)
+    assert output_of(args) == Output(json="out.json", quiet=True, per_prompt=True) and args.suite == "my.toml"

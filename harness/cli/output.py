@@ -39,8 +39,8 @@ class Output:
     def console(self) -> Console | None:
         """Where people's lines go; None where they go nowhere (--json --quiet)."""
         if self.json_on_stdout:
-            return None if self.quiet else Console(stderr=True, highlight=False)
-        return Console(highlight=False)
+            return None if self.quiet else Console(stderr=True, highlight=False, emoji=False)
+        return Console(highlight=False, emoji=False)
 
     def check(self, kind: str, *taken: Path | None) -> None:
         """Before any run: one line if the JSON file cannot be written, would replace a file the
