@@ -169,6 +169,27 @@ def test_what_shows_is_short_and_its_table_has_five_columns():
     assert not any("Huber" in x or "O'Brien" in x for x in shown) and "Huber" in md
 
 
+def test_the_default_suite_shows_at_most_25_lines():
+    # The committed default-suite record (5 arms, 3 prompts, 7 repetitions), its repetitions
+    # 0-2 as base and 4-6 as head: an A/A check on real runs, classic slowed by half.
+    path = REPO / "reports" / "20261207-035522-default-linux-cpu.json"
+    data = _runs(path)
+    runs = [r for r in data["runs"] if not r.get("warmup")]
+    base = [r for r in runs if r["repetition"] < 3]
+    head = [{**r, "repetition": r["repetition"] - 4,
+             "ms_per_token": r["ms_per_token"] * (1.5 if r["arm"] == "classic" else 1.0)}
+            for r in runs if r["repetition"] >= 4]
+    arms = [a["name"] for a in data["suite"]["arms"]]
+    design = Design(threshold=0.10, figures=len(arms))
+    c = commits.Comparison("b" * 40, "h" * 40, design, commits.judge(base, head, arms, design), [], {},
+                           {"base": str(path), "head": str(path)}, {"rounds": 9}, 60.0)
+    shown = prcomment.visible_lines(_comment(c, Links("https://ci.example/r", "https://bench.example/")))
+    assert len(arms) == 5 and len(shown) <= 25, "\n".join(shown)
+    assert all(x.count("|") == 6 for x in shown if x.startswith("|"))      # five columns
+    assert sum(x.startswith(tuple(f"| {a} ms/token |" for a in arms)) for x in shown) == 5
+    assert "% slower on classic ms/token (+" in shown[3]
+
+
 def test_links_show_when_configured_and_not_otherwise():
     c = _check()
     md = _comment(c, Links("https://ci.example/r/hhhh", "https://bench.example/"))
