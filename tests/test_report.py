@@ -547,7 +547,7 @@ def test_engines_without_a_split_and_failed_runs(tmp_path: Path) -> None:
     left_out, flagged = details(md, "Runs left out").split("Kept in the figures, flagged:")
     assert "failed: EngineFailure: boom" in left_out and "failed" not in flagged
     measured = sum(not r["warmup"] for r in rec["runs"])
-    assert f"1 of {measured} measured runs failed" in first_screen(md).split("\n\n")[1]   # a caveat of the finding
+    assert f"1 of {measured} measured runs failed (block3-inexact)" in first_screen(md).split("\n\n")[1]   # a caveat
     paired = details(md, "Acceptance, paired A/B")
     assert "not logged" in paired            # identical-proposal share needs drafted ids
     assert_well_formed(md)
@@ -661,4 +661,4 @@ def test_the_headline_counts_the_runs_behind_each_median_not_the_suites_repetiti
     data["runs"] = []
     (tmp_path / "none.json").write_text(json.dumps(data))
     md = render(str(tmp_path / "none.json"))
-    assert "Medians of" not in md and "block3 no runs" in md.split("\n\n")[1]
+    assert "Medians of" not in md and "block3 has no measured run that finished" in md.split("\n\n")[1]

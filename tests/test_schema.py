@@ -117,7 +117,7 @@ def test_every_committed_record_renders_through_the_migration(path: Path, monkey
     assert json.loads(path.read_text())["schema_version"] in (*schema.MIGRATIONS, schema.SCHEMA_VERSION)
     md = rp.render(report_cli.context_for(rel), "record",
                    user_dir=REPO / "tests" / "fixtures" / "report" / "no-such-templates")
-    assert "## Arms" in md
+    assert "\n| arm | tok/s | spread | vs classic (paired) |" in md     # the arms and their verdicts
     for r in Record.load(rel).data["runs"]:
         assert r.get("label") is None or r["label"].split(";")[0] in md
 

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check
-from harness.collect.files import check_directory, check_output, marked, write_output, written_by
+from harness.collect.files import check_directory, marked, write_output, written_by
 from harness.collect.host.profiles import match_profile
 from harness.collect.models import model_files
 from harness.collect.record import Record
@@ -75,11 +75,13 @@ def figures_for(data: dict[str, Any], after: dict[str, Any] | None = None) -> li
 
 
 def check_figures(files: list[tuple[Path, str]]) -> None:
-    """One line before anything is written when a figure would replace a file the harness did not
-    write, or its folder cannot be made."""
+    """One line before anything is written (nothing is made here) when a figure's folder cannot be
+    made or a figure would replace something the harness did not write."""
     for p, _ in files:
         check_directory(p.parent, "figure folder")
-        check_output(p, "figure", writer=REPORT_WRITER)
+        if p.exists() and not (p.is_file() and written_by(p, REPORT_WRITER)):
+            raise UserError(f"{p}: not written by harness {REPORT_WRITER}; writing the figure there would "
+                            "replace it; pass another --out or remove it")
 
 
 def write_figures(files: list[tuple[Path, str]]) -> None:

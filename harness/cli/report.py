@@ -43,10 +43,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             check_output(out, "report")
             ctx, figs = report_files(args.record, args.compare, out)
-            check_figures(figs)
         text = render(ctx, args.template or "record")
         if out is not None:
             check_output(out, "report", writer=REPORT, earlier=same_first_line(text))
+            check_figures(figs)
             write_figures(figs)
     if out is None:
         sys.stdout.write(text)
@@ -91,7 +91,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="RECORD", help="a second record: before/after on one host, "
                                                          "cross-host otherwise (RECORD is A/before)")
     p.add_argument("--template", metavar="NAME", help="template name (default: record, or index with --index)")
-    p.add_argument("--out", metavar="FILE", help="write here (default: stdout; with --index, REPORTS_DIR/README.md, "
+    p.add_argument("--out", metavar="FILE", help="write here, its figures in a folder named after FILE (FILE.md -> FILE/NAME.svg) "
+                                                 "(default: stdout, without figures; with --index, REPORTS_DIR/README.md, "
                                                  "replaced only when it is an earlier index); never over a "
                                                  "record, another harness JSON file or a file the "
                                                  "harness did not write (its marker, the last line)")

@@ -31,9 +31,9 @@ def _lead(j: Judgement) -> tuple[ArmVerdict | None, str]:
 
 
 def _item(v: ArmVerdict) -> str:
-    """An arm in the finding's list: its cell, or its phrase where the cell is only a dash."""
-    c = W.cell(v)
-    return f"{v.arm} {W.phrase(v) if c == '-' else c}"
+    """An arm in the finding's list: its cell, or its phrase where the cell is a bare code (no
+    classic to judge against, no run)."""
+    return f"{v.arm} {W.phrase(v) if v.outcome in (V.NO_REFERENCE, V.NO_RUNS) else W.cell(v)}"
 
 
 def verdict_sentence(j: Judgement) -> str:
@@ -53,7 +53,7 @@ def caveats(j: Judgement, incomplete: str | None) -> list[str]:
     if incomplete:
         out.append(f"the record is incomplete ({incomplete})")
     if j.failed:
-        out.append(f"{j.failed} of {j.measured} measured runs failed")
+        out.append(f"{j.failed} of {j.measured} measured runs failed ({', '.join(v.arm for v in j.arms if v.failed)})")
     if j.contended:
         out.append(f"{j.contended} of {j.measured} measured runs were contended")
     best, _ = _lead(j)

@@ -11,7 +11,7 @@ from harness.analyze import rounds
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS
 from harness.analyze.verdict import Judgement
-from harness.collect.recordcheck import SET_ASIDE
+from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
 from harness.core import declare
 from harness.core.schema import section
 from harness.render.facts import Facts
@@ -170,6 +170,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         out.append("A --quick session: no warm-up, no cooldown, no quiet gate.")
     elif not s.get("cooldown_s"):
         out.append("No cooldown between runs: back-to-back runs penalise the wide verify shapes.")
+    out += _set_aside_sentence(fx)
     lacks = incomplete_text(fx)
     if lacks:
         out.append(f"The record is incomplete ({lacks}): finish it with harness run --resume.")
@@ -188,6 +189,21 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         # Only an engine that declares a scaling tool is pointed to one.
         out.append(f"No verify-forward cost scaling in this record ({next(t for t in tools if t)} measures it).")
     return out
+
+
+SET_ASIDE_NAMED = 3
+
+
+def _set_aside_sentence(fx: Facts) -> list[str]:
+    """Runs recorded as ok that no engine could have measured (harness.collect.recordcheck), each
+    named: a harness that did not check engine results kept them as ok."""
+    runs = [r for r in fx.rec["runs"] if SET_ASIDE in (r.get("marks") or [])]
+    named = [f"run {r.get('index')} ({r.get('arm')} on {r.get('prompt')}) set aside: "
+             f"{str(r.get('error') or '').removeprefix(SET_ASIDE_PREFIX)}" for r in runs[:SET_ASIDE_NAMED]]
+    if not named:
+        return []
+    more = f"; and {len(runs) - len(named)} more" if len(runs) > len(named) else ""
+    return [f"Recorded as ok by a harness that did not check engine results: {'; '.join(named)}{more}."]
 
 
 def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
