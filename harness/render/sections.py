@@ -248,13 +248,15 @@ def arms_table(fx: Facts) -> tuple[Table, list[str]]:
             accept, vs = "-", "reference"
         else:
             accept = f(s.acceptance, ".3f") if engaged else "declined (classic decode)"
-            vs = speedup(s.speedup, s.speedup_ci)
+            # A declined arm decoded classic: a ratio to classic would read as a speedup it has not.
+            vs = speedup(s.speedup, s.speedup_ci) if engaged else "declined"
         cells = [s.arm] + ([s.prompt] if fx.multi_prompt else []) + [
             f(s.tok_s_median, ".1f"),
             "-" if s.tok_s_min is None else f"{s.tok_s_min:.1f}-{s.tok_s_max:.1f}",
             pct(s.spread)] + ([mib(s.memory_bytes, s.run_memory_bytes)] if memory else []) + [
             accept, f(s.emitted_per_verify, ".2f") if engaged else "-", vs, conf,
-            "; ".join(s.flags) or "-"]
+            # The unpaired "speedup ..." flags judge; the paired verdict is the only judgement.
+            "; ".join(x for x in s.flags if not x.startswith("speedup")) or "-"]
         t.add(*cells)
     return t, [f"[{i + 1}] {n}" for i, n in enumerate(notes)]
 

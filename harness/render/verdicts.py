@@ -161,7 +161,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     declined = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
     if declined:
         out.append(f"{names(declined)} declined to classic decode: {'its' if len(declined) == 1 else 'their'} "
-                   "'vs classic' is classic decode against classic decode: it says nothing about speculation.")
+                   "figures are classic decode's and say nothing about speculation.")
     s = fx.settings
     if 0 < fx.runs_per_median()[0] < 5:
         runs = "run" if fx.runs_per_median() == (1, 1) else "runs"
