@@ -63,9 +63,8 @@ def pack(head: str, items: list[str], width: int, indent: str = "  ") -> list[st
     lines = [head]
     for i, item in enumerate(items):
         piece = item + (";" if i < len(items) - 1 else "")
-        sep = "" if lines[-1] in (head, indent) and lines[-1].endswith(" ") else " "
-        if len(lines[-1]) + len(sep) + len(piece) <= width:
-            lines[-1] += sep + piece
+        if len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += " " + piece
         else:
             lines += wrap(indent + piece, width, indent)
     return lines
@@ -104,6 +103,9 @@ def _tok_s(x: float | None) -> str:
 
 @dataclass
 class _Columns:
+    """The rows' columns: the name's and the flags' widths as the arms need, tok/s 5 and spread
+    6 wide, the verdict the rest of `width`."""
+
     name: int
     flags: int
     width: int
