@@ -31,7 +31,7 @@ PHASE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860
 KIND_COLOURS = {FIRST_USE: "#d62728", REPEAT: "#1f77b4"}
 RC: dict[str, Any] = {
     "svg.fonttype": "none",            # text stays text: small, selectable, searchable
-    "svg.hashsalt": "specdec-bench",   # clip-path ids from this salt, not from a random one
+    "svg.hashsalt": "harness",   # clip-path ids from this salt, not from a random one
     "svg.id": "figure",
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
