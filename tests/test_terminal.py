@@ -64,7 +64,9 @@ def test_the_default_suite_fits_80_columns_with_every_arm_and_judge_s_verdicts()
         assert v.tok_s is not None and f" {v.tok_s:.0f} " in row  # median tok/s, as people read it
     # The finding first (the report's own sentence), the way to the report last.
     assert " ".join(" ".join(lines[:4]).split()).startswith(verdict_sentence(j))
-    assert lines[-1] == f"full report: harness report {DEFAULT.relative_to(REPO)}"
+    rel = DEFAULT.relative_to(REPO)
+    assert lines[-3:] == ["full report, with figures:", f"  harness report {rel} \\",
+                          f"    --out {rel.with_suffix('.md')}"]
     # Each label mark has its footnote, in label()'s words; a declined arm gets no speed.
     for v in j.arms:
         if not v.shipping:
@@ -170,7 +172,7 @@ def test_run_prints_only_the_summary_on_stdout_and_progress_on_stderr(tmp_path: 
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
     assert 5 <= len(lines) <= 40 and max(map(len, lines)) <= 80, r.stdout
-    assert lines[-1] == "full report: harness report r.json" and "{" not in r.stdout
+    assert lines[-1] == "full report: harness report r.json --out r.md" and "{" not in r.stdout
     assert not any(PROGRESS.match(ln) for ln in lines)
     assert sum(bool(PROGRESS.match(ln)) for ln in r.stderr.splitlines()) == 12   # 3 arms x 2 prompts x 2
 
@@ -191,7 +193,7 @@ def test_run_json_file_is_written_atomically_and_never_over_a_user_s_file(tmp_pa
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path / "out.json").read_text())
     assert doc["kind"] == "harness.summary" and doc["record"] == "r.json"
-    assert r.stdout.splitlines()[-1] == "full report: harness report r.json"
+    assert r.stdout.splitlines()[-1] == "full report: harness report r.json --out r.md"
     # A summary the harness wrote is replaced; a file of the user's, or the record, is not.
     r = _run(tmp_path, "run", suite, "--record", "r2.json", "--baselines", "b.json", "--json", "out.json")
     assert r.returncode == 0 and json.loads((tmp_path / "out.json").read_text())["record"] == "r2.json"

@@ -41,12 +41,12 @@ COMMANDS: tuple[ModuleType, ...] = (run, check, baseline, project, report, host,
 
 
 def version() -> str:
-    """This harness's version, as installed (the package specdec-bench)."""
-    from importlib.metadata import PackageNotFoundError
+    """This harness's version, as installed (whichever distribution ships the harness package)."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions
     from importlib.metadata import version as installed
     try:
-        return installed("specdec-bench")
-    except PackageNotFoundError:   # run from a source tree that was never installed
+        return installed(packages_distributions()["harness"][0])
+    except (KeyError, IndexError, PackageNotFoundError):   # a source tree that was never installed
         return "unknown (not installed)"
 
 

@@ -185,10 +185,15 @@ def legend(s: SessionSummary, width: int) -> list[str]:
 
 
 def where(path: str, width: int) -> list[str]:
-    """One line naming the record and the command that renders its report (two if too long)."""
-    quoted = shlex.quote(path)
-    line = f"full report: harness report {quoted}"
-    return [line] if len(line) <= width else [f"record: {quoted}", f"report: harness report {quoted}"]
+    """One line with the command that renders the record's report and its figures beside it (two
+    if too long): without --out a report goes to stdout, figures left out."""
+    md = path[:-5] + ".md" if path.endswith(".json") else path + ".md"
+    cmd = f"harness report {shlex.quote(path)} --out {shlex.quote(md)}"
+    line = f"full report: {cmd}"
+    if len(line) <= width:
+        return [line]
+    # A shell line continuation keeps it one command to copy.
+    return ["full report, with figures:", f"  harness report {shlex.quote(path)} \\", f"    --out {shlex.quote(md)}"]
 
 
 def summary_lines(s: SessionSummary, width: int = WIDTH, per_prompt: bool = False) -> list[Text]:
