@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.analyze import contended as cont
 from harness.analyze import paired
 from harness.analyze.design import Design
 from harness.analyze.rounds import RoundSplit, all_splits, median_range
@@ -117,6 +118,12 @@ class ComponentChange:
     after_runs: tuple[float, ...] = ()
     floor_ms: float = ABS_FLOOR_MS
     design: Design = Design(looks=1, figures=1)
+    # The runs behind the pairs (both records) that were contended, of how many, and the share
+    # past which a clean verdict is set aside as inconclusive (analyze.contended): a comparison of
+    # two records obeys the rule a session's own verdicts do.
+    contended: int = 0
+    runs: int = 0
+    share: float = 1.0
 
     @property
     def change(self) -> float:
@@ -127,7 +134,8 @@ class ComponentChange:
     def judged(self) -> paired.Paired:
         """The paired check on the runs matched in run order (the shorter side's count)."""
         n = min(len(self.before_runs), len(self.after_runs))
-        return paired.analyze(self.before_runs[:n], self.after_runs[:n], self.design)
+        return cont.unclean(paired.analyze(self.before_runs[:n], self.after_runs[:n], self.design),
+                            self.contended, self.runs, self.share)
 
     @property
     def below_floor(self) -> bool:
@@ -163,10 +171,21 @@ def _cells(s: RoundSplit) -> list[tuple[str, Cell, list[float]]]:
     return out
 
 
+def _contention(runs: list[dict[str, Any]]) -> tuple[int, int]:
+    """How many of `runs` were contended, of how many."""
+    return sum(map(cont.is_contended, runs)), len(runs)
+
+
+def _split_runs(recs: tuple[dict[str, Any], ...], arm: str, prompt: str) -> list[dict[str, Any]]:
+    return [r for rec in recs for r in rec["runs"] if not r.get("warmup") and r.get("status") == "ok"
+            and r.get("arm") == arm and r.get("prompt") == prompt]
+
+
 def component_changes(a: dict[str, Any], b: dict[str, Any]) -> list[ComponentChange]:
     """Every component of every (arm, prompt) split present in both records, in a's order."""
     sb = {(s.arm, s.prompt): s for s in all_splits(b)}
     design = design_for(a["suite"]["settings"])
+    share = cont.share_limit(a["suite"]["settings"])
     out = []
     for s in all_splits(a):
         t = sb.get((s.arm, s.prompt))
@@ -175,10 +194,11 @@ def component_changes(a: dict[str, Any], b: dict[str, Any]) -> list[ComponentCha
         cells, tcells = _cells(s), _cells(t)
         after = {name: (cell, runs) for name, cell, runs in tcells}
         floor = floor_ms(cells[0][1].median, tcells[0][1].median)   # the round (or step) totals
+        busy, n = _contention(_split_runs((a, b), s.arm, s.prompt))
         for name, cell, runs in cells:
             if name in after and cell.median > 0:
                 out.append(ComponentChange(s.arm, s.prompt, name, s.unit, cell, after[name][0],
-                                           tuple(runs), tuple(after[name][1]), floor, design))
+                                           tuple(runs), tuple(after[name][1]), floor, design, busy, n, share))
     return out
 
 
@@ -211,7 +231,7 @@ def _tok_s(runs: list[dict[str, Any]]) -> Cell | None:
     return Cell(*median_range(xs)) if xs else None
 
 
-def _throughput(arm: str, prompt: str, ra: dict, rb: dict, design: Design) -> Throughput:
+def _throughput(arm: str, prompt: str, ra: dict, rb: dict, design: Design, share: float) -> Throughput:
     """ra, rb: each side's runs of this arm (and prompt), keyed (arm, prompt, repetition)."""
     # Plan order: repetition first, then prompt, as the runs were made.
     keys = sorted(set(ra) & set(rb), key=lambda k: (k[2], k[1]))
@@ -220,8 +240,9 @@ def _throughput(arm: str, prompt: str, ra: dict, rb: dict, design: Design) -> Th
     ms = None
     if keys:
         a, b = Cell(*median_range(xs)), Cell(*median_range(ys))
+        busy, n = _contention([side[k] for k in keys for side in (ra, rb)])
         ms = ComponentChange(arm, prompt, MS_PER_TOKEN, "token", a, b, tuple(xs), tuple(ys),
-                             floor_ms(a.median, b.median), design)
+                             floor_ms(a.median, b.median), design, busy, n, share)
     return Throughput(arm, prompt, _tok_s(list(ra.values())), _tok_s(list(rb.values())), ms)
 
 
@@ -229,6 +250,7 @@ def throughput_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[Throu
     """Every arm of either record (a's order, then b's own), over every prompt; and every
     (arm, prompt) both ran. What each record has, whether or not its engine reports phases."""
     design = design_for(a["suite"]["settings"])
+    share = cont.share_limit(a["suite"]["settings"])
     ma, mb = _measured(a), _measured(b)
     arms = list(dict.fromkeys([x["name"] for x in a["suite"]["arms"]] + [x["name"] for x in b["suite"]["arms"]]))
     prompts = list(dict.fromkeys([p["name"] for p in a["suite"]["prompts"]] + [p["name"] for p in b["suite"]["prompts"]]))
@@ -238,10 +260,10 @@ def throughput_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[Throu
         rb = {k: r for k, r in mb.items() if k[0] == arm}
         if not ra and not rb:
             continue
-        per_arm.append(_throughput(arm, "", ra, rb, design))
+        per_arm.append(_throughput(arm, "", ra, rb, design, share))
         for p in prompts:
             pa = {k: r for k, r in ra.items() if k[1] == p}
             pb = {k: r for k, r in rb.items() if k[1] == p}
             if pa and pb:
-                per_prompt.append(_throughput(arm, p, pa, pb, design))
+                per_prompt.append(_throughput(arm, p, pa, pb, design, share))
     return per_arm, per_prompt

@@ -124,6 +124,8 @@ def change(c: ComponentChange) -> str:
     if v == cmp.BELOW_FLOOR:
         moved = abs(c.after.median - c.before.median)
         return f"{100 * c.change:+.1f}%, below the floor (moved {moved:.4f} ms, floor {c.floor_ms:.3f} ms)"
+    if v == cmp.INCONCLUSIVE and j.contended:
+        return f"{head}, inconclusive ({j.contended['contended']} of {j.contended['runs']} runs contended)"
     if v == cmp.INCONCLUSIVE:
         det = pd.detectable_text(j)
         det = f"smallest detectable {det}" if det != "-" else f"smallest detectable unknown: {j.note}"
@@ -136,7 +138,6 @@ def change(c: ComponentChange) -> str:
 def change_short(c: ComponentChange) -> str:
     """A change in a list that already says its verdict: "+24.0% (+20.1% to +28.2%)"."""
     return pd.ratio_text(c.judged) if c.judged.ratio is not None else f"{100 * c.change:+.1f}%"
-
 
 
 # --- a figure of HEAD against BASE (pr-check, compare-commits): the paired head/base ratio ---
