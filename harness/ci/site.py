@@ -94,11 +94,12 @@ def _copy_local_refs(html: str, src_dir: Path, dst_dir: Path) -> str:
     file that is not there is unlinked, so the page has no broken image or link."""
     def fix(m: re.Match) -> str:
         ref = m.group(1)
-        src = (src_dir / ref).resolve()
+        src, dst = (src_dir / ref).resolve(), dst_dir / ref
         if src.is_file() and src_dir.resolve() in src.parents:
-            dst = dst_dir / ref
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
+            return m.group(0)
+        if dst.is_file():   # drawn beside the page (_draw_figures)
             return m.group(0)
         return m.group(0).replace(ref, "#missing-" + re.sub(r"[^A-Za-z0-9._-]", "-", ref))
     return _LOCAL_REF.sub(fix, html)
@@ -179,8 +180,22 @@ def _write_record(site_dir: Path, host: HostView, f: Path, page: str, user: Path
         md = f"The report of this record could not be rendered: {e}"
     out = site_dir / page
     out.parent.mkdir(parents=True, exist_ok=True)
-    body = _copy_local_refs(pages.markdown_html(md), f.parent, out.parent)
+    html = pages.markdown_html(md)
+    if any(not (f.parent / ref).is_file() for ref in _LOCAL_REF.findall(html)):
+        _draw_figures(f, out.parent)
+    body = _copy_local_refs(html, f.parent, out.parent)
     _write(out, pages.record_page(host, commit, body, user))
+
+
+def _draw_figures(f: Path, page_dir: Path) -> None:
+    """The record's figures drawn beside its page, where its report links figures the record's
+    folder lacks (a report written to stdout, or copied without its figure folder)."""
+    from harness.ci.reports import report_files, write_figures
+    try:
+        _, files = report_files(str(f), None, page_dir / f"{f.stem}.md")
+    except UserError:
+        return
+    write_figures(files)
 
 
 def _write(path: Path, text: str) -> None:
