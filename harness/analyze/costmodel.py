@@ -54,6 +54,9 @@ __all__ = [
     "project_cli",
 ]
 
+# {pairing: {"target" | "drafter": (directory, tensor table or why it could not be read)}}
+ModelTables = dict[str, dict[str, tuple[str, "Tensors | str"]]]
+
 GB = 1e9  # decimal gigabyte, as the seed uses (16.05 GB in 30.3 ms = 530 GB/s)
 
 # --- (a) weights read per step --------------------------------------------------------------

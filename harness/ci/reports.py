@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harness.analyze.facts import Facts, Inputs
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check
 from harness.collect.files import check_directory, marked, write_output, written_by
@@ -17,7 +18,6 @@ from harness.collect.host.profiles import match_profile
 from harness.collect.models import model_files
 from harness.collect.record import Record
 from harness.core.errors import UserError
-from harness.render.facts import Inputs
 from harness.render.report import build_context, index_context, render
 from harness.render.reportcost import ModelTables
 
@@ -47,7 +47,7 @@ def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
     """The template context of the record at path, with a second record beside it (no figures:
     they need a place beside the Markdown, report_files)."""
     data, compare = _load(path, compare_path)
-    return build_context(path, data, inputs_for(data), compare)
+    return _context(path, data, compare)
 
 
 def report_files(path: str, compare_path: str | None, md: Path) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
@@ -58,7 +58,15 @@ def report_files(path: str, compare_path: str | None, md: Path) -> tuple[dict[st
     folder = md.parent / md.stem
     files = [(folder / f"{fig.name}.svg", fig.svg) for fig in figs]
     links = [(fig.title, f"{quote(md.stem)}/{quote(fig.name)}.svg") for fig in figs]
-    return build_context(path, data, inputs_for(data), compare, links), files
+    return _context(path, data, compare, links), files
+
+
+def _context(path: str, data: dict[str, Any], compare: tuple[str, dict[str, Any], Inputs] | None,
+             links: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """The analyses a report renders, made here (the renderer computes nothing), then its context."""
+    from harness.analyze.verdict import judge
+    other = (compare[0], Facts(*compare)) if compare else None
+    return build_context(Facts(path, data, inputs_for(data)), judge(data), other, links)
 
 
 def figures_for(data: dict[str, Any], after: dict[str, Any] | None = None) -> list[Any]:

@@ -13,9 +13,9 @@ from harness.analyze import compare as cmp
 from harness.analyze import envdiff
 from harness.analyze.design import share_text
 from harness.analyze.estimators import MIN_ROBUST_PAIRS
+from harness.analyze.facts import Facts
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.render import verdictwords as words
-from harness.render.facts import Facts
 from harness.render.format import names, pct
 from harness.render.mdtable import Table
 from harness.render.sections import paired_block

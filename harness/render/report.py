@@ -10,11 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.analyze.facts import Facts
+from harness.analyze.verdict import Judgement
 from harness.core.errors import UserError
 from harness.render import mdtable
 from harness.render.comparesec import compare_section
 from harness.render.drafter_sec import drafter_includes, drafter_split_sections, shape_sections
-from harness.render.facts import Facts, Inputs
 from harness.render.finding import arms_note, arms_verdict_table
 from harness.render.mdtable import Table
 from harness.render.roundsec import (
@@ -50,15 +51,13 @@ TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 USER_TEMPLATES = Path("reports") / "templates"
 # --- context, rendering, index -----------------------------------------------------------
 
-def build_context(path: str, data: dict[str, Any], inputs: Inputs,
-                  compare: tuple[str, dict[str, Any], Inputs] | None = None,
+def build_context(fx: Facts, j: Judgement, compare: tuple[str, Facts] | None = None,
                   figures: list[tuple[str, str]] | None = None) -> dict[str, Any]:
-    """A record's template context; `compare` is a second record (path, data, inputs) beside it;
-    `figures` the (title, link) of each figure written beside the report."""
-    from harness.analyze.verdict import judge
-    fx = Facts(path, data, inputs)
-    j = judge(data)
-    cmp_sec = compare_section(fx, Facts(*compare)) if compare else None
+    """A record's template context from its analyses (`fx`, and `j`: each arm's verdict);
+    `compare`: a second record's path and analyses beside it; `figures`: the (title, link) of each
+    figure written beside the report."""
+    path = fx.path
+    cmp_sec = compare_section(fx, compare[1]) if compare else None
     arms, arm_notes = arms_table(fx)
     ident, ident_notes = identity_table(fx)
     cost = cost_section(fx)

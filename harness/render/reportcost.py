@@ -21,8 +21,7 @@ from harness.analyze.rounds import ProfileComparison, RoundSplit
 EMBED = "model.embed_tokens."
 
 
-# {pairing: {"target" | "drafter": (directory, tensor table or why it could not be read)}}
-ModelTables = dict[str, dict[str, tuple[str, "cm.Tensors | str"]]]
+ModelTables = cm.ModelTables
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.analyze.facts import Facts
 from harness.core import declare
 from harness.render import reportcost
-from harness.render.facts import Facts
 from harness.render.format import f, pct, signed_pct
 from harness.render.mdtable import Table
 

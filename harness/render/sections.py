@@ -9,11 +9,11 @@ import shlex
 from typing import Any
 
 from harness.analyze import acceptance as acc
+from harness.analyze.facts import Facts
 from harness.analyze.gpustack import UNKNOWN
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING, reasons
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS, duty_line, sequential_lines
 from harness.core.schema import section
-from harness.render.facts import Facts
 from harness.render.format import f, mib, names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
 

@@ -8,13 +8,13 @@ import shlex
 from typing import Any
 
 from harness.analyze import rounds
+from harness.analyze.facts import Facts
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS
 from harness.analyze.verdict import Judgement
 from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
 from harness.core import declare
 from harness.core.schema import section
-from harness.render.facts import Facts
 from harness.render.finding import finding
 from harness.render.format import names, pct, signed_pct, speedup
 from harness.render.mdtable import Table

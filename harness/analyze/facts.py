@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import drafterstep, envdiff, rounds
+from harness.analyze.costmodel import ModelTables
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
 from harness.core.schema import section
-from harness.render.reportcost import ModelTables
 
 
 @dataclass(frozen=True)
