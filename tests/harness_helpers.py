@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_ENGINE = REPO / "tests" / "fixtures" / "fake_engine.py"
@@ -193,3 +197,58 @@ def tree_command() -> list[str]:
     """The fake engine's command as one that reads each commit's code from its tree ({python}),
     so a check of two commits is not refused for running one executable outside both."""
     return ["{python}", *fake_command()[1:]]
+
+
+# --- headless Chromium: a page's DOM as it builds it, with a probe of errors and images ---
+
+PAGE_PROBE = """<script>
+window.__errors = [];
+window.addEventListener('error', function (e) { window.__errors.push(String(e.message || e.target.src)); }, true);
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var out = {errors: window.__errors,
+    broken: imgs.filter(function (i) { return !i.complete || i.naturalWidth === 0; }).map(function (i) { return i.src; }),
+    loaded: imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).map(function (i) { return i.src; }),
+    badges: Array.prototype.map.call(document.querySelectorAll('.badge'), function (b) { return b.textContent; }),
+    declined_rows: document.querySelectorAll('tr.arm-row.declined').length,
+    declined_points: document.querySelectorAll('svg.series rect.pt.declined').length,
+    svgs: document.querySelectorAll('svg.series').length,
+    text: document.body.innerText};
+  var el = document.createElement('pre'); el.id = 'harness-probe';
+  el.textContent = 'PROBE' + JSON.stringify(out) + 'PROBE';
+  document.body.appendChild(el);
+});
+</script>"""
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("no headless Chromium on PATH: install one with `make chromium`")
+
+
+def chromium_argv(profile: Path) -> list[str]:
+    return [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,900",
+            "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--run-all-compositor-stages-before-draw",
+            "--virtual-time-budget=5000"]
+
+
+def probe_page(page: Path, profile: Path) -> tuple[dict, str]:
+    """The page's DOM as Chromium builds it (a copy beside it carries the probe script)."""
+    copy = page.with_name("probe-" + page.name)
+    copy.write_text(page.read_text().replace("</body>", PAGE_PROBE + "</body>"))
+    try:
+        r = subprocess.run(chromium_argv(profile) + ["--dump-dom", copy.as_uri()], capture_output=True, text=True,
+                           timeout=60)
+    finally:
+        copy.unlink()
+    m = re.search(r'<pre id="harness-probe">PROBE(.*?)PROBE</pre>', r.stdout, re.S)
+    assert m, f"the page did not load: {r.stdout[-1500:]} {r.stderr[-1500:]}"
+    return json.loads(html.unescape(m.group(1))), r.stderr
+
+
+def console_errors(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]

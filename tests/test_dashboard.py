@@ -10,7 +10,6 @@ before the night (never alerted), one after its alert was filed.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import shutil
@@ -19,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, git
+from harness_helpers import REPO, chromium_argv, console_errors, git, probe_page
 
 from harness.analyze.changes import Point, analyze_series
 from harness.ci.acks import load_acks
@@ -138,62 +137,10 @@ def test_acknowledged_changes_are_marked_so(site):
 
 # --- in a real headless Chromium -------------------------------------------------------------
 
-PROBE = """<script>
-window.__errors = [];
-window.addEventListener('error', function (e) { window.__errors.push(String(e.message || e.target.src)); }, true);
-window.addEventListener('load', function () {
-  var imgs = Array.prototype.slice.call(document.images);
-  var out = {errors: window.__errors,
-    broken: imgs.filter(function (i) { return !i.complete || i.naturalWidth === 0; }).map(function (i) { return i.src; }),
-    badges: Array.prototype.map.call(document.querySelectorAll('.badge'), function (b) { return b.textContent; }),
-    declined_rows: document.querySelectorAll('tr.arm-row.declined').length,
-    declined_points: document.querySelectorAll('svg.series rect.pt.declined').length,
-    svgs: document.querySelectorAll('svg.series').length,
-    text: document.body.innerText};
-  var el = document.createElement('pre'); el.id = 'harness-probe';
-  el.textContent = 'PROBE' + JSON.stringify(out) + 'PROBE';
-  document.body.appendChild(el);
-});
-</script>"""
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    pytest.fail("no headless Chromium on PATH: install one with `make chromium`")
-
-
-def _argv(profile: Path) -> list[str]:
-    return [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,900",
-            "--enable-logging=stderr", "--v=0", "--hide-scrollbars", "--run-all-compositor-stages-before-draw",
-            "--virtual-time-budget=5000"]
-
-
-def _probe(page: Path, profile: Path) -> tuple[dict, str]:
-    """The page's DOM as Chromium builds it (a copy beside it carries the probe script)."""
-    copy = page.with_name("probe-" + page.name)
-    copy.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    try:
-        r = subprocess.run(_argv(profile) + ["--dump-dom", copy.as_uri()], capture_output=True, text=True,
-                           timeout=60)
-    finally:
-        copy.unlink()
-    m = re.search(r'<pre id="harness-probe">PROBE(.*?)PROBE</pre>', r.stdout, re.S)
-    assert m, f"the page did not load: {r.stdout[-1500:]} {r.stderr[-1500:]}"
-    return json.loads(html.unescape(m.group(1))), r.stderr
-
-
-def _console_errors(stderr: str) -> list[str]:
-    return [ln for ln in stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
-
-
 def test_chromium_shows_verdicts_labels_and_declined_arms(site):
     index = site["html"] / "harness" / "index.html"
-    dom, stderr = _probe(index, site["tmp"] / "profile-index")
-    assert dom["errors"] == [] and dom["broken"] == [] and not _console_errors(stderr), (dom, stderr[-2000:])
+    dom, stderr = probe_page(index, site["tmp"] / "profile-index")
+    assert dom["errors"] == [] and dom["broken"] == [] and not console_errors(stderr), (dom, stderr[-2000:])
     text = dom["text"]
     for words in ("not shipping", "declined", "do not publish", "contended", "shipping"):
         assert words in text, words
@@ -203,16 +150,16 @@ def test_chromium_shows_verdicts_labels_and_declined_arms(site):
     assert dom["svgs"] >= 10
 
     host = site["html"] / "harness" / "hosts" / "linux-cpu.html"
-    dom, stderr = _probe(host, site["tmp"] / "profile-host")
-    assert dom["errors"] == [] and dom["broken"] == [] and not _console_errors(stderr), (dom, stderr[-2000:])
+    dom, stderr = probe_page(host, site["tmp"] / "profile-host")
+    assert dom["errors"] == [] and dom["broken"] == [] and not console_errors(stderr), (dom, stderr[-2000:])
     assert "block3 declined: its gate chose classic decode" in dom["text"]
     assert "acknowledged" in dom["text"] and ACK_AFTER in dom["text"]
 
 
 def test_chromium_renders_a_record_page_with_its_report(site):
     page = next((site["html"] / "harness" / "records" / "linux-cpu").glob("*cross-host*.html"))
-    dom, stderr = _probe(page, site["tmp"] / "profile-record")
-    assert dom["errors"] == [] and dom["broken"] == [] and not _console_errors(stderr), (dom, stderr[-2000:])
+    dom, stderr = probe_page(page, site["tmp"] / "profile-record")
+    assert dom["errors"] == [] and dom["broken"] == [] and not console_errors(stderr), (dom, stderr[-2000:])
     # The committed report's own heading and a table, as HTML.
     md = (REPO / "reports" / "20261202-185455-cross-host-linux-cpu.md").read_text()
     heading = next(ln.lstrip("# ").strip() for ln in md.splitlines() if ln.startswith("#"))
@@ -230,7 +177,7 @@ def _png_colours(path: Path) -> int:
 
 def test_screenshot_of_the_index_is_not_blank(site):
     shot = site["tmp"] / "dashboard.png"
-    subprocess.run(_argv(site["tmp"] / "profile-shot") + [f"--screenshot={shot}",
+    subprocess.run(chromium_argv(site["tmp"] / "profile-shot") + [f"--screenshot={shot}",
                    (site["html"] / "harness" / "index.html").as_uri()], capture_output=True, timeout=60)
     assert shot.exists() and shot.stat().st_size > 10_000
     assert _png_colours(shot) > 20
