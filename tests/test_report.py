@@ -273,7 +273,8 @@ def test_an_unresolved_change_is_inconclusive_with_its_smallest_detectable_chang
     assert one.verdict == "inconclusive" and "smallest detectable unknown" in change_text(one)
     md = render(RECORD, AFTER)                                  # 2 runs per side: nothing resolves
     ba = section(md, "Before and after")
-    t = next(t for t in table_rows(ba) if t[0][:2] == ["component", "before ms/round"])
+    detail = md.split("\n## Appendix\n", 1)[1]   # each component's table, folded
+    t = next(t for t in table_rows(detail) if t[0][:2] == ["component", "before ms/round"])
     assert any("inconclusive (smallest detectable " in r[3] for r in t[1:])
     assert not re.search(r"\bnoise\b", "\n".join(r[3] for tb in table_rows(ba) for r in tb[1:] if len(r) > 3))
     assert "no component change is resolved as faster or slower" in md.split("\n## Setup")[0]
@@ -290,7 +291,7 @@ def test_a_tiny_absolute_change_is_below_the_floor() -> None:
     assert tiny.verdict == cmp.BELOW_FLOOR and not tiny.real
     assert "below the floor" in change_text(tiny) and "slower" not in change_text(tiny)
     # In a report: block3-inexact's accept hook, 0.014 -> 0.016 ms/round (+15.0%), was "slower".
-    ba = section(render(RECORD, AFTER), "Before and after")
+    ba = render(RECORD, AFTER).split("\n## Appendix\n", 1)[1]   # the per-component tables
     sub = ba.split("### block3-inexact\n", 1)[1].split("### ", 1)[0]
     rows = {r[0]: r[3] for r in table_rows(sub)[0][1:]}
     assert rows["accept hook"].startswith("+15.0%, below the floor") and "slower" not in rows["accept hook"]
@@ -310,8 +311,8 @@ def test_a_uniform_change_on_the_same_host_is_resolved(tmp_path: Path) -> None:
         if d.get("decode_ms"):
             d["decode_ms"] /= 2
             d["phase_ms"] = {k: v / 2 for k, v in d["phase_ms"].items()}
-    ba = section(render(write(tmp_path, "quiet.json", before), write(tmp_path, "fast.json", after)),
-                 "Before and after")
+    ba = render(write(tmp_path, "quiet.json", before), write(tmp_path, "fast.json", after)).split(
+        "\n## Appendix\n", 1)[1]   # the per-component tables
     sub = ba.split("### block3-refblas\n", 1)[1].split("### ", 1)[0]
     rows = {r[0]: r[3] for r in table_rows(sub)[0][1:]}
     assert rows["round total"].endswith("faster") and rows["round total"].startswith("-50.0%")
@@ -420,11 +421,12 @@ def test_an_incomplete_record_says_what_it_lacks(tmp_path: Path) -> None:
 def test_before_after_table() -> None:
     md = render(RECORD, AFTER)
     ba = section(md, "Before and after")
-    t = next(t for t in table_rows(ba) if t[0][:2] == ["component", "before ms/round"])
+    detail = md.split("\n## Appendix\n", 1)[1]   # each component's table, folded
+    t = next(t for t in table_rows(detail) if t[0][:2] == ["component", "before ms/round"])
     assert t[0] == ["component", "before ms/round", "after ms/round", "change (paired, 95% interval)"]
     assert all(re.search(r", (noise|faster|slower|inconclusive \(smallest detectable [0-9.]+%\)|"
                          r"below the floor \(.*\))$", r[3]) for r in t[1:])
-    assert "Of 30 component changes: " in ba and "Acceptance A/B" in ba
+    assert "Of 30 component changes: " in ba and "Acceptance A/B" in detail and "Acceptance A/B" not in ba
     assert_well_formed(md)
 
 
@@ -448,7 +450,8 @@ def test_cross_host_table(tmp_path: Path) -> None:
         d["phase_ms"] = {k: v / 2 for k, v in d["phase_ms"].items()}
     md = render(RECORD, write(tmp_path, "b.json", rec))
     x = section(md, "Cross-host comparison")
-    t = next(t for t in table_rows(x) if t[0][0] == "component" and t[0][-1] == "speedup")
+    detail = md.split("\n## Appendix\n", 1)[1]   # each component's table, folded
+    t = next(t for t in table_rows(detail) if t[0][0] == "component" and t[0][-1] == "speedup")
     assert t[0][1].startswith("A: linux-cpu vm") and t[0][2].startswith("B: linux-cpu other-host")
     # Each host's median with its min-max: "1.234 (1.100-1.400)".
     cell = re.compile(r"^(\d+\.\d{3}) \((\d+\.\d{3})-(\d+\.\d{3})\)$")
@@ -458,7 +461,8 @@ def test_cross_host_table(tmp_path: Path) -> None:
             assert m and float(m[2]) <= float(m[1]) <= float(m[3]), c
     med = {r[0]: (float(cell.match(r[1])[1]), float(cell.match(r[2])[1])) for r in t[1:]}
     assert all(r[3] == ("2.00x, below the floor" if med[r[0]][0] - med[r[0]][1] < 0.05 else "2.00x") for r in t[1:])
-    assert "Each host's median ms/round over its measured runs, their min-max in brackets" in x
+    assert "Each host's median ms/round over its measured runs, their min-max in brackets" in detail
+    assert "is in the appendix" in x
     assert any(r[3] == "2.00x" for r in t[1:]) and any(r[3].endswith("below the floor") for r in t[1:])
     assert "Before and after" not in md
     assert_well_formed(md)

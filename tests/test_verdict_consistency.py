@@ -86,8 +86,7 @@ def _named(arm: str, text: str) -> bool:
 def _report(data: dict[str, Any], tmp: Path) -> str:
     path = tmp / "record.json"
     path.write_text(json.dumps(data))
-    ctx, _ = reports.report_files(str(path), None, tmp / "record.md")
-    return rp.render(ctx, "record", user_dir=NO_USER_TEMPLATES)
+    return rp.render(reports.context_for(str(path)), "record", user_dir=NO_USER_TEMPLATES)
 
 
 def _arms_rows(md: str) -> dict[str, list[str]]:

@@ -244,8 +244,8 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         if c.component != cmp.MS_PER_TOKEN:
             groups.setdefault((c.arm, c.prompt), []).append(c)
     multi = len({x.prompt for x in per_prompt}) > 1
-    tables = ([arms_table(per_arm, cross)] + ([prompt_table(per_prompt, cross)] if multi else [])
-              + [_table(fa, fb, cs, cross) for cs in groups.values()])
+    tables = [arms_table(per_arm, cross)] + ([prompt_table(per_prompt, cross)] if multi else [])
+    components = [_table(fa, fb, cs, cross) for cs in groups.values()]   # detail: the appendix's
     shipping = shipping_sentence(fa, fb, cross)
     lines = [shipping] + override_differences(fa, fb, cross)
     if cross:
@@ -286,6 +286,7 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
         for d in diffs:
             env.add(d.what, d.a, d.b)
-    return {"cross_host": cross, "other": fb.path, "finding": finding(per_arm, cross), "tables": tables, "lines": lines, "acceptance": ab,
+    return {"cross_host": cross, "other": fb.path, "finding": finding(per_arm, cross), "tables": tables, "components": components,
+            "lines": lines, "acceptance": ab,
             "changes": changes, "env_line": envdiff.diff_sentence(diffs, envdiff.compared(fa.rec, fb.rec)), "env": env,
             "overrides": override_table(fa, fb, cross), "shipping": shipping}
