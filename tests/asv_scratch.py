@@ -1,5 +1,5 @@
 """A scratch copy of this project with a few commits, for the asv end-to-end test and the
-PR-check sensitivity measurement (scripts/asv_sensitivity.py).
+PR-check sensitivity measurement (scripts/studies/asv_sensitivity.py).
 
 The copy is of the working tree's tracked files (so uncommitted edits are what gets tested),
 in a fresh git repository:

@@ -254,7 +254,7 @@ def test_compare_of_records_without_runs_is_none() -> None:
 def test_every_committed_record_has_its_figures_and_they_are_current() -> None:
     """Each committed record's report folder holds at least its runs figure, every figure an SVG
     well under 150 KB; and one record's committed figures are what the code draws now (a renderer
-    change shows as a diff of reports/: scripts/rerender_reports.sh)."""
+    change shows as a diff of reports/: scripts/reproduce/rerender_reports.sh)."""
     for name in ALL:
         folder = REPORTS / name.removesuffix(".json")
         assert (folder / "ms-per-token-by-run.svg").is_file(), name

@@ -25,14 +25,14 @@ D = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.01)
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("generations_level", REPO / "scripts" / "generations_level.py")
+    spec = importlib.util.spec_from_file_location("generations_level", REPO / "scripts" / "studies" / "generations_level.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
 def _verdicts(tau: float, shift: float, sims: int, seed: int, g: int = 8) -> dict[str, list[paired.Paired]]:
-    """scripts/generations_level.py's checks: the test and the benchmark simulate one thing."""
+    """scripts/studies/generations_level.py's checks: the test and the benchmark simulate one thing."""
     mod, rng = _script(), np.random.default_rng(seed)
     out: dict[str, list[paired.Paired]] = {"generations": [], "one worker": []}
     for _ in range(sims):

@@ -125,7 +125,7 @@ def test_no_change_is_called_worse_at_most_at_the_per_test_level():
 
 def _script(name):
     """A script of scripts/ as a module: the tests and the benchmarks simulate one thing."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "studies" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -133,7 +133,7 @@ def _script(name):
 
 def _ar1(rng, n, rho, sd=0.1):
     """Per-pair log ratios with no change whose neighbours are alike (a state that outlives a
-    pair): scripts/serial_level.py's own series, so the test and the benchmark simulate one thing."""
+    pair): scripts/studies/serial_level.py's own series, so the test and the benchmark simulate one thing."""
     return _script("serial_level").ar1(rng, n, rho, sd)
 
 
@@ -189,7 +189,7 @@ def test_a_plan_is_the_first_n_that_resolves_at_the_checks_own_spread():
 
 
 def _mixed(rng, n, rho=0.0, sd=0.1):
-    """scripts/serial_level.py's heavy-tailed series: 85% of pairs quiet, 15% disturbed."""
+    """scripts/studies/serial_level.py's heavy-tailed series: 85% of pairs quiet, 15% disturbed."""
     return _script("serial_level").ar1(rng, n, rho, sd, noise="mixed")
 
 

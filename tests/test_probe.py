@@ -28,12 +28,12 @@ D = Design(threshold=0.02, alpha=0.05, looks=1, figures=1, floor=0.001)
 
 
 def _moment(rng, n, **kw):
-    """scripts/probe_level.py's pairs: the test and the benchmark simulate one thing."""
+    """scripts/studies/probe_level.py's pairs: the test and the benchmark simulate one thing."""
     return _script().moment(rng, n, **kw)
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("probe_level", REPO / "scripts" / "probe_level.py")
+    spec = importlib.util.spec_from_file_location("probe_level", REPO / "scripts" / "studies" / "probe_level.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

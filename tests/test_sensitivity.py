@@ -1,4 +1,4 @@
-"""scripts/asv_sensitivity.py's process-effect estimate: two worker processes of the same code
+"""scripts/studies/asv_sensitivity.py's process-effect estimate: two worker processes of the same code
 that differ by a per-check amount show as excess variance of the checks' z, and the sd it
 reports recovers that amount; without one it reports about none."""
 
@@ -12,7 +12,7 @@ from harness_helpers import REPO
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("asv_sensitivity", REPO / "scripts" / "asv_sensitivity.py")
+    spec = importlib.util.spec_from_file_location("asv_sensitivity", REPO / "scripts" / "studies" / "asv_sensitivity.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -130,7 +130,7 @@ def detectable_at(se: float, df: int, design: Design, share: float = 1.0) -> flo
 
 def pairs_needed(spread: float, design: Design, share: float = 1.0, limit: int = 100_000) -> int | None:
     """Fewest pairs whose detectable change at this per-pair spread (x inflation) is at most the
-    threshold, None past `limit`: a check's plan (scripts/pair_noise.py, scripts/rejudge_pairs.py).
+    threshold, None past `limit`: a check's plan (scripts/studies/pair_noise.py, scripts/studies/rejudge_pairs.py).
     The detectable change shrinks as n grows, so a bisection finds the first n."""
     if detectable_change(spread, limit, design, share) > design.threshold:
         return None

@@ -36,7 +36,7 @@ def serial_inflation(logs: np.ndarray) -> tuple[float, float | None]:
       short memory but alone still over-rejects at these n (8% for 5% at rho 0.25, n 60);
     - AR(1), sqrt((1 + r) / (1 - r)), r the lag-1 autocorrelation with the Marriott-Pope bias
       correction r + (1 + 3 r) / n, which holds the level better at small n for a state that
-      decays. scripts/serial_level.py measures the pair from 20 pairs: 5.0-9.0% for a nominal 5% at rho 0.25-0.4
+      decays. scripts/studies/serial_level.py measures the pair from 20 pairs: 5.0-9.0% for a nominal 5% at rho 0.25-0.4
       against 12-22% for the independent-pairs interval.
     Under MIN_SERIAL_PAIRS pairs the inflation is 1 (the autocorrelation is still returned)."""
     n = int(logs.size)
@@ -97,7 +97,7 @@ def huber_location(logs: np.ndarray) -> tuple[float, np.ndarray] | None:
 # one over generations (never narrower than the pairs' own), on G - 1 degrees of freedom. Where
 # they do not, the pairs' own (the "sometimes pool" rule of Bozivich, Bancroft and Hartley, 1956,
 # who recommend a pretest at 0.25: pooling then costs a little level at small effects, and a check
-# without a per-process effect keeps most of its power); scripts/generations_level.py measures both.
+# without a per-process effect keeps most of its power); scripts/studies/generations_level.py measures both.
 GENERATIONS_PRETEST = 0.25
 
 

@@ -3,7 +3,7 @@
 An in-process engine runs its decode loop in the harness's own Python process. A watch thread
 there needs the GIL for every sample, and every read of /proc hands the GIL back to the engine
 for up to the switch interval (5 ms): against a decode loop that holds the GIL, a thread watch
-took 1-2 samples in a 0.13 s run where 20 were due (scripts/watch_overhead.py). This process
+took 1-2 samples in a 0.13 s run where 20 were due (scripts/studies/watch_overhead.py). This process
 samples on its own schedule and measures our tree from outside: the harness process
 (root_pid), its descendants (this process is one, the engine's children too) and its parent
 chain.

@@ -3,10 +3,10 @@ the pairs support now, at the last look's level, with the pairs the threshold ne
 spread (paired.plan), and a replay of the looks a budget would have taken (equal shares of the
 pairs it bought, each judged at its alpha-spending level), stopping at the first that resolves.
 
-Reads any JSON written by scripts/asv_sensitivity.py, or a file of docs/measurements/ that
+Reads any JSON written by scripts/studies/asv_sensitivity.py, or a file of docs/measurements/ that
 nests such rows: every object with "pairs": {arm: {"logs": [...]}} is one check.
 
-    PYTHONPATH=. .venv/bin/python scripts/rejudge_pairs.py FILE.json [--arm classic] [--threshold 0.02]
+    PYTHONPATH=. .venv/bin/python scripts/studies/rejudge_pairs.py FILE.json [--arm classic] [--threshold 0.02]
         [--budget-pairs N]   # pairs the check's budget bought (default: the pairs it has)
 """
 

@@ -8,7 +8,7 @@ twice, block 2), each with the engine's own prefill and decode ms. A first prefi
 compiles kernels shows here as seconds; run it twice to see MLX's on-disk kernel cache
 ($TMPDIR/mlx/<version>/ptx on CUDA) at work. One JSON line.
 
-`python scripts/engine_start.py`
+`python scripts/studies/engine_start.py`
 """
 
 import json
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 T0 = time.perf_counter()
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 stages: dict[str, float] = {}
 
 

@@ -12,7 +12,7 @@ harness is spent. The suite sets [quiet] settle_s and timeout_s (0.5 s, 1 s) so 
 whose default waited 120 s before each run, finishes a trial too; what differs between the
 harnesses is then the verdict.
 
-    python scripts/aa_under_load.py --minutes 5 --before 3e198cd
+    python scripts/studies/aa_under_load.py --minutes 5 --before 3e198cd
 
 prints one row per harness: trials, exit statuses (pass / FAIL / inconclusive), how many read
 worse (the figure's verdict, or the reading kept under a contended verdict), the mean share of
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FAKE = REPO / "tests" / "fixtures" / "fake_engine.py"
 
 ENGINE = '''"""Fixed CPU work, timed; then the fake engine reports that rate (figures that feel the load)."""

@@ -6,7 +6,7 @@ successive runs for both: what one pair of a paired check would see if nothing c
 
 Run it as is and under `taskset -c CPUS` to see what pinning the dispatching process does.
 
-    PYTHONPATH=. python3 scripts/dispatch_noise.py --model build/random-8b-4bit --runs 30 --json out.json
+    PYTHONPATH=. python3 scripts/studies/dispatch_noise.py --model build/random-8b-4bit --runs 30 --json out.json
 """
 
 from __future__ import annotations

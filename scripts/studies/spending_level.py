@@ -9,7 +9,7 @@ host's heavy tails), the figures' noise correlated `--rho` (normal only). `--flo
 smallest change called worse or improved (default: none, so the level measured is the
 boundaries', not the floor's).
 
-    PYTHONPATH=. .venv/bin/python scripts/spending_level.py [--rho 0.0] [--sims 3000] [--shift 0.0]
+    PYTHONPATH=. .venv/bin/python scripts/studies/spending_level.py [--rho 0.0] [--sims 3000] [--shift 0.0]
 
 Prints how often any figure was called worse or improved (the family-wise false-alarm rate when
 shift is 0; with a shift, how often the first figure was called worse), the first figure's
@@ -17,7 +17,7 @@ verdicts, how many checks stopped resolved and their mean rounds, then one JSON 
 
 It also runs against a commit from before alpha spending (2026-12-06, when a look was passed
 its index and the looks split alpha evenly), to compare the two rules on the same simulated
-checks: from a worktree of that commit, PYTHONPATH=. python PATH/TO/scripts/spending_level.py ...
+checks: from a worktree of that commit, PYTHONPATH=. python PATH/TO/scripts/studies/spending_level.py ...
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ totals against the targets: empty repository to PR verdict in at most 600 s, at 
 hand-written lines, the docs-only check not worse. Exit 0 when every step did what it should
 and the targets are met, 1 otherwise.
 
-    .venv/bin/python scripts/new_user_replay.py [--repo /work/main] [--keep] [--json out.json]
+    .venv/bin/python scripts/reproduce/new_user_replay.py [--repo /work/main] [--keep] [--json out.json]
 
 Measured 2026-12-07 on a shared 2-core x86 host (other test runs going on, load ~1):
 340 s from the empty repository to both verdicts (first run 26 s, asv 107 s, pr-check slow
@@ -47,7 +47,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "rustspec"
 MACHINE = "replay"
 BUILD = "cargo build --release"

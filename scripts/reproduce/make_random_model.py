@@ -4,8 +4,8 @@ config.json, model.safetensors, the embedded pair's tokenizer files).
 Random weights make acceptance meaningless; they are fine for cost, bandwidth and the paired
 commit check. The 8B shape at 4 bits (group 64) is what the GPU measurements use:
 
-    python scripts/make_random_model.py --shape 8b --bits 4 --out build/random-8b-4bit
-    python scripts/make_random_model.py --shape 8b --mtp --out build/random-8b-mtp   # an MTP head for it
+    python scripts/reproduce/make_random_model.py --shape 8b --bits 4 --out build/random-8b-4bit
+    python scripts/reproduce/make_random_model.py --shape 8b --mtp --out build/random-8b-mtp   # an MTP head for it
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ every step counts as an alert (all of them, and apart those at the week's own co
 the history would have been alerted in its own week). Repeated over --weeks simulated weeks.
 
     for i in 1 2 3 4 5 6; do python -m harness run SUITE --record build/fa/r$i.json; done
-    python scripts/nightly_false_alarms.py build/fa/r*.json --weeks 50 --json out.json
+    python scripts/studies/nightly_false_alarms.py build/fa/r*.json --weeks 50 --json out.json
 """
 
 from __future__ import annotations

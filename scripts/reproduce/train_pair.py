@@ -5,7 +5,7 @@ a smaller Llama trained on the same text against the target's own next-token dis
 (KL to the target plus cross-entropy), which is what makes its proposals accepted. Runs on
 any MLX device; on a GPU the defaults take a few minutes, on a 2-core CPU hours.
 
-    python scripts/train_pair.py --corpus build/corpus.npz --out specdec/models
+    python scripts/reproduce/train_pair.py --corpus build/corpus.npz --out specdec/models
 """
 from __future__ import annotations
 

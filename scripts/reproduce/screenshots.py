@@ -3,7 +3,7 @@ columns, the top of a report and a PR comment as GitHub renders Markdown, each d
 Chromium from a small HTML page (markdown-it-py, which rich already installs, renders the
 Markdown; <details> stay folded as on GitHub).
 
-  python scripts/screenshots.py --terminal bench.out --report reports/X.md \
+  python scripts/reproduce/screenshots.py --terminal bench.out --report reports/X.md \
       --comment build/artifacts/pr-comment.md --out docs/img
 
 The dashboard's screenshot is taken by its own test (tests/test_dashboard.py).

@@ -9,7 +9,7 @@ and 15% from sd 0.25 (kurtosis about 10). Each check is judged at one look and o
 alpha 5% over both directions. With --shift S every pair also carries a true change of S
 (log scale), and the table reads as the rate of catching it.
 
-    PYTHONPATH=. .venv/bin/python scripts/serial_level.py [--sims 3000] [--noise mixed] [--shift 0.02]
+    PYTHONPATH=. .venv/bin/python scripts/studies/serial_level.py [--sims 3000] [--noise mixed] [--shift 0.02]
 """
 
 from __future__ import annotations

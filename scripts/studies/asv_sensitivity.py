@@ -13,8 +13,8 @@ not of a decode step's wall time, so the true effect is measured, not assumed). 
 differ by more than their pairs' noise says (a per-process effect, which the per-pair test
 does not model): the variance of each check's mean log-ratio over its standard error.
 
-    PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --work 0.07 --checks 10 --aa 10
-    PYTHONPATH=. .venv/bin/python scripts/asv_sensitivity.py --command compare-commits \
+    PYTHONPATH=. .venv/bin/python scripts/studies/asv_sensitivity.py --work 0.07 --checks 10 --aa 10
+    PYTHONPATH=. .venv/bin/python scripts/studies/asv_sensitivity.py --command compare-commits \
         --suite my-gpu-suite.toml --work 0.03 --checks 1 --aa 5 --budget-s 100 --threshold 0.02
 
 The suite defaults to benchmarks/suite.toml (what CI's pr-check uses). Writes --out (default
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from asv_scratch import commit_all, copy_tracked, git, harness_argv, run_env, slow_engine  # noqa: E402

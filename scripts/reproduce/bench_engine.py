@@ -10,7 +10,7 @@ specdec's speculative arm runs with SPECDEC_ALLOW_INEXACT=1 (named in the output
 The diagnostics' cost is also measured directly: the per-round bookkeeping timed in isolation,
 as a share of the measured round. Prints a table, then one JSON line.
 
-    python scripts/bench_engine.py --reps 5 --max-tokens 200
+    python scripts/reproduce/bench_engine.py --reps 5 --max-tokens 200
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ the stdlib's own .py files (test suites excluded), in sorted path order, so the 
 version gives the same bytes. Writes tokenizer files into both model directories and the
 token ids as a compressed .npz for the trainer.
 
-    python scripts/build_corpus.py --out build/corpus.npz
+    python scripts/reproduce/build_corpus.py --out build/corpus.npz
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def write_tokenizer(tok: Tokenizer, model_dir: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="build/corpus.npz")
-    ap.add_argument("--models", default=str(Path(__file__).resolve().parents[1] / "specdec" / "models"))
+    ap.add_argument("--models", default=str(Path(__file__).resolve().parents[2] / "specdec" / "models"))
     args = ap.parse_args()
     docs = read_documents()
     tok = train_tokenizer(docs)

@@ -10,7 +10,7 @@ Two workloads, interleaved run by run over the three ways (no watch, thread, pro
 For each workload and way: the median figure, its spread (min-max over median), its ratio to
 "no watch", and the watch's samples per run (min, median). One JSON line at the end.
 
-`python scripts/watch_overhead.py [--reps 15] [--tokens 128] [--loop-s 0.3]`
+`python scripts/studies/watch_overhead.py [--reps 15] [--tokens 128] [--loop-s 0.3]`
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness.collect.host import watcher  # noqa: E402
 from harness.collect.host.load import ForeignCpuSampler  # noqa: E402

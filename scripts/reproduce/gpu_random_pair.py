@@ -3,7 +3,7 @@
 Random weights make acceptance meaningless; they are fine for cost, bandwidth and the
 exactness probe. Used on a CUDA host through MLX's CUDA build:
 
-    python scripts/gpu_random_pair.py --out result.json
+    python scripts/reproduce/gpu_random_pair.py --out result.json
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """How many pairs, and how much measuring time, would a paired check need at this run length?
 
 Reads a record of two or more identical arms interleaved (e.g.
-scripts/suites/noise-probe-random-8b.toml, once per max_tokens and cooldown rule: see
-scripts/h200_paired.sh) and prints:
+scripts/reproduce/suites/noise-probe-random-8b.toml, once per max_tokens and cooldown rule: see
+scripts/reproduce/h200_paired.sh) and prints:
 
 - per arm, the spread (sd) of the log-ratio of successive measured runs of that arm;
 - over the first two arms, the spread of the log-ratio of the two arms' runs of one repetition
@@ -15,7 +15,7 @@ scripts/h200_paired.sh) and prints:
   --looks looks' share of alpha, --power) to reach --threshold, and the smallest detectable
   change that --minutes of measuring would give at this spread.
 
-    PYTHONPATH=. python3 scripts/pair_noise.py RECORD.json --threshold 0.02 --looks 4
+    PYTHONPATH=. python3 scripts/studies/pair_noise.py RECORD.json --threshold 0.02 --looks 4
 """
 
 from __future__ import annotations

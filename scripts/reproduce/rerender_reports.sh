@@ -3,7 +3,7 @@
 # (the two comparisons with the records each compares). A change to a renderer shows as a diff
 # of reports/; the same records give the same bytes.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 H=.venv/bin/harness
 for f in reports/2026*.json; do "$H" report "$f" --out "${f%.json}.md"; done
 "$H" report reports/20261205-084154-mtp-study-linux-cpu.json \

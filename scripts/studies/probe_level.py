@@ -8,9 +8,9 @@ log scale) moves the figure and the probe alike, and each has its own noise besi
 check is judged at one look and one figure, alpha 5% over both directions; with --shift S every
 pair carries a true change of S (log scale), and the table reads as the rate of catching it.
 
-    PYTHONPATH=. .venv/bin/python scripts/probe_level.py [--sims 1500] [--pairs 40] [--shift 0.02]
+    PYTHONPATH=. .venv/bin/python scripts/studies/probe_level.py [--sims 1500] [--pairs 40] [--shift 0.02]
 
-With --replay FILE (a scripts/asv_sensitivity.py output whose checks used the probe), each
+With --replay FILE (a scripts/studies/asv_sensitivity.py output whose checks used the probe), each
 check's stored per-pair log ratios are judged again: the typical pair's spread without the
 probe, with it (the robust slope the harness uses), and with a least-squares slope in its place.
 """

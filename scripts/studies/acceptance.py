@@ -5,8 +5,8 @@ over positions tested up to and including each round's first miss), with a Wilso
 for the drafter quantized as the engine runs it by default and dense. The exactness gate is
 overridden (SPECDEC_ALLOW_INEXACT=1) because acceptance, not byte identity, is measured here.
 
-    python scripts/acceptance.py                      # embedded pair, code, block 3, 128 tokens
-    python scripts/acceptance.py --draft-model DIR --category prose --json
+    python scripts/studies/acceptance.py                      # embedded pair, code, block 3, 128 tokens
+    python scripts/studies/acceptance.py --draft-model DIR --category prose --json
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ series of it, successive pairs alike as on a GPU host). Every check is judged by
 real verdict function twice: told each pair's generation, and not told (as a check with one
 worker per side is judged, its whole process effect a single u). One look, one figure:
 
-    PYTHONPATH=. .venv/bin/python scripts/generations_level.py --pairs 340 --generations 4 \\
+    PYTHONPATH=. .venv/bin/python scripts/studies/generations_level.py --pairs 340 --generations 4 \\
         --sd 0.15 --tau 0 0.01 0.02 0.04 --shift 0 0.03 --sims 400
 
 prints, for each TAU and shift, the share of checks called worse or improved (a false alarm when

@@ -1,15 +1,18 @@
 """Train the embedded MTP drafter: one decoder layer on the embedded target's hidden states,
 borrowing its embedding and LM head (specdec/mtp.py).
 
+Reproduces specdec/models/mtp (the shipped head; its training.json records that run: 110 s
+of training on one GPU through MLX's CUDA build, 8,192 self-generated sequences).
+
 Position p of the head sees the target's final hidden state H_p and the embedding of token
 p+1, and learns the target's distribution for token p+2 (KL to the target plus cross-entropy,
-as scripts/train_pair.py distils the draft model). A second, chained step feeds the head its own
+as scripts/reproduce/train_pair.py distils the draft model). A second, chained step feeds the head its own
 hidden state, as draft_block does from block 3 up. The text is the corpus mixed with the
 target's own greedy continuations (what it meets at temperature 0); the linear layers train
 through 4-bit fake quantization, since the engine quantizes the drafter at load.
 
-    python scripts/build_corpus.py --out build/corpus.npz      # once
-    python scripts/train_mtp.py --corpus build/corpus.npz --out specdec/models/mtp
+    python scripts/reproduce/build_corpus.py --out build/corpus.npz      # once
+    python scripts/reproduce/train_mtp.py --corpus build/corpus.npz --out specdec/models/mtp
 """
 from __future__ import annotations
 
