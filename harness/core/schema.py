@@ -7,39 +7,9 @@ schema/*.schema.json, which docs/engine-contract.md describes).
 
 Producers build these types (the adapters, test fixtures); `load_record` is the one door every
 record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3 -> 4) and checks
-the typed shape.
+the typed shape. Readers then see dicts of that shape (the report and its analyses read dicts).
 
-Format history:
-- 1: the first records (the reference engine's result JSON, its phase names fixed).
-- 2: the engine contract: typed results, the meanings below, the suite's `engines` section,
-  the harness's own version and commit in `host.harness`.
-- 3: a run's wait for a quiet host is `quiet_wait_s` (was `gate_wait_s`, which read as the
-  exactness gate's); nothing else changed.
-- 4: `models`: each pairing's tensor tables (name -> bytes, shape), read from the safetensors
-  headers when the session started, so the cost model's bytes per step are the measured
-  weights' and a record renders the same on any machine. Older records have none: the report
-  reads the model directories at render time, where they still exist.
-  Later, without a new version (optional fields; older records read as unknown):
-  `diagnostics.peak_memory_bytes`, `resident_memory_bytes` and `model_memory_bytes`; then
-  `diagnostics.drafter_split` (drafter forwards and their stage ms by phase), `rounds_log[]`'s
-  `verify_ms`, `kv_len` and `first_use` (shape costs), `arm.drafter_kind` and
-  `arm.drafter_borrows` (an MTP head's borrowed target tensors), `engine.attention`, and the
-  scaling probe's cold figures and dispatch floor; then a run's `dispatch_probe_ms` (suite
-  `dispatch_probe = true`); then `sequential.design`'s `times` and `sizes` and each look's `time`
-  (alpha spending over the looks; before, the looks split alpha evenly and `look_share` was it);
-  then a compare-commits run's `side` (written since that command began, declared now) and
-  `worker_generation`, the record's `restarts` (each restart of its worker, suite
-  `restart_s`), and a paired reading's `generations` and `df` (the interval rests on the worker
-  generations when they differ; before, every check had one worker per side); then a paired
-  reading's `threshold` (the threshold its verdict was judged against: a worse or improved
-  figure is resolved, and stops sampling, only once its smallest detectable change is within
-  it; before, once decided), and `complete: false` in both records of an interrupted check;
-  then the contention watch's `watcher` ("process": sampled from a process of its own;
-  "thread: why" where that process could not start or stopped answering) and `predicted_wall_s`
-  (the run's predicted length, which paces it). From then `interval_s` is the most between two
-  samples (the watch samples densely from a run's start); before, it was the one interval
-  used, and every watch ran in a thread of the harness's process.
-Readers then see dicts of that shape (the report and its analyses read dicts).
+The format's history, one line per version, is docs/schema-history.md.
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
 - `diagnostics.rounds` counts speculative rounds (target verify forwards); classic decode has
