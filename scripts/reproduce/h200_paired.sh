@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The paired commit check on a CUDA host with the 8B-shape random-init 4-bit target, in steps
-# that each fit one device call (docs/asv.md, "The H200"):
+# that each fit one device call (docs/measurements/log.md, "The H200"):
 #
 #   bash scripts/reproduce/h200_paired.sh OUT probe [LENGTHS]          # pair noise by run length (default
 #        "16 32 64 128", host cooldown) and at 32 tokens without a ratio cooldown; about 3 min
