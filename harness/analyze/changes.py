@@ -180,16 +180,10 @@ def _asv_boundaries(points: list[Point]) -> list[tuple[int, tuple[float, float]]
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
-    """BH-adjusted p-values (step-up), in the input's order."""
-    m = len(pvalues)
-    ranked = sorted(range(m), key=lambda i: pvalues[i])
-    adj = [1.0] * m
-    running = 1.0
-    for rank in range(m, 0, -1):
-        i = ranked[rank - 1]
-        running = min(running, pvalues[i] * m / rank)
-        adj[i] = min(1.0, running)
-    return adj
+    """BH-adjusted p-values (step-up), in the input's order: scipy.stats.false_discovery_control."""
+    if not pvalues:
+        return []
+    return [float(p) for p in scipy_stats().false_discovery_control(list(pvalues), method="bh")]
 
 
 def analyze_series(all_series: dict[str, list[Point]], order: list[str], threshold: dict[str, float] | float,

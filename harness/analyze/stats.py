@@ -80,8 +80,8 @@ def spread(xs: Sequence[float]) -> float:
 
 
 def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval (no continuity correction) for the proportion k/n at `level`:
-    (p + z^2/2n -/+ z*sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), p = k/n, z the two-sided normal quantile."""
+    """Wilson score interval (no continuity correction) for the proportion k/n at `level`, from
+    scipy.stats.binomtest(k, n).proportion_ci(method="wilson"); (0, hi) at k=0, (lo, 1) at k=n."""
     if isinstance(k, bool) or isinstance(n, bool) or int(k) != k or int(n) != n:
         raise ValueError(f"wilson_ci: k and n must be integers, got k={k!r}, n={n!r}")
     k, n = int(k), int(n)
@@ -89,15 +89,10 @@ def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
         raise ValueError(f"wilson_ci: n must be positive, got n={n}")
     if not 0 <= k <= n:
         raise ValueError(f"wilson_ci: need 0 <= k <= n, got k={k}, n={n}")
-    z = float(scipy_stats().norm.ppf(0.5 + _level(level) / 2.0))
-    p = k / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    center = (p + z2 / (2.0 * n)) / denom
-    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
+    ci = scipy_stats().binomtest(k, n).proportion_ci(confidence_level=_level(level), method="wilson")
     # k=0 and k=n give exactly 0 and 1 on paper; keep float rounding from crossing them.
-    lo = 0.0 if k == 0 else max(0.0, center - half)
-    hi = 1.0 if k == n else min(1.0, center + half)
+    lo = 0.0 if k == 0 else max(0.0, float(ci.low))
+    hi = 1.0 if k == n else min(1.0, float(ci.high))
     return lo, hi
 
 
