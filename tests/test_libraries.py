@@ -1,8 +1,10 @@
 """The library calls that replaced hand-written statistics give the numbers the hand-written code
 gave: the Wilson interval (scipy.stats.binomtest(...).proportion_ci) on every arm's per-step
-acceptance in the committed records and on a grid of (k, n), and Benjamini-Hochberg
+acceptance in the committed records and on a grid of (k, n); Benjamini-Hochberg
 (scipy.stats.false_discovery_control) on the records' paired p-values and on synthetic sets with
-ties and p-values at the level. The references below are the old bodies, kept only here."""
+ties and p-values at the level; the bootstrap of a ratio of medians (scipy.stats.bootstrap) on
+every sample pair the committed reports feed it. The references below are the old bodies, kept
+only here."""
 
 from __future__ import annotations
 
@@ -13,12 +15,17 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.analyze import stats, summary
 from harness.analyze.changes import benjamini_hochberg
+from harness.analyze.facts import Facts
 from harness.analyze.paired import p_value
+from harness.ci.reports import inputs_for
 from harness.core.schema import load_record
+from harness.render.verdicts import one_override_pairs
+from harness.render.verdictwords import times
 
 RECORDS = sorted((Path(__file__).resolve().parents[1] / "reports").glob("2026*.json"))
 
@@ -47,6 +54,20 @@ def _hand_written_bh(pvalues: Sequence[float]) -> list[float]:
         running = min(running, pvalues[i] * m / rank)
         adj[i] = min(1.0, running)
     return adj
+
+
+def _hand_written_bootstrap(a: Sequence[float], b: Sequence[float], level: float = 0.95,
+                            n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """The percentile bootstrap of median(a)/median(b) as the harness drew it before scipy's."""
+    arr_a, arr_b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    med_a, med_b = float(np.median(arr_a)), float(np.median(arr_b))
+    rng = np.random.default_rng(seed)
+    boot_a = np.median(arr_a[rng.integers(0, arr_a.size, size=(int(n_boot), arr_a.size))], axis=1)
+    boot_b = np.median(arr_b[rng.integers(0, arr_b.size, size=(int(n_boot), arr_b.size))], axis=1)
+    ratios = boot_a / boot_b
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.percentile(ratios, [100.0 * tail, 100.0 * (1.0 - tail)])
+    return med_a / med_b, float(lo), float(hi)
 
 
 def _record(p: Path) -> dict:
@@ -168,3 +189,44 @@ def test_bh_from_scipy_keeps_a_largest_p_value_equal_to_the_level(ps: list[float
     # for m = 3 and dropped it. Only p-values exactly at a critical value differ so.
     assert [a <= alpha for a in benjamini_hochberg(ps)] == _textbook_selection(ps, alpha) == [True] * 3
     assert [a <= alpha for a in _hand_written_bh(ps)] != _textbook_selection(ps, alpha)
+
+
+def _bootstrap_inputs(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[tuple[tuple[float, ...], ...]]:
+    """Every (a, b) a report of this record bootstraps: the summary's speedups and the
+    one-override pairs."""
+    seen: list[tuple[tuple[float, ...], ...]] = []
+    real = stats.bootstrap_ratio_ci
+
+    def spy(a: Sequence[float], b: Sequence[float], *args: float, **kw: float) -> tuple[float, float, float]:
+        seen.append((tuple(a), tuple(b)))
+        return real(a, b, *args, **kw)
+
+    monkeypatch.setattr(stats, "bootstrap_ratio_ci", spy)
+    data = _record(path)
+    summary.summarize(data)
+    one_override_pairs(Facts(str(path), data, inputs_for(data)))
+    monkeypatch.setattr(stats, "bootstrap_ratio_ci", real)
+    return seen
+
+
+def _same_bootstrap(a: Sequence[float], b: Sequence[float], level: float, seed: int) -> None:
+    new, old = stats.bootstrap_ratio_ci(a, b, level, seed=seed), _hand_written_bootstrap(a, b, level, seed=seed)
+    assert new == pytest.approx(old, rel=1e-12, abs=0.0), (a, b, level, seed)
+    assert [times(x) for x in new] == [times(x) for x in old], (a, b, level, seed)
+
+
+def test_bootstrap_from_scipy_draws_the_same_intervals_on_every_pair_the_reports_feed_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pairs = {kn for p in RECORDS for kn in _bootstrap_inputs(monkeypatch, p)}
+    assert len(pairs) >= 40 and any(min(map(len, ab)) >= 5 for ab in pairs)
+    for a, b in pairs:
+        for level in (0.90, 0.95):
+            _same_bootstrap(a, b, level, seed=0)
+
+
+def test_bootstrap_from_scipy_draws_the_same_intervals_with_one_value_on_a_side() -> None:
+    rng = np.random.default_rng(7)
+    for na, nb in [(1, 1), (1, 4), (4, 1), (2, 2), (5, 5), (8, 3)]:
+        a, b = list(rng.uniform(5, 10, na)), list(rng.uniform(5, 10, nb))
+        for seed in (0, 3):
+            _same_bootstrap(a, b, 0.95, seed)

@@ -103,8 +103,9 @@ def bootstrap_ratio_ci(
     n_boot: int = 2000,
     seed: int = 0,
 ) -> tuple[float, float, float]:
-    """(median(a)/median(b), lo, hi): percentile bootstrap CI of the ratio of medians, each side
-    resampled independently n_boot times with numpy default_rng(seed); lo/hi at (1 -/+ level)/2."""
+    """(median(a)/median(b), lo, hi): percentile bootstrap CI of the ratio of medians from
+    scipy.stats.bootstrap, each side resampled independently n_boot times with numpy
+    default_rng(seed); lo/hi at (1 -/+ level)/2."""
     arr_a = _sample(a, "a")
     arr_b = _sample(b, "b")
     lvl = _level(level)
@@ -118,13 +119,21 @@ def bootstrap_ratio_ci(
     if np.any(arr_b <= 0.0):
         # A resampled median of b could be <= 0 and the ratio would be meaningless.
         raise ValueError("b: every value must be positive for a ratio of medians")
-    rng = np.random.default_rng(seed)
-    boot_a = np.median(arr_a[rng.integers(0, arr_a.size, size=(int(n_boot), arr_a.size))], axis=1)
-    boot_b = np.median(arr_b[rng.integers(0, arr_b.size, size=(int(n_boot), arr_b.size))], axis=1)
-    ratios = boot_a / boot_b
-    tail = (1.0 - lvl) / 2.0
-    lo, hi = np.percentile(ratios, [100.0 * tail, 100.0 * (1.0 - tail)])
-    return med_a / med_b, float(lo), float(hi)
+    # scipy resamples only sides of two or more values; a one-value side's median is that value
+    # in every resample (and drawing from one value takes nothing from the generator).
+    resampled = tuple(x for x in (arr_a, arr_b) if x.size > 1)
+    if not resampled:
+        return med_a / med_b, med_a / med_b, med_a / med_b
+
+    def ratio(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+        sides = iter(xs)
+        top = np.median(next(sides), axis=axis) if arr_a.size > 1 else med_a
+        return top / (np.median(next(sides), axis=axis) if arr_b.size > 1 else med_b)
+
+    ci = scipy_stats().bootstrap(resampled, ratio, n_resamples=int(n_boot), confidence_level=lvl,
+                                 method="percentile", vectorized=True,
+                                 random_state=np.random.default_rng(seed)).confidence_interval
+    return med_a / med_b, float(ci.low), float(ci.high)
 
 
 def mann_whitney_method(a: Sequence[float], b: Sequence[float]) -> str:
