@@ -224,6 +224,7 @@ def test_compare_draws_ms_per_token_and_each_shared_component() -> None:
     cd = compare_figure_data(a, b)
     assert cd is not None
     figs = {f.name: f for f in compare_figures(cd)}
+    # Across hosts: no paired change figure (the comparison gives speedups there, not verdicts).
     assert set(figs) == {"compare-ms-per-token", "compare-round-split", "compare-token-split"}
     ms = text(figs["compare-ms-per-token"].svg)
     assert all(x["name"] in ms for x in a["suite"]["arms"])
@@ -243,6 +244,25 @@ def test_compare_without_phases_still_shows_ms_per_token() -> None:
     cd = compare_figure_data(a, b)
     assert cd is not None and cd.components == ()
     assert [f.name for f in compare_figures(cd)] == ["compare-ms-per-token"]
+
+
+def test_compare_draws_each_arms_paired_change_with_its_interval() -> None:
+    """A planted step: every run of the after record 1.3x slower (the before record's own runs):
+    each arm's change sits at +30% with an interval clear of zero, labelled with its verdict."""
+    a = rec(MTP)
+    for x in a["runs"]:
+        x["marks"] = [m for m in (x.get("marks") or []) if m != "contended"]
+    b = copy.deepcopy(a)
+    for x in b["runs"]:
+        if isinstance(x.get("ms_per_token"), (int, float)):
+            x["ms_per_token"] *= 1.3
+    cd = compare_figure_data(a, b)
+    assert cd is not None and {c.arm for c in cd.changes} == {x["name"] for x in a["suite"]["arms"]}
+    for c in cd.changes:
+        assert c.change == pytest.approx(0.3, abs=1e-9) and c.lo is not None and c.lo > 0, c
+        assert c.verdict == "slower", c
+    svg = text(next(f for f in compare_figures(cd) if f.name == "compare-ms-per-token-change").svg)
+    assert all(f"{c.arm} (slower)" in svg for c in cd.changes) and "95% interval" in svg
 
 
 def test_compare_of_records_without_runs_is_none() -> None:

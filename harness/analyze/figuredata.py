@@ -267,12 +267,26 @@ class ComparePanel:
 
 
 @dataclass(frozen=True)
+class ArmChange:
+    """One arm's ms/token, after over before, judged paired over every prompt (the comparison
+    section's own check, harness.analyze.compare.throughput_changes)."""
+
+    arm: str
+    change: float                 # after / before - 1 (the paired location)
+    lo: float | None              # its interval, as changes (None: too few pairs for one)
+    hi: float | None
+    verdict: str                  # compare's verdict: faster, slower, noise, unchanged, inconclusive, ...
+
+
+@dataclass(frozen=True)
 class CompareFigureData:
     before: str                   # each record's name for a legend (suite, host, date)
     after: str
     arms: tuple[str, ...]         # before's arms then after's new ones
     ms_per_token: ComparePanel | None
     components: tuple[ComparePanel, ...]   # each round component both records have
+    changes: tuple[ArmChange, ...] = ()    # each arm's paired change, with its interval
+    threshold: float = 0.10                # the change the check had to be able to see
 
 
 def _interval(xs: list[float]) -> Interval | None:
@@ -322,4 +336,20 @@ def compare_figure_data(before: dict[str, Any], after: dict[str, Any]) -> Compar
     arms = tuple(dict.fromkeys([*(a["name"] for a in before["suite"]["arms"]),
                                 *(a["name"] for a in after["suite"]["arms"])]))
     return CompareFigureData(_name(before), _name(after), arms,
-                             ComparePanel("ms/token", "token", rows) if rows else None, comps)
+                             ComparePanel("ms/token", "token", rows) if rows else None, comps,
+                             _changes(before, after), float(before["suite"]["settings"].get("threshold") or 0.10))
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[ArmChange, ...]:
+    """Each arm's paired change; none across hosts, where the comparison gives speedups, not
+    verdicts."""
+    if not compare.same_host(before, after):
+        return ()
+    out = []
+    for t in compare.throughput_changes(before, after)[0]:
+        j = t.ms.judged if t.ms is not None else None
+        if j is None or j.ratio is None:
+            continue
+        out.append(ArmChange(t.arm, j.ratio - 1.0, None if j.lo is None else j.lo - 1.0,
+                             None if j.hi is None else j.hi - 1.0, t.ms.verdict))
+    return tuple(out)

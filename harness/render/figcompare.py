@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.analyze.figuredata import BeforeAfter, CompareFigureData, ComparePanel, Interval
+from harness.analyze.figuredata import ArmChange, BeforeAfter, CompareFigureData, ComparePanel, Interval
 from harness.render.figures import Figure, canvas, hide_unused, legend_below, row_label, titled, to_svg
 
 if TYPE_CHECKING:
@@ -95,6 +95,44 @@ def components_figure(cd: CompareFigureData, unit: str) -> Figure | None:
                   "median of measured runs, bars min-max)", svg)
 
 
+VERDICT_COLOURS = {"slower": "#d62728", "faster": "#2ca02c"}   # anything else: grey
+
+
+def _change_row(ax: Axes, y: float, c: ArmChange) -> None:
+    colour = VERDICT_COLOURS.get(c.verdict, "#7f7f7f")
+    x = 100 * c.change
+    if c.lo is not None and c.hi is not None:
+        ax.errorbar([x], [y], xerr=[[x - 100 * c.lo], [100 * c.hi - x]], fmt="o", color=colour,
+                    capsize=3, markersize=5, linewidth=1.4)
+    else:   # too few pairs for an interval: the point alone, hollow
+        ax.plot([x], [y], "o", color=colour, markerfacecolor="none", markersize=6)
+
+
+def change_figure(cd: CompareFigureData) -> Figure | None:
+    """Each arm's paired ms/token change with its interval, against no change and the band the
+    check had to be able to see: a change reads as an interval clear of zero."""
+    if not cd.changes:
+        return None
+    ys = [float(i) for i in range(len(cd.changes))][::-1]
+    with canvas(1.6 + 0.36 * len(ys) + 0.3, 1, 1) as (fig, axes):
+        ax = axes[0, 0]
+        t = 100 * cd.threshold
+        ax.axvspan(-t, t, color="#7f7f7f", alpha=0.12, linewidth=0)
+        ax.axvline(0.0, color="#444444", linewidth=0.8)
+        for y, c in zip(ys, cd.changes):
+            _change_row(ax, y, c)
+        ax.set_yticks(ys, [f"{c.arm} ({c.verdict})" for c in cd.changes])
+        ax.set_ylim(-0.6, len(ys) - 0.4)
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel("ms/token change, after against before (%; above 0: slower)")
+        titled(fig, "ms/token change per arm, after against before",
+               f"paired by prompt and repetition; bars: 95% interval\nband: ±{t:g}%, the change "
+               "the check had to see; hollow dot: too few pairs for an interval")
+        svg = to_svg(fig)
+    return Figure("compare-ms-per-token-change", "ms/token change per arm, after against before "
+                  "(paired, 95% intervals; band: the threshold)", svg)
+
+
 def compare_figures(cd: CompareFigureData) -> list[Figure]:
-    out = [ms_figure(cd), components_figure(cd, "round"), components_figure(cd, "token")]
+    out = [change_figure(cd), ms_figure(cd), components_figure(cd, "round"), components_figure(cd, "token")]
     return [f for f in out if f is not None]
