@@ -41,7 +41,7 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python scripts/count_record_keys.py
+	$(BIN)/python scripts/studies/count_record_keys.py
 
 # The dashboard test drives a real headless browser; install one where none is found.
 chromium:
