@@ -137,7 +137,9 @@ def test_sigkill_at_a_random_moment_loses_nothing_and_resume_completes(moment: f
 
 
 def test_sigterm_keeps_runs_and_says_how_to_resume(tmp_path: Path) -> None:
-    suite = write_suite(tmp_path, [command_arm("a", 1, {"FAKE_SLEEP_S": "0.3"})], repetitions=4)
+    # Runs enough that a loaded host cannot finish the session between the first run and the
+    # signal (with 4 it once did, and exited 0).
+    suite = write_suite(tmp_path, [command_arm("a", 1, {"FAKE_SLEEP_S": "0.3"})], repetitions=30)
     rec_path = tmp_path / "r.json"
     proc = subprocess.Popen(harness_argv("run", str(suite), "--record", str(rec_path)), cwd=tmp_path,
                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
