@@ -37,10 +37,12 @@ test-fast: install
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not e2e and not host_alone"
 	$(BIN)/python -m pytest -m host_alone
 
-# ruff, and the import layering (pyproject.toml [tool.importlinter]): no package imports one above it.
+# ruff, the import layering (pyproject.toml [tool.importlinter]: no package imports one above
+# it), no module over 500 lines; then the count of string-keyed record accesses, printed.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_module_size.py
 	$(BIN)/python scripts/studies/count_record_keys.py
 
 # The dashboard test drives a real headless browser; install one where none is found.
