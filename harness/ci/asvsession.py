@@ -49,7 +49,7 @@ from harness.core.redact import is_secret_name
 try:
     from asv_runner.benchmarks.mark import SkipNotImplemented
 except ImportError:  # outside an asv environment (tests): the same base class
-    SkipNotImplemented = NotImplementedError  # type: ignore[misc,assignment]
+    SkipNotImplemented = NotImplementedError
 
 try:
     import tomllib
@@ -238,7 +238,7 @@ def run_session() -> dict[str, Any]:
     # would shadow the commit installed in this environment.
     with tempfile.TemporaryDirectory(prefix="harness-asv-") as cwd, open(log, "w") as logf:
         try:
-            rc = subprocess.run(argv, cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
+            rc: int | str = subprocess.run(argv, cwd=cwd, stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, timeout=SESSION_TIMEOUT_S).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
@@ -251,7 +251,8 @@ def run_session() -> dict[str, Any]:
     return _figures_of(record, rc)
 
 
-run_session.timeout = SESSION_TIMEOUT_S + 300  # asv reads setup_cache's own `timeout`
+# asv reads setup_cache's own `timeout`; mypy has no type for an attribute set on a function.
+run_session.timeout = SESSION_TIMEOUT_S + 300  # type: ignore[attr-defined]
 
 
 # --- figures from a record -----------------------------------------------------------

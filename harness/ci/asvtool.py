@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if machine_file is not None:
         from asv.machine import MachineCollection
         path = str(Path(machine_file).expanduser().resolve())
-        MachineCollection.get_machine_file_path = staticmethod(lambda: path)  # type: ignore[method-assign]
+        MachineCollection.get_machine_file_path = staticmethod(lambda: path)
     from asv.main import main as asv_main
     sys.argv = ["asv", *args]
     try:

@@ -111,7 +111,8 @@ def _build_once(repo: Path, sha: str, builds: list[list[str]], export: Any, dest
     if dest.exists():
         shutil.rmtree(dest)
     export(repo, sha, dest)
-    t0, tail = time.monotonic(), []
+    t0 = time.monotonic()
+    tail: list[str] = []
     for argv in builds:
         rc, out = _run_build(argv, dest)
         tail = (tail + out)[-TAIL_LINES:]

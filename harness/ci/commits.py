@@ -303,7 +303,8 @@ def side_host(host: dict[str, Any], sha: str, name: str) -> dict[str, Any]:
     saying the commit measured (an exported tree: clean, named as the check was given it)."""
     if not host:
         return host
-    repo = host.get("repo") if isinstance(host.get("repo"), dict) else {}
+    got = host.get("repo")
+    repo = got if isinstance(got, dict) else {}
     return {**host, "repo": {**repo, "commit": sha, "short_commit": sha[:8], "branch": name,
                              "dirty": False, "source": "exported commit"}}
 

@@ -25,6 +25,7 @@ import math
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,8 @@ def load_series(conf: AsvConfig, machine: str, commits: list[str]) -> tuple[dict
         for name, f in load_figures(conf, machine, c).items():
             if f.failed or f.skipped:
                 continue
-            xs = [float(x) for x in (f.samples or [f.value]) if x is not None]
+            pool: Sequence[float | None] = f.samples or [f.value]
+            xs = [float(x) for x in pool if x is not None]
             if not xs:
                 continue
             series.setdefault(name, []).append(Point(c, tuple(xs)))

@@ -78,7 +78,9 @@ def figures_for(data: dict[str, Any], after: dict[str, Any] | None = None) -> li
     except ImportError:
         return []
     if after is not None:
-        return list(compare_figures(compare_figure_data(data, after)))
+        cd = compare_figure_data(data, after)
+        # No arm has runs on either side: nothing to draw.
+        return list(compare_figures(cd)) if cd is not None else []
     return list(record_figures(record_figure_data(data)))
 
 

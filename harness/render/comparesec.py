@@ -219,10 +219,11 @@ def finding(per_arm: list[cmp.Throughput], cross: bool) -> str:
         return "No arm ran in both records: nothing to compare." + only
     if cross:
         return ("Speed of B against A per arm (A's median ms/token over B's, every prompt; above 1x, B is "
-                f"faster): {', '.join(f'{x.arm} {_speedup(x.ms)}' for x in both)}.{only}")
+                f"faster): {', '.join(f'{x.arm} {_speedup(x.ms)}' for x in both if x.ms is not None)}.{only}")
     by: dict[str, list[cmp.ComponentChange]] = {}
     for x in both:
-        by.setdefault(x.ms.verdict, []).append(x.ms)
+        if x.ms is not None:   # always: `both` holds the arms with a change
+            by.setdefault(x.ms.verdict, []).append(x.ms)
     order = [cmp.SLOWER, cmp.FASTER, cmp.INCONCLUSIVE, cmp.NOISE, cmp.UNCHANGED, cmp.BELOW_FLOOR]
     parts = []
     for v in order:
@@ -284,8 +285,8 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
     env = None
     if diffs:
         env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
-        for d in diffs:
-            env.add(d.what, d.a, d.b)
+        for row in diffs:
+            env.add(row.what, row.a, row.b)
     return {"cross_host": cross, "other": fb.path, "finding": finding(per_arm, cross), "tables": tables, "components": components,
             "lines": lines, "acceptance": ab,
             "changes": changes, "env_line": envdiff.diff_sentence(diffs, envdiff.compared(fa.rec, fb.rec)), "env": env,

@@ -20,6 +20,7 @@ from harness.analyze.figuredata import FIRST_USE, REPEAT, CompareFigureData, Fig
 if TYPE_CHECKING:   # matplotlib is imported when a figure is drawn: the CLI starts without it
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure as MplFigure
+    from matplotlib.typing import RcKeyType
 
 WIDTH_IN = 7.5        # about a page's text width: readable at 100% in a browser and on GitHub
 # Colours (matplotlib's tab10, colour-blind friendlier order first): an arm keeps its colour in
@@ -29,7 +30,7 @@ ARM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 PHASE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
                  "#8c8c8c", "#ccb974", "#64b5cd")
 KIND_COLOURS = {FIRST_USE: "#d62728", REPEAT: "#1f77b4"}
-RC: dict[str, Any] = {
+RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",            # text stays text: small, selectable, searchable
     "svg.hashsalt": "harness",   # clip-path ids from this salt, not from a random one
     "svg.id": "figure",
@@ -103,7 +104,7 @@ def hide_unused(axes: Any, used: int) -> None:
 
 # Marked runs are drawn as a line's markers (one <use> each), not a scatter (a clip group each):
 # an SVG of hundreds of runs stays small.
-MARK_STYLE = {
+MARK_STYLE: dict[str, dict[str, Any]] = {
     "contended": dict(marker="o", markersize=9, markerfacecolor="none", markeredgecolor="black",
                       markeredgewidth=1.1),
     "quiet": dict(marker="v", markersize=6, markerfacecolor="none", markeredgecolor="#444444", markeredgewidth=1.0),

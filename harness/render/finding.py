@@ -14,17 +14,23 @@ from harness.render.mdtable import Table
 _NOT_LISTED = (V.REFERENCE,)
 
 
+def _ratio(v: ArmVerdict) -> float:
+    """The paired ratio of a judged arm (Judgement.judged holds only arms that have one)."""
+    assert v.reading is not None and v.reading.ratio is not None
+    return v.reading.ratio
+
+
 def _lead(j: Judgement) -> tuple[ArmVerdict | None, str]:
     """The arm the finding leads with and its sentence: the fastest resolved-faster arm, else the
     best judged arm, else none."""
     faster = [v for v in j.judged if v.outcome == V.FASTER]
     if faster:
-        best = min(faster, key=lambda v: v.reading.ratio)
+        best = min(faster, key=_ratio)
         return best, f"The fastest speculative arm, {best.arm}, {W.phrase(best)}"
     # An arm whose pairs are too few to see anything is not "the best" of anything.
     seen = [v for v in j.judged if not W.too_few(v)]
     if seen:
-        best = min(seen, key=lambda v: v.reading.ratio)
+        best = min(seen, key=_ratio)
         return best, (f"No speculative arm is resolved faster than classic decode: the best, {best.arm}, "
                       f"{W.phrase(best)}")
     return None, "No speculative arm has a resolved verdict against classic"

@@ -28,13 +28,19 @@ _VALUE = re.compile(r"^(?P<v>[-+0-9.eE]+|nan|inf)(?:±(?P<e>[-+0-9.eE]+))?$")
 
 
 class AsvRow(Protocol):
-    """One row of `asv compare` (harness.ci.asvtool.CompareRow)."""
+    """One row of `asv compare` (harness.ci.asvtool.CompareRow). Read-only properties: a
+    frozen dataclass's fields satisfy them, where plain attributes would ask for settable ones."""
 
-    mark: str     # '+' worse, '-' improved, '' same, 'x' not comparable, '!' newly failed, '*' fixed
-    before: str   # the cell as asv printed it: "9.801419458334237±2", "n/a", "failed"
-    after: str
-    ratio: str    # as printed; a leading '~': past the factor but not significant
-    name: str     # the benchmark with its parameters
+    @property
+    def mark(self) -> str: ...    # '+' worse, '-' improved, '' same, 'x' not comparable, '!' newly failed, '*' fixed
+    @property
+    def before(self) -> str: ...  # the cell as asv printed it: "9.801419458334237±2", "n/a", "failed"
+    @property
+    def after(self) -> str: ...
+    @property
+    def ratio(self) -> str: ...   # as printed; a leading '~': past the factor but not significant
+    @property
+    def name(self) -> str: ...    # the benchmark with its parameters
 
     @property
     def insignificant_change(self) -> bool: ...

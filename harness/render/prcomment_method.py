@@ -25,9 +25,10 @@ def probe_sentence(c: ComparisonIn) -> str:
     """Say that the pairs were adjusted for the dispatch probe, where any gated figure was, and
     warn where the probe itself moved: the same fixed work ran at different speeds on the sides."""
     gated = [f for f in c.figures if f.gated and f.result.dispatch_probe]
-    used = [f"{f.arm} {f.figure}" for f in gated if f.result.dispatch_probe.get("used")]
-    moved = [f.result.dispatch_probe["probe_ratio"] for f in gated
-             if f.result.dispatch_probe.get("why") == "the probe itself moved"]
+    # `gated` holds only figures with a probe; `or {}` says so to the type checker.
+    used = [f"{f.arm} {f.figure}" for f in gated if (f.result.dispatch_probe or {}).get("used")]
+    moved = [(f.result.dispatch_probe or {})["probe_ratio"] for f in gated
+             if (f.result.dispatch_probe or {}).get("why") == "the probe itself moved"]
     out = ""
     if used:
         out += (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `dispatch_probe = true`); "
@@ -51,10 +52,11 @@ def generations_sentence(c: ComparisonIn) -> str:
     gated = [f for f in c.figures if f.gated and f.result.generations]
     if not every or not gated:
         return ""
-    counts = sorted({f.result.generations["count"] for f in gated})
+    # `gated` holds only figures with generations; `or {}` says so to the type checker.
+    counts = sorted({(f.result.generations or {})["count"] for f in gated})
     said = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     differ = [f"{f.arm} {f.figure} ({f.result.df} degrees of freedom)" if f.result.df != 1
-              else f"{f.arm} {f.figure} (1 degree of freedom)" for f in gated if f.result.generations.get("used")]
+              else f"{f.arm} {f.figure} (1 degree of freedom)" for f in gated if (f.result.generations or {}).get("used")]
     out = (f"Both sides' workers were restarted every {every:g} s during the check (`restart_s`), so the pairs came "
            f"from {said} worker generations, each a fresh pair of processes; a figure whose generations differ "
            f"(F test at {estimators.GENERATIONS_PRETEST:.0%}) is judged on the generations, on their number less one "

@@ -124,6 +124,7 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
                                    cm.round_cost_in_classic_steps(s.per_unit_ms, ref[1])))
     # The modelled arm: the first profile comparison with a classic reference, else any classic.
     prof = next((p for p in profiles if (p.unprofiled.arm, p.unprofiled.prompt) in classic_ref), None)
+    key: tuple[str, str] | None
     if prof is not None:
         key = (prof.unprofiled.arm, prof.unprofiled.prompt)
     else:

@@ -124,6 +124,7 @@ def cost_section(fx: Facts) -> dict[str, Any]:
         bw = Table(["model", "bytes per step", "measured step", "effective GB/s", "efficiency vs peak"],
                    align=["l", "r", "r", "r", "r"])
         eff = c.target_eff
+        assert eff is not None   # reportcost.build measures it whenever it has the target's bytes
         on = f", {c.prompt}" if fx.multi_prompt else ""
         bw.add(f"target ({c.classic_arm} ms/token median{on})", f"{c.target.total:,}", f"{c.target_step_ms:.3f} ms",
                f"{eff.achieved_gb_s:.2f}", "unknown peak" if eff.fraction is None else pct(eff.fraction))
@@ -142,6 +143,7 @@ def cost_section(fx: Facts) -> dict[str, Any]:
         out["what_if"] = w
         out["model_note"] = c.model_note
         m = c.model
+        assert m is not None   # the what-if table is made from the round model
         out["what_if_line"] = (f"Break-even at the measured round: {c.what_if[0].break_even_emitted:.3f} emitted per "
                                f"verify, against {m.emitted_per_round:.3f} measured; with a free drafter it would be "
                                f"{next(r for r in c.what_if if r.name == 'free drafter').break_even_emitted:.3f}. "

@@ -77,7 +77,7 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     dirty = repo.get("dirty")
     t.add("build and commit", f"{repo.get('short_commit', 'unknown')} on {repo.get('branch', 'unknown')}"
                               + ("; the tree had uncommitted changes" if dirty else "; clean tree" if dirty is False else ""))
-    engines = {}
+    engines: dict[str, list[str]] = {}
     for a in fx.arm_order:
         engines.setdefault(fx.engine_desc(a), []).append(a)
     t.add("harness and engine versions", f"{harness_desc(harness)}; "
@@ -116,9 +116,9 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     duty = duty_line(fx.rec)
     if duty:
         t.add("session", f"{duty}; the warm-ups carry what an engine's first use costs (loads, first-use compiles)")
-    cpu = [a for a in fx.arm_order if not fx.on_gpu(a)]
+    cpu_arms = [a for a in fx.arm_order if not fx.on_gpu(a)]
     blases: dict[str, list[str]] = {}
-    for a in cpu:
+    for a in cpu_arms:
         blases.setdefault(fx.blas(a), []).append(a)
     on_gpu: dict[str, list[str]] = {}
     for a in fx.arm_order:

@@ -39,7 +39,7 @@ def one_override_pairs(fx: Facts) -> list[dict[str, Any]]:
             if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
                 continue
             diff = _env_diff(ea.get("env") or {}, eb.get("env") or {})
-            pvars = {rounds.profile_var(fx.rec, a), rounds.profile_var(fx.rec, b)} - {None}
+            pvars = {v for v in (rounds.profile_var(fx.rec, a), rounds.profile_var(fx.rec, b)) if v is not None}
             if len(diff) != 1 or any(v in diff[0] for v in pvars):
                 continue
             for p in fx.prompts:

@@ -38,7 +38,8 @@ def times(x: float) -> str:
 
 def speed(v: ArmVerdict) -> str | None:
     """The paired reading as a speed against classic (classic's ms/token over the arm's): "0.81x"."""
-    return None if not v.judged else times(1.0 / v.reading.ratio)
+    r = v.reading   # v.judged, spelled out so that mypy sees the ratio is there
+    return None if r is None or r.ratio is None else times(1.0 / r.ratio)
 
 
 def interval(v: ArmVerdict) -> str | None:
