@@ -104,7 +104,8 @@ def pair_sessions(base: list[Run], head: list[Run]) -> SessionPairs:
             ps.append(_probe(b[key]))
             qs.append(_probe(h[key]))
             gens.setdefault((key[0], fig), []).append((_generation(b[key]), _generation(h[key])))
-    complete = {k: ([float(x) for x in ps], [float(y) for y in qs]) for k, (ps, qs) in probes.items()
+    complete = {k: ([float(x) for x in ps if x is not None], [float(y) for y in qs if y is not None])
+                for k, (ps, qs) in probes.items()
                 if None not in ps and None not in qs}
     blocks = {k: [f"{gb}/{gh}" for gb, gh in g] for k, g in gens.items()
               if all(gb is not None and gh is not None for gb, gh in g)}
@@ -121,7 +122,8 @@ def classic_arm_for(arm: dict[str, Any], arms: list[dict[str, Any]],
         cands = [a for a in arms if a["block"] == 1 and a is not arm
                  and targets.get(a["pairing"]) == targets[arm["pairing"]]]
     same = [a for a in cands if a.get("engine") == arm.get("engine")]
-    return (same or cands or [None])[0]
+    found = same or cands
+    return found[0] if found else None
 
 
 def pairing_targets(record: dict[str, Any]) -> dict[str, str]:
@@ -135,7 +137,7 @@ def scaling_for(record: dict[str, Any], pairing: str | None) -> dict[str, Any] |
     sc = record.get("scaling")
     if not isinstance(sc, dict):
         return None
-    targets = pairing_targets(record)
+    targets: dict[Any, str] = pairing_targets(record)   # looked up with keys that may be None
     if sc.get("pairing") is not None and targets.get(sc.get("pairing")) != targets.get(pairing):
         return None
     return sc
@@ -169,7 +171,9 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
                 ys.append(float(y))
                 ps.append(_probe(ref))
                 qs.append(_probe(r))
-        probes = None if (not xs or None in ps or None in qs) else ([float(p) for p in ps], [float(q) for q in qs])
+        probes: Pairs | None = None
+        if xs and None not in ps and None not in qs:
+            probes = ([float(p) for p in ps if p is not None], [float(q) for q in qs if q is not None])
         out[a["name"]] = (c["name"], xs, ys, probes)
     return out
 

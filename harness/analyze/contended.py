@@ -117,7 +117,7 @@ def pair_counts(base: Iterable[Mapping[str, Any]], head: Iterable[Mapping[str, A
                 arm: str) -> tuple[int, int]:
     """(contended, all) runs of one arm's pairs: measured ok runs of both sides that share
     prompt and repetition (comparisons.pair_sessions' pairs)."""
-    def keyed(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], Mapping[str, Any]]:
+    def keyed(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str | None, int], Mapping[str, Any]]:
         return {(r.get("prompt"), int(r.get("repetition", 0))): r for r in measured(runs)
                 if r.get("arm") == arm and r.get("status") == "ok"}
     b, h = keyed(base), keyed(head)

@@ -72,7 +72,7 @@ def drafter_splits(record: dict[str, Any]) -> list[DrafterSplit]:
                     stages[k] = stages.get(k, 0.0) + float(v)
             if not stages:
                 continue
-            own = [(d.get("phase_ms") or {}).get(phase) for d in diags]
+            own: list[Any] = [(d.get("phase_ms") or {}).get(phase) for d in diags]
             phase_ms = sum(float(x) for x in own) if all(isinstance(x, (int, float)) for x in own) else None
             out.append(DrafterSplit(arm, prompt, phase, sum(int(p.get("forwards") or 0) for p in parts),
                                     rounds, list(stages.items()), phase_ms))

@@ -113,7 +113,9 @@ class Facts:
                 # A CPU BLAS is named only for an engine on the CPU: on a GPU it did not do the arithmetic.
                 extra += [f"BLAS {e['blas']}" for _ in [0] if e.get("blas") and not self.on_gpu(arm)]
                 # An attention path the engine chose (e.g. cuDNN on CUDA), and who chose it.
-                att = e.get("attention") if isinstance(e.get("attention"), dict) else {}
+                att = e.get("attention")
+                if not isinstance(att, dict):
+                    att = {}
                 if att.get("cudnn_sdpa") is not None:
                     extra.append(f"cuDNN attention {'on' if att['cudnn_sdpa'] else 'off'}: {att.get('decided_by', '?')}")
                 return f"{e.get('name', '?')} {e.get('version', '?')}" + (f" ({', '.join(extra)})" if extra else "")
@@ -226,11 +228,12 @@ class Facts:
     def classic_ref(self) -> dict[tuple[str, str], tuple[str, float]]:
         """(arm, prompt) -> (classic arm, its median ms/token), as the summary chose it."""
         ms = {(s.arm, s.prompt): s.ms_per_token_median for s in self.rows if s.block == 1}
-        out = {}
+        out: dict[tuple[str, str], tuple[str, float]] = {}
         for s in self.rows:
             ref = s.arm if s.block == 1 else s.classic_arm
-            if ref and ms.get((ref, s.prompt)):
-                out[(s.arm, s.prompt)] = (ref, ms[(ref, s.prompt)])
+            m = ms.get((ref, s.prompt)) if ref else None
+            if ref and m:
+                out[(s.arm, s.prompt)] = (ref, m)
         return out
 
 

@@ -119,8 +119,9 @@ class FigureData:
 
 def _ms(run: dict[str, Any]) -> float | None:
     x = run.get("ms_per_token")
-    ok = run.get("status") == "ok" and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
-    return float(x) if ok else None
+    if run.get("status") == "ok" and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0:
+        return float(x)
+    return None
 
 
 def run_series(record: dict[str, Any]) -> tuple[tuple[RunSeries, ...], int]:
@@ -215,7 +216,8 @@ def _phase_order(record: dict[str, Any], names: list[str]) -> list[str]:
 
 
 def split_bars(record: dict[str, Any]) -> tuple[tuple[SplitBar, ...], tuple[tuple[str, str], ...]]:
-    bars, labels = [], {}
+    bars: list[SplitBar] = []
+    labels: dict[str, str] = {}
     asked = {a["name"]: int(a.get("block") or 1) for a in record["suite"]["arms"]}
     for s in rounds.all_splits(record):
         decl = declare.of_record(record, s.arm)
@@ -347,7 +349,9 @@ def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[ArmChange, 
         return ()
     out = []
     for t in compare.throughput_changes(before, after)[0]:
-        j = t.ms.judged if t.ms is not None else None
+        if t.ms is None:
+            continue
+        j = t.ms.judged
         if j is None or j.ratio is None:
             continue
         out.append(ArmChange(t.arm, j.ratio - 1.0, None if j.lo is None else j.lo - 1.0,

@@ -59,8 +59,9 @@ def dispatch_floor(scaling: object) -> DispatchFloor | None:
 
     def num(k: str) -> float | None:
         v = d.get(k)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-        return float(v) if ok else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+            return float(v)
+        return None
     empty = num("empty_ms")
     if empty is None:
         return None

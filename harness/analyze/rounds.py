@@ -70,7 +70,7 @@ class Component:
 class RoundSplit:
     arm: str
     prompt: str
-    mode: str                         # speculative | classic
+    mode: str | None                  # speculative | classic; None: the engine did not say
     block: int
     runs: int
     units: int                        # rounds (speculative) or tokens (classic)
@@ -223,7 +223,7 @@ def forwards_per_round(diags: list[dict[str, Any]], phase: str) -> float | None:
     """Drafter forwards per round an engine reported for a phase (diagnostics.drafter_split;
     an MTP head's first draft comes from the accept hook, so draft_block runs K-2 of them).
     None when it reports none: then a drafter forward per drafted token is assumed."""
-    got = [((d.get("drafter_split") or {}).get(phase) or {}).get("forwards") for d in diags]
+    got: list[Any] = [((d.get("drafter_split") or {}).get(phase) or {}).get("forwards") for d in diags]
     if not got or any(g is None for g in got):
         return None
     rounds = sum(int(d.get("rounds") or 0) for d in diags)

@@ -107,7 +107,9 @@ def run(min_rounds: int, max_rounds: int, budget_s: float | None, looks: int,
             stop_reason = "budget"
         else:
             stop_reason = ""
-        due = len(out.looks) < k and (bool(stop_reason) or elapsed >= (len(out.looks) + 1) * budget_s / k)
+        # budget_s None has stop_reason "fixed", so the time test runs only with a budget.
+        due = len(out.looks) < k and (bool(stop_reason) or (
+            budget_s is not None and elapsed >= (len(out.looks) + 1) * budget_s / k))
         if due:
             j = len(out.looks) + 1
             if budget_s is None or stop_reason or j == k:

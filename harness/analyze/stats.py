@@ -38,7 +38,7 @@ def scipy_stats() -> ModuleType:
 _EXACT_PERMUTATION_LIMIT = 20_000
 
 
-def _sample(xs: Sequence[float], name: str = "xs") -> np.ndarray:
+def _sample(xs: Sequence[float] | np.ndarray, name: str = "xs") -> np.ndarray:
     """The sample as a 1-D float array; ValueError if empty, not 1-D, or not finite."""
     try:
         arr = np.asarray(xs, dtype=float)
@@ -125,7 +125,7 @@ def bootstrap_ratio_ci(
     if not resampled:
         return med_a / med_b, med_a / med_b, med_a / med_b
 
-    def ratio(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+    def ratio(*xs: np.ndarray, axis: int = -1) -> np.ndarray | float:
         sides = iter(xs)
         top = np.median(next(sides), axis=axis) if arr_a.size > 1 else med_a
         return top / (np.median(next(sides), axis=axis) if arr_b.size > 1 else med_b)
@@ -136,7 +136,7 @@ def bootstrap_ratio_ci(
     return med_a / med_b, float(ci.low), float(ci.high)
 
 
-def mann_whitney_method(a: Sequence[float], b: Sequence[float]) -> str:
+def mann_whitney_method(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> str:
     """p-value method mann_whitney_u uses: "exact" (no ties, min(len) <= 8), "permutation" (ties,
     at most 20,000 splits, all enumerated) or "asymptotic" (tie-corrected normal) otherwise."""
     arr_a, arr_b = _sample(a, "a"), _sample(b, "b")

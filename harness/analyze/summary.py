@@ -146,7 +146,8 @@ def _classic_for(s: ArmSummary, rows: list[ArmSummary], targets: dict[str, str])
         cands = [c for c in rows if c.block == 1 and c.prompt == s.prompt and c is not s
                  and targets.get(c.pairing) == targets[s.pairing]]
     same = [c for c in cands if c.engine == s.engine]
-    return (same or cands or [None])[0]
+    found = same or cands
+    return found[0] if found else None
 
 
 def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]],

@@ -62,7 +62,8 @@ class ArmVerdict:
     @property
     def change(self) -> float | None:
         """The paired change in ms/token, arm over classic, minus one (+0.12: 12% slower)."""
-        return None if not self.judged else self.reading.ratio - 1.0
+        r = self.reading
+        return None if r is None or r.ratio is None else r.ratio - 1.0
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -94,8 +95,11 @@ class Judgement:
 
     def best(self) -> ArmVerdict | None:
         """The judged arm with the lowest paired ms/token ratio to classic."""
+        def ratio(v: ArmVerdict) -> float:
+            assert v.reading is not None and v.reading.ratio is not None   # a judged arm has both
+            return v.reading.ratio
         arms = self.judged
-        return min(arms, key=lambda v: v.reading.ratio) if arms else None
+        return min(arms, key=ratio) if arms else None
 
 
 def _design(settings: dict[str, Any], figures: int) -> Design:

@@ -153,7 +153,7 @@ def v1_declaration(name: str) -> EngineDecl:
 
 def of_record(record: dict[str, Any], arm: str) -> EngineDecl:
     """The declaration of the engine an arm of a (migrated) record ran."""
-    a = next((x for x in record["suite"]["arms"] if x["name"] == arm), {})
+    a: dict[str, Any] = next((x for x in record["suite"]["arms"] if x["name"] == arm), {})
     name = a.get("engine", default_engine())
     d = (record["suite"].get("engines") or {}).get(name)
     if d is not None:

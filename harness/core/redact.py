@@ -75,7 +75,8 @@ def secrets(env: Mapping[str, str] | None = None) -> Secrets:
             named.setdefault(name, set()).add(value)
     for name, values in _SUITE_ENV.items():
         named.setdefault(name, set()).update(values)
-    bound, bare = [], {}
+    bound: list[tuple[str, tuple[str, ...]]] = []
+    bare: dict[str, str] = {}
     for name in sorted(named):
         forms = set()
         for v in named[name]:
@@ -105,7 +106,7 @@ def redact_text(text: str, found: Secrets) -> str:
             text = text.replace(value, marker(name))
     for name, values in found.bound:
         if name in text:
-            text = _bound_pattern(name, values).sub(lambda m, n=name: _keep_name(m, n), text)
+            text = _bound_pattern(name, values).sub(functools.partial(_keep_name, name=name), text)
     return text
 
 

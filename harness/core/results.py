@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:   # schema imports this module (decode_engine_result): no import cycle at run time
     from harness.core.schema import EngineResult
@@ -30,7 +30,7 @@ DIAG_TIMINGS = ("decode_ms", "decode_tokens_per_s", "ms_per_token", "prefill_ms"
 DIAG_COUNTS = ("prompt_tokens", "proposed", "accepted", "per_step_tested", "profile_syncs")
 
 
-def usable(x: Any) -> bool:
+def usable(x: Any) -> TypeGuard[float]:
     """A time or rate a figure may be derived from: a finite number > 0 (never derive from
     a value the gate refuses, so that the gate names the value the engine gave)."""
     return _is_number(x) and math.isfinite(x) and x > 0
