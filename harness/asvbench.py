@@ -10,7 +10,21 @@ A figure that does not apply to an arm (rounds of classic decode) is skipped, no
 an arm whose runs failed on a commit fails every figure on that commit.
 """
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from harness.ci import asvsession as _s
+
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def _figure(unit: str, figure: str) -> Callable[[_F], _F]:
+    """Give a benchmark method the attributes asv reads: its unit, and a version that changes
+    when the figure's meaning does (so asv does not join old and new samples)."""
+    def mark(fn: _F) -> _F:
+        vars(fn).update(unit=unit, version=_s.figure_version(figure, _s.SUITE))
+        return fn
+    return mark
 
 
 class _Figures:
@@ -26,27 +40,21 @@ class Decode(_Figures):
     params = [_s.LABELS]
     param_names = ["arm"]
 
+    @_figure("ms/token", "ms_per_token")
     def track_ms_per_token(self, cache, arm):
         """Decode wall time per generated token, prefill excluded (one sample per run)."""
         return _s.samples_for(cache, "ms_per_token", arm)
 
-    track_ms_per_token.unit = "ms/token"
-    track_ms_per_token.version = _s.figure_version("ms_per_token", _s.SUITE)
-
+    @_figure("mismatches/run", "identity_mismatches")
     def track_identity_mismatches(self, cache, arm):
         """1 for a run whose output differs from the arm's own baseline, else 0."""
         return _s.samples_for(cache, "identity_mismatches", arm)
 
-    track_identity_mismatches.unit = "mismatches/run"
-    track_identity_mismatches.version = _s.figure_version("identity_mismatches", _s.SUITE)
-
+    @_figure("MiB", "memory_mib")
     def track_memory_mib(self, cache, arm):
         """Device memory the arm needs at its peak: the weights its generation used plus what the
         generation added over the resident part (harness.analyze.memory; one sample per run)."""
         return _s.samples_for(cache, "memory_mib", arm)
-
-    track_memory_mib.unit = "MiB"
-    track_memory_mib.version = _s.figure_version("memory_mib", _s.SUITE)
 
 
 class Rounds(_Figures):
@@ -55,26 +63,20 @@ class Rounds(_Figures):
     params = [_s.SPEC_LABELS]
     param_names = ["arm"]
 
+    @_figure("ms/round", "ms_per_round")
     def track_ms_per_round(self, cache, arm):
         """Decode wall time per round (draft, verify, accept, finalize, residual)."""
         return _s.samples_for(cache, "ms_per_round", arm)
 
-    track_ms_per_round.unit = "ms/round"
-    track_ms_per_round.version = _s.figure_version("ms_per_round", _s.SUITE)
-
+    @_figure("rejected/proposed", "rejection_rate")
     def track_rejection_rate(self, cache, arm):
         """1 - acceptance rate: rejected draft tokens / proposed draft tokens."""
         return _s.samples_for(cache, "rejection_rate", arm)
 
-    track_rejection_rate.unit = "rejected/proposed"
-    track_rejection_rate.version = _s.figure_version("rejection_rate", _s.SUITE)
-
+    @_figure("classic steps/round", "round_cost_classic_steps")
     def track_round_cost_classic_steps(self, cache, arm):
         """One round's wall time in classic decode steps of the same repetition."""
         return _s.samples_for(cache, "round_cost_classic_steps", arm)
-
-    track_round_cost_classic_steps.unit = "classic steps/round"
-    track_round_cost_classic_steps.version = _s.figure_version("round_cost_classic_steps", _s.SUITE)
 
 
 class Phases(_Figures):
@@ -83,12 +85,10 @@ class Phases(_Figures):
     params = [_s.SPEC_LABELS, list(_s.PHASES)]
     param_names = ["arm", "phase"]
 
+    @_figure("ms/round", "phase_ms_per_round")
     def track_phase_ms_per_round(self, cache, arm, phase):
         """Time in one phase per round (default timing: clock read at the algorithm's syncs)."""
         return _s.samples_for(cache, "phase_ms_per_round", f"{arm}|{phase}")
-
-    track_phase_ms_per_round.unit = "ms/round"
-    track_phase_ms_per_round.version = _s.figure_version("phase_ms_per_round", _s.SUITE)
 
 
 # What `import *` gives asv to discover: a suite without speculative arms has no rounds, and

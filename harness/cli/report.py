@@ -18,6 +18,7 @@ REPORT, INDEX = "report", "report --index"   # the writers their markers name
 
 
 def run(args: argparse.Namespace) -> int:
+    out: Path | None
     if args.index:
         if args.record or args.compare:
             raise UserError("--index renders every record in the reports directory; drop RECORD and --compare")

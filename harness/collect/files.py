@@ -197,7 +197,8 @@ def remove_stale_temps(path: Path) -> list[Path]:
     """Remove the temp files _temp_beside made for `path` whose writer (by the pid in the name)
     is no longer running on this host, as kill -9 mid-write leaves them; the removed ones. Call
     it only holding `path`'s lock (harness.collect.lock), so no live writer of it is cut short."""
-    pattern, removed = _temp_pattern(path), []
+    pattern = _temp_pattern(path)
+    removed: list[Path] = []
     try:
         names = os.listdir(path.parent)
     except OSError:

@@ -87,7 +87,8 @@ def repo_info(repo: str | Path | None = None) -> dict[str, Any]:
 
 def harness_distribution() -> str | None:
     """The distribution that installed the `harness` package, whatever it is named."""
-    return (importlib.metadata.packages_distributions().get("harness") or [None])[0]
+    names = importlib.metadata.packages_distributions().get("harness")
+    return names[0] if names else None
 
 
 def harness_version() -> str:

@@ -22,7 +22,7 @@ SET_ASIDE_PREFIX = "set aside on load: "
 FIX = "was the record edited by hand or joined from another session? restore it from a copy, or remove that run"
 
 
-def _names(items: Any) -> list[str]:
+def _names(items: Any) -> list[Any]:
     return [x.get("name") for x in items or [] if isinstance(x, dict)]
 
 

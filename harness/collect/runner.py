@@ -335,6 +335,11 @@ def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
         {k: schema.to_builtins(getattr(result, k)) for k in ("gate", "engine", "arm", "diagnostics")}
     diag = parts["diagnostics"]
     ids = None if result is None else result.token_ids
+    if out is not None:
+        overrides = out.overrides
+    else:
+        assert failure is not None   # _attempt gives a failure whenever it gives no output
+        overrides = failure.overrides
     return {
         "decode_tokens_per_s": diag.get("decode_tokens_per_s"),
         "ms_per_token": diag.get("ms_per_token"),
@@ -342,7 +347,7 @@ def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
         "generated_tokens": diag.get("generated_tokens", len(ids) if ids is not None else None),
         "token_ids": ids, "text": None if result is None else result.text,
         "text_sha256": None if result is None else result.text_sha256,
-        "overrides": out.overrides if out is not None else failure.overrides,
+        "overrides": overrides,
         "gate": parts["gate"], "engine_info": parts["engine"], "result_arm": parts["arm"],
         "diagnostics": diag,
     }

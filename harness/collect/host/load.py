@@ -79,6 +79,9 @@ def load_snapshot() -> dict:
     pct = _busy_pct(_last_cpu_times, now_times)
     window = now_clock - _last_cpu_clock
     _last_cpu_times, _last_cpu_clock = now_times, now_clock
+    one: float | str
+    five: float | str
+    fifteen: float | str
     try:
         one, five, fifteen = os.getloadavg()
     except OSError:

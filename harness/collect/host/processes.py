@@ -66,11 +66,12 @@ class ProcessSampler:
     def prime(self) -> None:
         self.sample()
 
-    def _read(self, pid: int) -> tuple[int, str, float | None] | None:
-        """(ppid, name, pct or None for a fresh baseline); None when gone; raises AccessDenied."""
+    def _read(self, pid: int) -> tuple[int, str, float | None]:
+        """(ppid, name, pct or None for a fresh baseline); raises NoSuchProcess when gone,
+        AccessDenied when not ours to read."""
         proc = self._procs.get(pid)
         fresh = proc is None
-        if fresh:
+        if proc is None:
             proc = psutil.Process(pid)
             self._procs[pid] = proc
         with proc.oneshot():

@@ -28,7 +28,7 @@ def repo_profiles_dir(start: str | Path | None = None) -> Path | None:
     return d if d is not None and d.is_dir() else None
 
 
-REQUIRED = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
+REQUIRED: dict[str, type | tuple[type, ...]] = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
             "memory_gb": (int, float, type(None)), "peak_bandwidth_gbs": (int, float, type(None)),
             "peak_bandwidth_source": str, "match": dict}
 MATCH_RULES = {"system", "chip", "gpu_name", "no_gpu"}
@@ -183,7 +183,8 @@ def match_profile(host: dict, profiles: dict[str, dict] | None = None) -> dict |
     profiles = load_profiles() if profiles is None else profiles
     fits = [p for p in profiles.values() if matches(p, host)]
     specific = [p for p in fits if not p.get("generic")]
-    return (specific or fits or [None])[0]
+    chosen = specific or fits
+    return chosen[0] if chosen else None
 
 
 def get_profile(name: str, directory: str | Path | None = None) -> dict:

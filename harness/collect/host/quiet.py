@@ -109,7 +109,7 @@ class QuietGate:
         cool_end = start + cooldown_s
         deadline = cool_end + self.timeout_s
         namer = Namer(self.threshold_pct, self.min_window_s, self._make_process_sampler)
-        st = {"samples": 0, "busy": 0, "short": 0, "fmax": 0.0, "last": None, "wmin": None}
+        st: dict[str, Any] = {"samples": 0, "busy": 0, "short": 0, "fmax": 0.0, "last": None, "wmin": None}
         last_busy: float | None = None
         at_end = True      # the next decision is the one scheduled at the cooldown's end
         self.sampler.prime()

@@ -102,7 +102,7 @@ def nvidia_state() -> list[dict] | str:
             break
     if out is None:
         return UNKNOWN
-    rows = parse_csv_rows(out, _NV_STATE_KEYS)
+    rows: list[dict[str, Any]] = parse_csv_rows(out, _NV_STATE_KEYS)   # gains decoded lists below
     for row in rows:
         row["throttle_reasons"] = decode_throttle(row["throttle_reasons_active"])
     return rows

@@ -15,7 +15,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:   # Python 3.10: the same parser, as a package
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[no-redef]  # same API; mypy sees both imports
 
 from harness.collect.suite.model import (
     COMMAND_PLACEHOLDERS,
