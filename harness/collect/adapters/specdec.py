@@ -74,6 +74,8 @@ def preload_blas() -> str | None:
         mod = importlib.import_module(NAME)
     except Exception:  # a broken engine checkout shows up in its runs, not here
         return None
+    if mod.__file__ is None:   # a bare `specdec/` directory on sys.path, imported as a namespace
+        return None
     return str(Path(mod.__file__).resolve().parent)
 
 
