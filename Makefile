@@ -38,10 +38,12 @@ test-fast: install
 	$(BIN)/python -m pytest -m host_alone
 
 # ruff, the import layering (pyproject.toml [tool.importlinter]: no package imports one above
-# it), no module over 500 lines; then the count of string-keyed record accesses, printed.
+# it), mypy over harness/ (pyproject.toml [tool.mypy]), no module over 500 lines; then the count
+# of string-keyed record accesses, printed.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_module_size.py
 	$(BIN)/python scripts/studies/count_record_keys.py
 
