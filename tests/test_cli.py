@@ -137,15 +137,18 @@ def test_sigkill_at_a_random_moment_loses_nothing_and_resume_completes(moment: f
 
 
 def test_sigterm_keeps_runs_and_says_how_to_resume(tmp_path: Path) -> None:
-    # Runs enough that a loaded host cannot finish the session between the first run and the
-    # signal (with 4 it once did, and exited 0).
+    # A finished run lands in the record's journal at once (the record file itself is rewritten
+    # only now and then), so the signal goes after the first journal line, with 29 runs to go.
     suite = write_suite(tmp_path, [command_arm("a", 1, {"FAKE_SLEEP_S": "0.3"})], repetitions=30)
     rec_path = tmp_path / "r.json"
+    journal = tmp_path / "r.json.journal"
     proc = subprocess.Popen(harness_argv("run", str(suite), "--record", str(rec_path)), cwd=tmp_path,
                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (rec_path.exists() and rec_path.stat().st_size and load(rec_path)["runs"]):
+    while time.monotonic() < deadline and proc.poll() is None and not (
+            journal.exists() and journal.read_text().endswith("\n")):
         time.sleep(0.05)
+    assert proc.poll() is None, "the session ended before any run was journalled"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
