@@ -490,6 +490,7 @@ def test_macos_state_is_parsed(monkeypatch):
                ("tmutil", "status"): TMUTIL}
     monkeypatch.setattr(thermal, "run_quiet", lambda argv, timeout=3.0: answers.get(tuple(argv)))
     monkeypatch.setattr(thermal.sys, "platform", "darwin")
+    monkeypatch.setitem(sys.modules, "pynvml", None)     # no NVML: nvidia unknown
     state = thermal.thermal_state()
     assert state["cpu_speed_limit"] == 72 and state["power_source"] == "AC Power"
     assert state["backup_running"] is True and state["nvidia"] == UNKNOWN
@@ -499,20 +500,9 @@ def test_macos_state_is_parsed(monkeypatch):
     assert thermal.parse_tmutil_status(None) == UNKNOWN
 
 
-def test_nvidia_state_falls_back_to_clock_event_reasons(monkeypatch):
-    seen = []
-
-    def fake(argv, timeout=3.0):
-        seen.append(argv[1])
-        if "clocks_throttle_reasons" in argv[1]:
-            return None  # a driver that dropped the old field name
-        return "1980, 2619, 41, 121.47, 0x0000000000000044\n"
-
-    monkeypatch.setattr(thermal, "run_quiet", fake)
-    rows = thermal.nvidia_state()
-    assert len(seen) == 2
-    assert rows[0]["sm_clock_mhz"] == "1980" and rows[0]["temperature_c"] == "41"
-    assert rows[0]["throttle_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
+def test_decode_throttle():
+    # The NVML readings themselves: tests/test_host_nvml.py.
+    assert thermal.decode_throttle("0x0000000000000044") == ["sw_power_cap", "hw_thermal_slowdown"]
     assert thermal.decode_throttle("[N/A]") == UNKNOWN
 
 

@@ -7,6 +7,7 @@ always written even on an odd host.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -23,9 +24,6 @@ from harness.core.cudalibs import CUDA_LIBS, version_in
 from harness.core.errors import UserError
 
 UNKNOWN = "unknown"
-
-# nvidia-smi prints these for fields a board does not expose (GB10 has no separate VRAM).
-_NVIDIA_NA = {"", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]"}
 
 
 def run_quiet(argv: list[str], timeout: float = 3.0) -> str | None:
@@ -49,21 +47,41 @@ def _or_unknown(value: Any) -> Any:
     return UNKNOWN if value is None or value == "" else value
 
 
-def nvidia_field(value: str) -> str:
-    value = value.strip()
-    return UNKNOWN if value in _NVIDIA_NA else value
+def nvml_devices(read: Callable[[Any, Any], dict[str, Any]]) -> list[dict[str, Any]] | str:
+    """read(pynvml, handle) for each NVIDIA GPU, in NVML's index order; "unknown" where NVML
+    cannot answer (no driver or library, no GPU), as nvidia-smi's failure read before.
+
+    nvidia-ml-py loads libnvidia-ml only here, at nvmlInit, so importing it costs nothing on a
+    host without an NVIDIA driver."""
+    try:
+        import pynvml
+    except ImportError:
+        return UNKNOWN
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return UNKNOWN
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        # nvidia-smi failed ("No devices were found") with no GPU: still unknown, not [].
+        if count == 0:
+            return UNKNOWN
+        return [read(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+    except pynvml.NVMLError:
+        return UNKNOWN
+    finally:
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
 
 
-def parse_csv_rows(text: str | None, keys: list[str]) -> list[dict[str, str]]:
-    """nvidia-smi --format=csv,noheader rows as dicts; short rows are padded with unknown."""
-    rows = []
-    for line in (text or "").splitlines():
-        if not line.strip():
-            continue
-        cells = [nvidia_field(c) for c in line.split(",")]
-        cells += [UNKNOWN] * (len(keys) - len(cells))
-        rows.append(dict(zip(keys, cells)))
-    return rows
+def nvml_field(pynvml: Any, call: Callable[[], Any], show: Callable[[Any], str] = str) -> str:
+    """One NVML reading as nvidia-smi printed it (show), or "unknown" where the board does not
+    expose it (NVMLError_NotSupported: GB10 has no separate VRAM) or the reading fails."""
+    try:
+        text = show(call()).strip()
+    except pynvml.NVMLError:
+        return UNKNOWN
+    return text or UNKNOWN
 
 
 # ---------------------------------------------------------------- cpu
@@ -105,19 +123,31 @@ def cpu_info() -> dict:
 
 # ---------------------------------------------------------------- gpu
 
-_NVIDIA_KEYS = ["name", "driver_version", "memory_total", "compute_cap"]
+def _nvidia_gpu(pynvml: Any, handle: Any) -> dict[str, str]:
+    # The strings nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap printed.
+    def field(call: Callable[[], Any], show: Callable[[Any], str] = str) -> str:
+        return nvml_field(pynvml, call, show)
+
+    row = {"name": field(lambda: pynvml.nvmlDeviceGetName(handle)),
+           "driver_version": field(pynvml.nvmlSystemGetDriverVersion),
+           "memory_total": field(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).total,
+                                 lambda b: f"{b // 2**20} MiB"),
+           "compute_cap": field(lambda: pynvml.nvmlDeviceGetCudaComputeCapability(handle),
+                                lambda cc: f"{cc[0]}.{cc[1]}")}
+    row["generation"] = sm_generation(row["compute_cap"])
+    return row
 
 
 def nvidia_gpus() -> list[dict[str, str]] | str:
-    """One dict per NVIDIA GPU, or "unknown" when nvidia-smi is absent or fails."""
-    out = run_quiet(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap",
-                     "--format=csv,noheader"])
-    if out is None:
-        return UNKNOWN
-    rows = parse_csv_rows(out, _NVIDIA_KEYS)
-    for row in rows:
-        row["generation"] = sm_generation(row["compute_cap"])
-    return rows
+    """One dict per NVIDIA GPU (NVML), or "unknown" where NVML cannot answer."""
+    return nvml_devices(_nvidia_gpu)
+
+
+def cuda_driver_version() -> int | None:
+    """The CUDA version the driver supports (nvidia-smi's banner "CUDA Version"), as NVML
+    gives it (13000 for 13.0); None where NVML cannot answer."""
+    got = nvml_devices(lambda pynvml, handle: {"v": pynvml.nvmlSystemGetCudaDriverVersion()})
+    return got[0]["v"] if isinstance(got, list) else None
 
 
 # The CUDA libraries MLX's CUDA build runs on, as pip distributions (their names vary by CUDA
@@ -127,12 +157,12 @@ _CUDA_DISTS = {"cuda_runtime": ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13
                "cudnn": ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn")}
 
 
-def cuda_stack(nvidia_smi_text: str | None, maps_text: str | None) -> dict[str, str]:
-    """CUDA (the driver's, from nvidia-smi's banner), and the runtime, cuBLAS and cuDNN versions
-    from their pip distributions, else from the version in a loaded library's file name;
-    "unknown" for what cannot be read (never a guess)."""
-    m = re.search(r"CUDA Version:\s*([\d.]+)", nvidia_smi_text or "")
-    out = {"cuda_driver_api": m.group(1) if m else UNKNOWN}
+def cuda_stack(driver_cuda: int | None, maps_text: str | None) -> dict[str, str]:
+    """CUDA (the driver's: NVML's 13000 is nvidia-smi's "CUDA Version: 13.0"), and the runtime,
+    cuBLAS and cuDNN versions from their pip distributions, else from the version in a loaded
+    library's file name; "unknown" for what cannot be read (never a guess)."""
+    driver = f"{driver_cuda // 1000}.{driver_cuda % 1000 // 10}" if driver_cuda else UNKNOWN
+    out = {"cuda_driver_api": driver}
     for key, dists in _CUDA_DISTS.items():
         version = next((v for v in (_dist_version(d) for d in dists) if v != UNKNOWN), UNKNOWN)
         if version == UNKNOWN and maps_text:
@@ -196,7 +226,7 @@ def gpu_info() -> dict:
         "family": apple_family(arch) if arch.startswith("applegpu") else generation,
         "mlx_device_info": info or UNKNOWN,
         "nvidia": nvidia,
-        **({"cuda": cuda_stack(run_quiet(["nvidia-smi"]), read_text("/proc/self/maps"))}
+        **({"cuda": cuda_stack(cuda_driver_version(), read_text("/proc/self/maps"))}
            if backend == "cuda" or isinstance(nvidia, list) else {}),
     }
 

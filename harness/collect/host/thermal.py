@@ -17,7 +17,7 @@ except ImportError:  # Windows
 
 import psutil
 
-from harness.collect.host.info import UNKNOWN, parse_csv_rows, run_quiet
+from harness.collect.host.info import UNKNOWN, nvml_devices, nvml_field, run_quiet
 
 # ---------------------------------------------------------------- thermal / power / backup
 
@@ -73,8 +73,6 @@ _THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_
                   0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
                   0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
                   0x100: "display_clock_setting"}
-_NV_STATE_KEYS = ["sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_draw_w",
-                  "throttle_reasons_active"]
 
 
 def decode_throttle(mask: str) -> list[str] | str:
@@ -85,27 +83,35 @@ def decode_throttle(mask: str) -> list[str] | str:
     return [name for bit, name in _THROTTLE_BITS.items() if bits & bit]
 
 
-_NV_REASON_FIELDS = ["clocks_throttle_reasons.active", "clocks_event_reasons.active"]
+def _clock_reasons(pynvml: Any, handle: Any) -> int:
+    # Newer drivers call throttle reasons "clock events"; an older libnvidia-ml lacks that call.
+    try:
+        return pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+    except pynvml.NVMLError_FunctionNotFound:
+        return pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+
+
+def _nvidia_row(pynvml: Any, handle: Any) -> dict[str, Any]:
+    # The strings nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,
+    # clocks_event_reasons.active --format=csv,noheader,nounits printed.
+    def field(call: Callable[[], Any], show: Callable[[Any], str] = str) -> str:
+        return nvml_field(pynvml, call, show)
+
+    row: dict[str, Any] = {
+        "sm_clock_mhz": field(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+        "mem_clock_mhz": field(lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)),
+        "temperature_c": field(lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)),
+        "power_draw_w": field(lambda: pynvml.nvmlDeviceGetPowerUsage(handle), lambda mw: f"{mw / 1000:.2f}"),
+        "throttle_reasons_active": field(lambda: _clock_reasons(pynvml, handle), lambda m: f"0x{m:016x}"),
+    }
+    row["throttle_reasons"] = decode_throttle(row["throttle_reasons_active"])
+    return row
 
 
 def nvidia_state() -> list[dict] | str:
-    fields = "clocks.sm,clocks.mem,temperature.gpu,power.draw,{}"
-    out = None
-    # Newer drivers call throttle reasons "clocks_event_reasons"; the name that answered is
-    # tried first next time (each try is an nvidia-smi process, as long as a short run).
-    for reasons in list(_NV_REASON_FIELDS):
-        out = run_quiet(["nvidia-smi", "--query-gpu=" + fields.format(reasons),
-                         "--format=csv,noheader,nounits"])
-        if out is not None:
-            _NV_REASON_FIELDS.remove(reasons)
-            _NV_REASON_FIELDS.insert(0, reasons)
-            break
-    if out is None:
-        return UNKNOWN
-    rows: list[dict[str, Any]] = parse_csv_rows(out, _NV_STATE_KEYS)   # gains decoded lists below
-    for row in rows:
-        row["throttle_reasons"] = decode_throttle(row["throttle_reasons_active"])
-    return rows
+    """Clocks, temperature, power and clock-event reasons per NVIDIA GPU (NVML), or "unknown"
+    where NVML cannot answer."""
+    return nvml_devices(_nvidia_row)
 
 
 def _section(fn) -> dict:
@@ -245,7 +251,7 @@ _RECENT: dict[str, Any] = {}
 
 def recent_thermal_state(max_age_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> dict:
     """thermal_state(), reusing a nominal reading younger than max_age_s: a reading costs an
-    nvidia-smi or pmset process, about as long as a short run. A reading that is not nominal is
+    NVML session or a pmset process, about as long as a short run. A reading that is not nominal is
     never reused; a reused one says how old it is ("reused_age_s")."""
     now = clock()
     got = _RECENT.get("state")
