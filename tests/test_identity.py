@@ -8,7 +8,6 @@ from pathlib import Path
 from harness_helpers import command_arm, last_json, load, run_cli, write_suite
 
 from harness.analyze.identity import (
-    BaselineStore,
     classic_comparisons,
     compare_output,
     first_byte_difference,
@@ -16,6 +15,19 @@ from harness.analyze.identity import (
     identity_key,
     record_baselines,
 )
+from harness.collect.baselines import BaselineStore
+
+
+def _store(outcomes: list, store: BaselineStore) -> list:
+    """The baseline command's step: each outcome's entry put in the store."""
+    for o in outcomes:
+        if o.entry is not None:
+            store.put(o.key, o.entry)
+    return outcomes
+
+
+def _record_into(record: dict, store: BaselineStore, update: bool = False) -> list:
+    return _store(record_baselines(record, store.entries, "2026-12-07T00:00:00", update=update), store)
 
 
 def test_first_difference_token_and_byte_offset() -> None:
@@ -52,7 +64,7 @@ def _record(outputs: dict[str, list[list[int]]]) -> dict:
 
 def test_disagreeing_runs_are_inconclusive_and_not_stored(tmp_path: Path) -> None:
     store = BaselineStore.load(tmp_path / "b.json")
-    out = record_baselines(_record({"a": [[97, 98, 99], [97, 98, 100]]}), store)
+    out = _record_into(_record({"a": [[97, 98, 99], [97, 98, 100]]}), store)
     assert out[0].status == "inconclusive" and "INCONCLUSIVE" in out[0].detail and "token 2" in out[0].detail
     assert store.entries == {}
 
@@ -60,14 +72,14 @@ def test_disagreeing_runs_are_inconclusive_and_not_stored(tmp_path: Path) -> Non
 def test_never_overwrite_silently_and_update_keeps_history(tmp_path: Path) -> None:
     store = BaselineStore.load(tmp_path / "b.json")
     key = identity_key("fx", "a", "p1", 3, 0.0, 0)
-    assert record_baselines(_record({"a": [[97, 98, 99]] * 2}), store)[0].status == "stored"
+    assert _record_into(_record({"a": [[97, 98, 99]] * 2}), store)[0].status == "stored"
     store.save()
     store = BaselineStore.load(tmp_path / "b.json")
-    assert record_baselines(_record({"a": [[97, 98, 99]] * 2}), store)[0].status == "unchanged"
-    o = record_baselines(_record({"a": [[97, 120, 99]] * 2}), store)[0]
+    assert _record_into(_record({"a": [[97, 98, 99]] * 2}), store)[0].status == "unchanged"
+    o = _record_into(_record({"a": [[97, 120, 99]] * 2}), store)[0]
     assert o.status == "exists_differs" and "--update" in o.detail
     assert store.get(key)["token_ids"] == [97, 98, 99]
-    o = record_baselines(_record({"a": [[97, 120, 99]] * 2}), store, update=True)[0]
+    o = _record_into(_record({"a": [[97, 120, 99]] * 2}), store, update=True)[0]
     assert o.status == "updated"
     assert store.get(key)["token_ids"] == [97, 120, 99]
     assert store.get(key)["history"][0]["token_ids"] == [97, 98, 99]
@@ -117,3 +129,12 @@ def test_cli_baseline_then_check_finds_the_exact_difference(tmp_path: Path) -> N
                 str(tmp_path / "r6.json"), cwd=tmp_path, FAKE_PERTURB_AT="5")
     assert r.returncode == 0
     assert all(len(e["history"]) == 1 for e in load(b)["entries"].values())
+
+
+def test_recording_baselines_is_pure_and_stamps_what_it_is_given(tmp_path: Path) -> None:
+    # The analysis touches neither the entries it reads nor any file: the caller stores.
+    entries: dict = {}
+    out = record_baselines(_record({"a": [[97, 98, 99]] * 2}), entries, "STAMP")
+    assert entries == {} and not list(tmp_path.iterdir())
+    assert out[0].status == "stored" and out[0].entry["recorded"] == "STAMP"
+    assert record_baselines(_record({"a": [[97, 98]] * 2}), {out[0].key: out[0].entry}, "S2")[0].entry is None

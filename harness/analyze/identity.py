@@ -1,33 +1,20 @@
-"""Baselines: record each arm's own output, and compare later runs with it.
+"""Identity: a run's output against its arm's own baseline, and what a baseline session
+stores; pure (the baselines file is read and written by harness.collect.baselines).
 
 The reference for byte identity is the arm's own earlier output on the same host, keyed by
 (pairing, arm, prompt, max_tokens, temp, seed). Classic decode is only a reference where
 the gate passed without override; on hosts where the verify block is not byte-identical
 to the single-token chain, comparing with classic fails for reasons that are not the
 drafter's, so that comparison is information only.
-
-Baselines file (default `baselines/<host>.json`, <host> = the host profile's name, or
-"local" when no profile matches):
-
-    {"schema_version": 1, "kind": "harness.baselines",
-     "entries": {key: {"pairing", "arm", "prompt", "max_tokens", "temp", "seed",
-                       "token_ids", "text", "text_sha256", "recorded", "session_id",
-                       "engine", "target", "drafter", "history": [older entries]}}}
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from harness.collect.files import read_json, write_json_atomic
-from harness.collect.record import now_iso
-from harness.core import schema
-
-KIND = "harness.baselines"
-SCHEMA_VERSION = 1
 CONTEXT_BYTES = 24
 
 
@@ -40,27 +27,10 @@ def run_key(run: dict[str, Any], settings: dict[str, Any]) -> str:
                         settings["temp"], settings["seed"])
 
 
-@dataclass
-class BaselineStore:
-    path: Path
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+class Baselines(Protocol):
+    """Where a run's baseline is looked up by its identity key (harness.collect.baselines.BaselineStore)."""
 
-    @classmethod
-    def load(cls, path: str | Path) -> BaselineStore:
-        p = Path(path)
-        if not p.exists():
-            return cls(p, {})
-        data = read_json(p, KIND, SCHEMA_VERSION)
-        # The shape too, before any run: a wrong entry is one line naming it, not a crash mid-session.
-        schema.check(data, schema.Baselines, str(p))
-        return cls(p, dict(data.get("entries") or {}))
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.entries.get(key)
-
-    def save(self) -> None:
-        write_json_atomic(self.path, {"schema_version": SCHEMA_VERSION, "kind": KIND,
-                                      "entries": dict(sorted(self.entries.items()))})
+    def get(self, key: str) -> dict[str, Any] | None: ...
 
 
 # --- comparing -----------------------------------------------------------------------
@@ -109,7 +79,7 @@ def compare_output(ours_ids: list[int] | None, ours_text: str | None,
     return out
 
 
-def annotate_identity(run: dict[str, Any], store: BaselineStore, settings: dict[str, Any]) -> dict[str, Any]:
+def annotate_identity(run: dict[str, Any], store: Baselines, settings: dict[str, Any]) -> dict[str, Any]:
     """Fill a run's "identity" field against its own baseline."""
     if run.get("status") != "ok":
         run["identity"] = {"status": "not_compared", "reason": "run failed"}
@@ -133,13 +103,19 @@ def describe(identity: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class BaselineOutcome:
+    """What a baseline session does with one identity key."""
+
     key: str
     status: str      # stored | updated | unchanged | inconclusive | exists_differs
     detail: str = ""
+    # The entry to store at `key` (stored, updated); None where the file keeps what it has.
+    entry: dict[str, Any] | None = None
 
 
-def record_baselines(record: dict[str, Any], store: BaselineStore, update: bool = False) -> list[BaselineOutcome]:
-    """From a baseline session (each arm run twice), store one output per key.
+def record_baselines(record: dict[str, Any], entries: Mapping[str, dict[str, Any]], recorded: str,
+                     update: bool = False) -> list[BaselineOutcome]:
+    """From a baseline session (each arm run twice), one output per key against the baselines
+    already there (`entries`), stamped `recorded`; the caller stores each outcome's entry.
 
     Two runs that disagree make the key INCONCLUSIVE and nothing is stored. An existing,
     different baseline is replaced only with update=True, and the old one goes to history.
@@ -169,16 +145,15 @@ def record_baselines(record: dict[str, Any], store: BaselineStore, update: bool 
             "token_ids": first["token_ids"], "text": first.get("text"),
             "text_sha256": first.get("text_sha256") or (
                 hashlib.sha256(first["text"].encode()).hexdigest() if first.get("text") is not None else None),
-            "recorded": now_iso(), "session_id": record.get("session_id"),
+            "recorded": recorded, "session_id": record.get("session_id"),
             "engine": first.get("engine_info") or {}, "label": first.get("label"),
             "target": (first.get("result_arm") or {}).get("target"),
             "drafter": (first.get("result_arm") or {}).get("drafter"),
             "history": [],
         }
-        old = store.get(key)
+        old = entries.get(key)
         if old is None:
-            store.entries[key] = entry
-            outcomes.append(BaselineOutcome(key, "stored"))
+            outcomes.append(BaselineOutcome(key, "stored", entry=entry))
         elif old["token_ids"] == entry["token_ids"]:
             outcomes.append(BaselineOutcome(key, "unchanged", f"matches the baseline of {old.get('recorded')}"))
         elif not update:
@@ -190,8 +165,8 @@ def record_baselines(record: dict[str, Any], store: BaselineStore, update: bool 
             hist = list(old.get("history") or [])
             hist.append({k: v for k, v in old.items() if k != "history"})
             entry["history"] = hist
-            store.entries[key] = entry
-            outcomes.append(BaselineOutcome(key, "updated", f"previous baseline of {old.get('recorded')} kept in history"))
+            outcomes.append(BaselineOutcome(key, "updated", f"previous baseline of {old.get('recorded')} kept in history",
+                                            entry=entry))
     return outcomes
 
 

@@ -34,10 +34,11 @@ from typing import Any
 from harness.analyze import acks as ackmod
 from harness.analyze import comparisons, contended, envdiff, paired, sequential
 from harness.analyze.design import Design, share_text
-from harness.analyze.identity import BaselineStore, annotate_identity, identity_rows
+from harness.analyze.identity import annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
 from harness.ci.build import side_trees
 from harness.collect import runner
+from harness.collect.baselines import BaselineStore
 from harness.collect.engines import RunRequest
 from harness.collect.plan import build_plan
 from harness.collect.record import Record

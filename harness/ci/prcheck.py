@@ -217,7 +217,7 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
              report_url: str | None = None, dashboard_url: str | None = None) -> int:
     from rich.console import Console
 
-    from harness.analyze.identity import BaselineStore
+    from harness.collect.baselines import BaselineStore
     from harness.ci.machine import default_machine_file
 
     check_outputs(output, json_out)

@@ -50,10 +50,14 @@ def run(args: argparse.Namespace) -> int:
 def store_baselines(record: Any, baselines: Path, update: bool) -> list[BaselineOutcome]:
     """Store a finished baseline session's outputs in `baselines` (its lock held), then mark the
     record so a resume does not store them again; a failed write is one line saying how to finish."""
-    from harness.analyze.identity import BaselineStore, record_baselines
+    from harness.analyze.identity import record_baselines
+    from harness.collect.baselines import BaselineStore
     from harness.collect.record import now_iso
     store = BaselineStore.load(baselines)   # re-read: the file may have changed since the session began
-    outcomes = record_baselines(record.data, store, update=update)
+    outcomes = record_baselines(record.data, store.entries, now_iso(), update=update)
+    for o in outcomes:
+        if o.entry is not None:
+            store.put(o.key, o.entry)
     try:
         if any(o.status in ("stored", "updated") for o in outcomes):
             store.save()

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from harness.analyze import envdiff, paired
 from harness.analyze.contended import contention_lines
-from harness.analyze.identity import BaselineStore
+from harness.collect.baselines import BaselineStore
 from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check, load_acks

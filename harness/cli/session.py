@@ -209,7 +209,7 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
                 then: Callable[[Any], None] | None = None, yes: bool = False, quiet: bool = False) -> Any:
     """Create the record and run the plan, holding the session's locks throughout; `then(record)`
     runs under them too (a baseline session stores its baselines there)."""
-    from harness.analyze.identity import BaselineStore
+    from harness.collect.baselines import BaselineStore
     from harness.collect.files import check_writable
     from harness.collect.host.profiles import resolve_host_settings
     from harness.collect.plan import build_plan, check_plan

@@ -1,0 +1,51 @@
+"""The baselines file: each arm's own earlier output, read and written here (the comparison
+and what a baseline session stores are harness.analyze.identity's, pure).
+
+Baselines file (default `baselines/<host>.json`, <host> = the host profile's name, or
+"local" when no profile matches):
+
+    {"schema_version": 1, "kind": "harness.baselines",
+     "entries": {key: {"pairing", "arm", "prompt", "max_tokens", "temp", "seed",
+                       "token_ids", "text", "text_sha256", "recorded", "session_id",
+                       "engine", "target", "drafter", "history": [older entries]}}}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.collect.files import read_json, write_json_atomic
+from harness.core import schema
+
+KIND = "harness.baselines"
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class BaselineStore:
+    """One baselines file in memory: `entries` by identity key (harness.analyze.identity)."""
+
+    path: Path
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path) -> BaselineStore:
+        p = Path(path)
+        if not p.exists():
+            return cls(p, {})
+        data = read_json(p, KIND, SCHEMA_VERSION)
+        # The shape too, before any run: a wrong entry is one line naming it, not a crash mid-session.
+        schema.check(data, schema.Baselines, str(p))
+        return cls(p, dict(data.get("entries") or {}))
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        self.entries[key] = entry
+
+    def save(self) -> None:
+        write_json_atomic(self.path, {"schema_version": SCHEMA_VERSION, "kind": KIND,
+                                      "entries": dict(sorted(self.entries.items()))})
