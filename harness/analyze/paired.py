@@ -297,6 +297,21 @@ def p_value(base: Sequence[float], head: Sequence[float], design: Design = Desig
     return min(1.0, _p(robust) / (1.0 - TAIL_SHARE), _p(mean) / TAIL_SHARE)
 
 
+def bh_selected(ps: Sequence[float], design: Design) -> int:
+    """R, how many of m figures' p-values Benjamini-Hochberg selects (the R smallest): the
+    largest k whose k-th smallest p-value is at most this look's level for k / m of alpha.
+
+    Not scipy.stats.false_discovery_control: its selection (adjusted p <= q) tests rank k at
+    k q / m for one q, while a look's level is not linear in alpha (the spending boundary), so
+    rank k's critical value here, level(k alpha / m), is k times rank 1's only with one look."""
+    if not ps:
+        return 0
+    design = replace(design, figures=len(ps))
+    srt = sorted(ps)
+    return max((k for k in range(1, len(srt) + 1)
+                if srt[k - 1] <= replace(design, selected=k).alpha_per_test), default=0)
+
+
 def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], design: Design,
                  probes: Sequence[tuple[Sequence[float], Sequence[float]] | None] | None = None,
                  blocks: Sequence[Blocks] | None = None) -> list[Paired]:
@@ -315,8 +330,7 @@ def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], desig
     blocks = list(blocks) if blocks is not None else [None] * m
     ps = [p_value(b, h, design, pr, bl) for (b, h), pr, bl in zip(pairs, probes, blocks)]
     ranked = sorted(range(m), key=lambda i: ps[i])
-    r = max((k + 1 for k, i in enumerate(ranked) if ps[i] <= replace(design, selected=k + 1).alpha_per_test),
-            default=0)
+    r = bh_selected(ps, design)
     chosen = set(ranked[:r])
     return [analyze(b, h, replace(design, selected=r) if i in chosen else design, probes[i], blocks[i])
             for i, (b, h) in enumerate(pairs)]
