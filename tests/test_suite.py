@@ -202,3 +202,60 @@ def test_an_embedded_model_by_name(tmp_path: Path) -> None:
     p.write_text(p.read_text().replace("embedded:mtp", "embedded:nope"))
     with pytest.raises(UserError, match="the embedded nope model is missing"):
         load_suite(p)
+
+
+@pytest.mark.parametrize("extra, key, what", [
+    ("[engines.e]\ntimeout_s = -1\n", "engines.e.timeout_s", "must be > 0, got -1"),
+    ("[engines.e]\nphases = \"draft\"\n", "engines.e.phases", "expected a list of strings, got 'draft'"),
+    ("[engines.e]\nadapter = \"shell\"\n", "engines.e.adapter", "expected one of \"command\", got 'shell'"),
+    ("[engines.e.prompts]\ncode = [{ name = \"a\" }]\n", "engines.e.prompts.code[0].text", "missing"),
+])
+def test_typed_errors_name_the_path_into_tables(tmp_path: Path, extra: str, key: str, what: str) -> None:
+    # A table's key comes from the file: msgspec's own message says only `[...]` there.
+    p = write_suite(tmp_path, [command_arm("a")])
+    p.write_text(p.read_text() + extra)
+    msg = _error(p)
+    assert f": {key}: {what}" in msg, msg
+
+
+@pytest.mark.parametrize("kw, key, what", [
+    ({"quiet": {"threshold_pct": 101}}, "quiet.threshold_pct", "must be <= 100, got 101"),
+    ({"quiet": {"wait": 1}}, "quiet.wait", "unknown field (known: enabled, threshold_pct, settle_s, timeout_s)"),
+    ({"seed": 2 ** 64}, "seed", "must be < 2**64"),
+    ({"prompts": [{"name": "x", "text": "t", "limit": 0}]}, "prompts[0].limit", "must be >= 1, got 0"),
+    ({"prompts": [{"text": "t"}]}, "prompts[0].name", "missing"),
+    ({"pairings": [{"name": "fx"}]}, "pairings[0].target", "missing (a model directory or \"embedded\")"),
+])
+def test_typed_errors_say_the_value_and_the_bound(tmp_path: Path, kw: dict, key: str, what: str) -> None:
+    msg = _error(write_suite(tmp_path, [command_arm("a")], **kw))
+    assert f": {key}: {what}" in msg, msg
+
+
+def test_committed_records_suites_are_the_suite_type() -> None:
+    # The record's suite section is the suite file's own types: every committed record converts.
+    import json
+
+    import msgspec
+
+    from harness.core import suitespec
+    from harness.core.schema import SuiteSection, load_record
+    repo = Path(__file__).resolve().parents[1]
+    paths = [*repo.glob("reports/*.json"), *repo.glob("tests/fixtures/**/*.json")]
+    records = [(p, d) for p in paths if isinstance(d := json.loads(p.read_text()), dict)
+               and d.get("kind") == "harness.record"]
+    assert len(records) >= 10
+    for p, d in records:
+        s = msgspec.convert(load_record(d, str(p))["suite"], SuiteSection)
+        assert isinstance(s.settings, suitespec.Settings) and all(isinstance(a, suitespec.Arm) for a in s.arms)
+
+
+def test_a_records_suite_refuses_what_a_suite_file_refuses(tmp_path: Path) -> None:
+    from harness.collect.suite import load_suite as load
+    from harness.core.schema import load_record
+    s = load(write_suite(tmp_path, [command_arm("a")])).to_dict()
+    rec = {"schema_version": 4, "kind": "harness.record", "session_id": "x", "created": "now", "suite": s,
+           "runs": []}
+    assert load_record(rec, "r.json")["suite"] == s
+    s["arms"][0]["blok"] = 3
+    with pytest.raises(UserError, match=r"unknown field `blok` - at `\$.suite.arms\[0\]`"):
+        load_record(rec, "r.json")

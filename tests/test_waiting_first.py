@@ -5,9 +5,9 @@ quiet gate timed out, says so in the summary's first line with the setting that 
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 
 from harness_helpers import cli_in_process, command_arm, one_commit_repo, tree_command, write_suite
+from msgspec.structs import fields
 
 from harness.analyze.summary import waiting_lines
 from harness.ci.init import render

@@ -280,7 +280,7 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
 def identity_session(args: argparse.Namespace, repetitions: int, purpose: str) -> tuple[Any, Path, Path]:
     """The suite, record path and baselines file of a check or baseline session: identity does
     not depend on timing, so no warm-up, no cooldown, no quiet gate and no budget."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from harness.collect.suite import load_suite, with_settings
     inv = args.invocation

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from harness.core import suitespec
 from harness.core.errors import UserError
 from harness.core.results import complete_timings, missing_minimum
 
@@ -254,13 +255,15 @@ class Run(_S, kw_only=True):
 
 
 class SuiteSection(_S, kw_only=True):
+    """The suite as the session ran it: the suite file's own types (harness.core.suitespec), so a
+    record's suite is checked as a suite file is; settings resolved (a host's cooldown rule)."""
     name: str
     path: str = ""
     sha256: str = ""
-    settings: dict[str, Any]
-    pairings: list[dict[str, Any]]
-    arms: list[dict[str, Any]]
-    prompts: list[dict[str, Any]]
+    settings: suitespec.Settings
+    pairings: list[suitespec.Pairing]
+    arms: list[suitespec.Arm]
+    prompts: list[suitespec.Prompt]
     # What each engine declared (phases, overrides, profile variable, numerics); see harness.core.declare.
     engines: dict[str, dict[str, Any]] = {}
 

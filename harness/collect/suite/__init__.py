@@ -7,10 +7,12 @@ half-finished session.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 try:
     import tomllib
@@ -102,7 +104,7 @@ def _restored_arm(arm: dict[str, Any], source: str) -> dict[str, Any]:
 
 def with_settings(suite: Suite, **changes: Any) -> Suite:
     """A copy of the suite with some settings replaced (--quick, baseline and check runs)."""
-    return replace(suite, settings=replace(suite.settings, **changes))
+    return dataclasses.replace(suite, settings=msgspec.structs.replace(suite.settings, **changes))
 
 
 def quick(suite: Suite) -> Suite:
@@ -115,4 +117,4 @@ def quick(suite: Suite) -> Suite:
                          cooldown_ratio=0.0, cooldown_cap_s=None, budget_s=None,
                          max_repetitions=None if s.max_repetitions is None else max(2, s.max_repetitions),
                          max_tokens=min(s.max_tokens, 32),
-                         quiet=replace(s.quiet, enabled=False))
+                         quiet=msgspec.structs.replace(s.quiet, enabled=False))
