@@ -3,58 +3,18 @@ record, how to reproduce it, and the headline."""
 
 from __future__ import annotations
 
-import math
 import shlex
 from typing import Any
 
-from harness.analyze import rounds
+from harness.analyze import runnotes
 from harness.analyze.facts import Facts
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
-from harness.analyze.summary import MIN_BOOTSTRAP_RUNS
+from harness.analyze.overridepairs import one_override_pairs
 from harness.analyze.verdict import Judgement
-from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
-from harness.core import declare
 from harness.core.schema import section
 from harness.render.finding import finding
 from harness.render.format import names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
-
-
-def _env_diff(a: dict[str, str], b: dict[str, str]) -> list[str]:
-    return [f"{k}={b[k]}" if k in b else f"without {k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-
-
-def one_override_pairs(fx: Facts) -> list[dict[str, Any]]:
-    """Arms that differ from another arm of the same pairing and block by exactly one env var.
-
-    Profile-mode pairs have their own section. The ratio is of median tok/s per prompt,
-    with the bootstrap CI the summary uses.
-    """
-    from harness.analyze import stats
-    out = []
-    tps = {k: [r["decode_tokens_per_s"] for r in rs if r.get("decode_tokens_per_s")] for k, rs in fx.groups.items()}
-    for i, a in enumerate(fx.arm_order):
-        for b in fx.arm_order[i + 1:]:
-            ea, eb = fx.arms[a], fx.arms[b]
-            if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
-                continue
-            diff = _env_diff(ea.get("env") or {}, eb.get("env") or {})
-            pvars = {v for v in (rounds.profile_var(fx.rec, a), rounds.profile_var(fx.rec, b)) if v is not None}
-            if len(diff) != 1 or any(v in diff[0] for v in pvars):
-                continue
-            for p in fx.prompts:
-                xa, xb = tps.get((a, p)), tps.get((b, p))
-                if not xa or not xb:
-                    continue
-                ratio, lo, hi = stats.bootstrap_ratio_ci(xb, xa)
-                few = min(len(xa), len(xb)) < MIN_BOOTSTRAP_RUNS   # the summary's rule: no interval
-                ga, gb = fx.groups[(a, p)][0], fx.groups[(b, p)][0]
-                out.append({"a": a, "b": b, "prompt": p, "diff": diff[0], "ratio": ratio, "lo": None if few else lo, "hi": None if few else hi,
-                            "resolved": not few and (lo > 1 or hi < 1),
-                            "engines": (ea["engine"], eb["engine"]),
-                            "gate": (fx.outcome(a), fx.outcome(b)),
-                            "same_tokens": ga.get("token_ids") is not None and ga.get("token_ids") == gb.get("token_ids")})
-    return out
 
 
 def override_table(fx: Facts) -> Table | None:
@@ -65,12 +25,12 @@ def override_table(fx: Facts) -> Table | None:
               ["differs by", "tok/s ratio (95% CI)", "gate", "same tokens"], align=["l", "l"] +
               (["l"] if fx.multi_prompt else []) + ["l", "r", "l", "l"])
     for o in pairs:
-        by = o["diff"] + (f" (engine {o['engines'][1]} vs {o['engines'][0]})" if o["engines"][0] != o["engines"][1] else "")
-        verdict = "" if o["resolved"] else ", not resolved"
-        gate = o["gate"][0] if o["gate"][0] == o["gate"][1] else f"{o['gate'][0]} -> {o['gate'][1]}"
-        t.add(*([o["b"], o["a"]] + ([o["prompt"]] if fx.multi_prompt else []) +
-                [by, speedup(o["ratio"], None if o["lo"] is None else (o["lo"], o["hi"])) + verdict, gate,
-                 "yes" if o["same_tokens"] else "no"]))
+        by = o.diff + (f" (engine {o.engines[1]} vs {o.engines[0]})" if o.engines[0] != o.engines[1] else "")
+        verdict = "" if o.resolved else ", not resolved"
+        gate = o.gate[0] if o.gate[0] == o.gate[1] else f"{o.gate[0]} -> {o.gate[1]}"
+        t.add(*([o.b, o.a] + ([o.prompt] if fx.multi_prompt else []) +
+                [by, speedup(o.ratio, None if o.lo is None or o.hi is None else (o.lo, o.hi)) + verdict, gate,
+                 "yes" if o.same_tokens else "no"]))
     return t
 
 
@@ -82,21 +42,13 @@ def left_out_table(fx: Facts) -> Table:
     """Runs left out of every figure (warm-ups, failed runs, runs set aside on load), one line per
     arm, prompt and reason."""
     t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "why"])
-    found: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
-    for r in fx.rec["runs"]:
-        if r.get("warmup"):
-            key, why = "warmup", "warm-up: loads weights and compiles kernels"
-        elif r.get("status") == "failed":
-            # A run set aside on load says so in its error, not "failed: set aside ...".
-            why = r.get("error") if SET_ASIDE in (r.get("marks") or []) else f"failed: {r.get('error')}"
-            key = f"failed {r.get('error')}"
+    for g in runnotes.left_out(fx):
+        if g.kind == runnotes.WARMUP:
+            why = "warm-up: loads weights and compiles kernels"
         else:
-            continue
-        found.setdefault((r["arm"], r["prompt"], key), (why, []))[1].append(r["index"])
-    order = {a: i for i, a in enumerate(fx.arm_order)}
-    for (arm, prompt, _kind), (why, idx) in sorted(
-            found.items(), key=lambda kv: (kv[0][2] != "warmup", order.get(kv[0][0], 0), kv[0][1])):
-        t.add(*([arm] + ([prompt] if fx.multi_prompt else []) + [_run_list(idx), why]))
+            # A run set aside on load says so in its error, not "failed: set aside ...".
+            why = str(g.error) if g.set_aside else f"failed: {g.error}"
+        t.add(*([g.arm] + ([g.prompt] if fx.multi_prompt else []) + [_run_list(list(g.runs)), why]))
     return t
 
 
@@ -106,29 +58,19 @@ def flags_table(fx: Facts) -> Table:
     t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "flag"])
     s = fx.settings
     watch_pct = (s.get("watch") or {}).get("threshold_pct", "?")
-    found: dict[tuple[str, str, str], tuple[str, list[int]]] = {}
-    for r in fx.rec["runs"]:
-        marks = r.get("marks") or []
-        if r.get("warmup") or r.get("status") == "failed":
-            continue
-        if "contended" in marks:
-            found.setdefault((r["arm"], r["prompt"], "contended"), (
-                f"contended: a foreign process above {watch_pct}% CPU in more than "
-                f"{pct(s['contention_threshold'], 0)} of the watch's samples; the row is do not publish", []))[1].append(r["index"])
-        if "quiet_gate_timeout" in marks:
-            # The run's own limit: an unset [quiet] timeout_s is sized to each run.
-            gave = ((r.get("load") or {}).get("quiet_gate") or {}).get("timeout_s", s["quiet"].get("timeout_s"))
-            found.setdefault((r["arm"], r["prompt"], "quiet"), (
-                "the quiet gate gave up after " + (f"{gave:g} s" if isinstance(gave, (int, float)) else "its timeout")
-                + " and the run went ahead", []))[1].append(r["index"])
-    order = {a: i for i, a in enumerate(fx.arm_order)}
-    for (arm, prompt, _k), (why, idx) in sorted(found.items(), key=lambda kv: (kv[0][2], order.get(kv[0][0], 0), kv[0][1])):
-        t.add(*([arm] + ([prompt] if fx.multi_prompt else []) + [_run_list(idx), why]))
-    for row in fx.rows:
-        if row.spread is not None and row.spread > s["spread_threshold"]:
-            t.add(*([row.arm] + ([row.prompt] if fx.multi_prompt else []) +
-                    [f"{row.runs} (the row)", f"spread {pct(row.spread)} > {pct(s['spread_threshold'], 0)}; "
-                                              "the row is do not publish"]))
+    for g in runnotes.flagged(fx):
+        if g.kind == runnotes.CONTENDED:
+            why = (f"contended: a foreign process above {watch_pct}% CPU in more than "
+                   f"{pct(s['contention_threshold'], 0)} of the watch's samples; the row is do not publish")
+        else:
+            why = ("the quiet gate gave up after "
+                   + (f"{g.gate_timeout_s:g} s" if g.gate_timeout_s is not None else "its timeout")
+                   + " and the run went ahead")
+        t.add(*([g.arm] + ([g.prompt] if fx.multi_prompt else []) + [_run_list(list(g.runs)), why]))
+    for row in runnotes.spread_over(fx):
+        t.add(*([row.arm] + ([row.prompt] if fx.multi_prompt else []) +
+                [f"{row.runs} (the row)", f"spread {pct(row.spread)} > {pct(s['spread_threshold'], 0)}; "
+                                          "the row is do not publish"]))
     return t
 
 
@@ -136,7 +78,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     out = []
     cores = section(fx.host, "cpu").get("logical_cores")
     la = fx.loadavg()
-    over = [r for r in fx.rows if r.spread is not None and r.spread > fx.settings["spread_threshold"]]
+    over = runnotes.spread_over(fx)
     if isinstance(cores, int) and cores <= 4:
         out.append(f"A small shared host: {cores} logical cores"
                    + (f", 1-min load average {la[1]:.2f}-{la[2]:.2f} during the runs" if la else "")
@@ -154,11 +96,11 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         out.append(f"Arms ran on different BLAS{' or devices' if gpu else ''} ("
                    + "; ".join(f"{k}: {names(v)}" for k, v in blases.items())
                    + f"): between those groups a speed difference is {whose}, and so is the gate's verdict.")
-    ov = [a for a in fx.arm_order if fx.overrides(a)]
+    ov = runnotes.overridden_arms(fx)
     if ov:
         out.append(f"Overrides in force for {names(ov)}: their figures are {NOT_SHIPPING} and say nothing "
                    "about what ships.")
-    declined = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
+    declined = runnotes.declined_arms(fx)
     if declined:
         out.append(f"{names(declined)} declined to classic decode: {'its' if len(declined) == 1 else 'their'} "
                    "figures are classic decode's and say nothing about speculation.")
@@ -184,10 +126,10 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     peak = str(cost.get("peak", ""))
     if cost.get("available") and ("unknown peak" in peak or "no host profile" in peak):
         out.append("No peak bandwidth is known for this host: efficiency is not computed.")
-    tools = [declare.of_record(fx.rec, a).tools.get("scaling") for a in fx.arm_order]
-    if fx.rec.get("scaling") is None and any(tools):
+    tool = runnotes.scaling_tool(fx)
+    if tool:
         # Only an engine that declares a scaling tool is pointed to one.
-        out.append(f"No verify-forward cost scaling in this record ({next(t for t in tools if t)} measures it).")
+        out.append(f"No verify-forward cost scaling in this record ({tool} measures it).")
     return out
 
 
@@ -197,9 +139,8 @@ SET_ASIDE_NAMED = 3
 def _set_aside_sentence(fx: Facts) -> list[str]:
     """Runs recorded as ok that no engine could have measured (harness.collect.recordcheck), each
     named: a harness that did not check engine results kept them as ok."""
-    runs = [r for r in fx.rec["runs"] if SET_ASIDE in (r.get("marks") or [])]
-    named = [f"run {r.get('index')} ({r.get('arm')} on {r.get('prompt')}) set aside: "
-             f"{str(r.get('error') or '').removeprefix(SET_ASIDE_PREFIX)}" for r in runs[:SET_ASIDE_NAMED]]
+    runs = runnotes.set_aside(fx)
+    named = [f"run {r.index} ({r.arm} on {r.prompt}) set aside: {r.why}" for r in runs[:SET_ASIDE_NAMED]]
     if not named:
         return []
     more = f"; and {len(runs) - len(named)} more" if len(runs) > len(named) else ""
@@ -232,45 +173,40 @@ def headline(fx: Facts, j: Judgement, cmp_sec: dict[str, Any] | None) -> tuple[s
 
 def incomplete_text(fx: Facts) -> str | None:
     """What an incomplete record lacks; None for a complete one."""
-    if fx.rec.get("complete", True):
+    lacks = runnotes.incomplete(fx)
+    if lacks is None:
         return None
-    done, planned = len(fx.rec["runs"]), fx.rec.get("planned_runs")
-    if planned is not None and done >= planned:
-        # Every run is there: the session stopped in what follows them (harness run --resume
-        # measures a missing scaling probe too).
-        return f"its session stopped after all {done} planned runs, before the steps that follow them"
-    return f"{done} of {planned if planned is not None else '?'} planned runs"
+    if lacks.runs_all_there:
+        # harness run --resume measures a missing scaling probe too.
+        return f"its session stopped after all {lacks.done} planned runs, before the steps that follow them"
+    return f"{lacks.done} of {lacks.planned if lacks.planned is not None else '?'} planned runs"
 
 
 def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
     parts: list[str] = []
     if cmp_sec is not None and not cmp_sec["cross_host"]:
-        changes = cmp_sec["changes"]
-        real = [c for c in changes if c.real]
-        if real:
-            big = max(real, key=lambda c: abs(math.log(c.judged.ratio)))
+        counts = runnotes.change_counts(cmp_sec["changes"])
+        big = counts.largest
+        if big is not None and big.judged.ratio is not None:   # a resolved change has its ratio
             # The ratio is the other record's over this one's: say which way it runs.
             parts.append(f"Going from this record to {cmp_sec['other']}, the largest resolved change (paired "
                          f"check, above the floor) is {fx.row_label(big.arm, big.prompt)} {big.component} "
                          f"{signed_pct(big.judged.ratio - 1.0)} ({big.verdict} in {cmp_sec['other']}).")
-        elif changes:
-            noise = sum(c.verdict == "noise" for c in changes)
-            dets = [c.judged.detectable for c in changes if c.verdict == "inconclusive"
-                    and c.judged.detectable is not None and math.isfinite(c.judged.detectable)]
-            rest = [f"{noise} noise"] if noise else []
-            n_inc = sum(c.verdict == "inconclusive" for c in changes)
-            if n_inc:
-                rest.append(f"{n_inc} inconclusive" + (f" (smallest detectable {pct(min(dets))} or more)" if dets else ""))
-            below = sum(c.verdict == "below the floor" for c in changes)
-            if below:
-                rest.append(f"{below} below the floor")
+        elif counts.total:
+            rest = [f"{counts.noise} noise"] if counts.noise else []
+            if counts.inconclusive:
+                det = counts.smallest_detectable
+                rest.append(f"{counts.inconclusive} inconclusive"
+                            + (f" (smallest detectable {pct(det)} or more)" if det is not None else ""))
+            if counts.below_floor:
+                rest.append(f"{counts.below_floor} below the floor")
             parts.append(f"Against {cmp_sec['other']}, no component change is resolved as faster or slower: "
                          + ", ".join(rest) + ".")
     return parts
 
 
 def shipping_status(fx: Facts) -> str:
-    not_ship = [a for a in fx.arm_order if not fx.shipping(a)]
+    not_ship = runnotes.not_shipping_arms(fx)
     if not not_ship:
         return f"all arms: {SHIPPING}"
     return f"{len(not_ship)} of {len(fx.arm_order)} arms {NOT_SHIPPING}"

@@ -1,0 +1,84 @@
+"""The report's analyses beside the verdicts (harness.analyze.runnotes, overridepairs): typed
+results the renderer only formats, computed from the record alone."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from harness.analyze import runnotes
+from harness.analyze.facts import Facts
+from harness.analyze.overridepairs import env_diff, one_override_pairs
+from harness.ci.reports import inputs_for, load_record
+from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
+
+REPORTS = Path(__file__).resolve().parents[1] / "reports"
+DEFAULT = REPORTS / "20261207-035522-default-linux-cpu.json"
+
+
+def _facts(data: dict, path: Path = DEFAULT) -> Facts:
+    return Facts(str(path), data, inputs_for(data))
+
+
+def test_one_override_pairs_are_typed_and_pair_only_one_variable_apart() -> None:
+    fx = _facts(load_record(str(DEFAULT)))
+    pairs = one_override_pairs(fx)
+    assert {(p.a, p.b) for p in pairs} == {("block3", "block3-inexact")}
+    assert [p.prompt for p in pairs] == fx.prompts
+    for p in pairs:
+        assert p.diff == "SPECDEC_ALLOW_INEXACT=1" and p.gate == ("declined", "overridden")
+        assert p.lo is not None and p.hi is not None and p.lo <= p.ratio <= p.hi
+        assert p.resolved == (p.lo > 1 or p.hi < 1)
+    assert env_diff({"A": "1", "B": "2"}, {"B": "3"}) == ["without A", "B=3"]
+
+
+def test_one_override_pairs_give_no_interval_from_too_few_runs() -> None:
+    path = REPORTS / "20261205-032242-mtp-quant-ab-h200.json"
+    pairs = one_override_pairs(_facts(load_record(str(path)), path))
+    assert pairs and all(p.lo is None and p.hi is None and not p.resolved for p in pairs)
+
+
+def test_left_out_groups_warmups_first_then_failures_by_error() -> None:
+    data = copy.deepcopy(load_record(str(DEFAULT)))
+    measured = [r for r in data["runs"] if not r.get("warmup")]
+    a, b, c = measured[0], measured[1], measured[2]
+    a.update(status="failed", error="boom")
+    b.update(status="failed", error=SET_ASIDE_PREFIX + "no token", marks=["failed", SET_ASIDE])
+    c.update(status="failed", error="boom", arm=a["arm"], prompt=a["prompt"])
+    groups = runnotes.left_out(_facts(data))
+    kinds = [g.kind for g in groups]
+    assert kinds == sorted(kinds, key=lambda k: k != runnotes.WARMUP)
+    failed = [g for g in groups if g.kind == runnotes.FAILED]
+    boom = next(g for g in failed if g.error == "boom")
+    assert boom.runs == (a["index"], c["index"]) and not boom.set_aside
+    assert any(g.set_aside and g.runs == (b["index"],) for g in failed)
+    assert [(s.index, s.why) for s in runnotes.set_aside(_facts(data))] == [(b["index"], "no token")]
+
+
+def test_flagged_keeps_each_groups_first_quiet_gate_limit() -> None:
+    data = copy.deepcopy(load_record(str(DEFAULT)))
+    for r in data["runs"]:
+        r["marks"] = [m for m in r.get("marks") or [] if m != "contended"]
+    r1, r2 = [r for r in data["runs"] if not r.get("warmup")
+              and (r["arm"], r["prompt"]) == ("classic", data["suite"]["prompts"][0]["name"])][:2]
+    for r, limit in ((r1, 7.5), (r2, 99.0)):
+        r["marks"] = ["quiet_gate_timeout"]
+        r.setdefault("load", {}).setdefault("quiet_gate", {})["timeout_s"] = limit
+    [g] = runnotes.flagged(_facts(data))
+    assert g.kind == runnotes.QUIET_TIMEOUT and g.runs == (r1["index"], r2["index"]) and g.gate_timeout_s == 7.5
+
+
+def test_incomplete_says_whether_every_planned_run_is_there() -> None:
+    data = copy.deepcopy(load_record(str(DEFAULT)))
+    assert runnotes.incomplete(_facts(data)) is None
+    data["complete"], data["planned_runs"] = False, len(data["runs"])
+    assert runnotes.incomplete(_facts(data)) == runnotes.Incomplete(len(data["runs"]), len(data["runs"]))
+    data["planned_runs"] = len(data["runs"]) + 5
+    assert not runnotes.incomplete(_facts(data)).runs_all_there
+
+
+def test_arm_lists_follow_the_suites_order() -> None:
+    fx = _facts(load_record(str(DEFAULT)))
+    assert runnotes.declined_arms(fx) == ["block2", "block3", "block4"]
+    assert runnotes.not_shipping_arms(fx) == ["block2", "block3", "block4", "block3-inexact"]
+    assert runnotes.overridden_arms(fx) == ["block3-inexact"]
