@@ -2,7 +2,8 @@
 gave: the Wilson interval (scipy.stats.binomtest(...).proportion_ci) on every arm's per-step
 acceptance in the committed records and on a grid of (k, n); Benjamini-Hochberg
 (scipy.stats.false_discovery_control) on the records' paired p-values and on synthetic sets with
-ties and p-values at the level; the bootstrap of a ratio of medians (scipy.stats.bootstrap) on
+ties and p-values at the level, and the paired check's selection (paired.bh_selected) where
+its levels are BH's (one look); the bootstrap of a ratio of medians (scipy.stats.bootstrap) on
 every sample pair the committed reports feed it. The references below are the old bodies, kept
 only here."""
 
@@ -12,17 +13,20 @@ import itertools
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import false_discovery_control
 
 from harness.analyze import stats, summary
 from harness.analyze.changes import benjamini_hochberg
+from harness.analyze.design import Design
 from harness.analyze.facts import Facts
 from harness.analyze.overridepairs import one_override_pairs
-from harness.analyze.paired import p_value
+from harness.analyze.paired import bh_selected, p_value
 from harness.ci.reports import inputs_for
 from harness.core.schema import load_record
 from harness.render.verdictwords import times
@@ -189,6 +193,56 @@ def test_bh_from_scipy_keeps_a_largest_p_value_equal_to_the_level(ps: list[float
     # for m = 3 and dropped it. Only p-values exactly at a critical value differ so.
     assert [a <= alpha for a in benjamini_hochberg(ps)] == _textbook_selection(ps, alpha) == [True] * 3
     assert [a <= alpha for a in _hand_written_bh(ps)] != _textbook_selection(ps, alpha)
+
+
+def _hand_written_judge_selection(ps: Sequence[float], design: Design) -> int:
+    """paired.judge_family's Benjamini-Hochberg selection as it was written inline."""
+    design = replace(design, figures=len(ps), selected=1)
+    ranked = sorted(range(len(ps)), key=lambda i: ps[i])
+    return max((k + 1 for k, i in enumerate(ranked) if ps[i] <= replace(design, selected=k + 1).alpha_per_test),
+               default=0)
+
+
+def _random_p_sets(seeds: int = 300) -> list[list[float]]:
+    # 1 to 12 figures, some changed (tiny p-values), some not (uniform).
+    out = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        m = int(rng.integers(1, 13))
+        changed = rng.random(m) < 0.4
+        out.append([float(x) for x in np.where(changed, rng.random(m) ** 6 * 0.05, rng.random(m))])
+    return out
+
+
+def test_the_paired_checks_selection_with_one_look_is_scipys_bh() -> None:
+    sets = [ps for ps in map(_record_p_values, map(_record, RECORDS)) if ps]
+    sets += [[p for ps in sets for p in ps], *_random_p_sets()]
+    selected = 0
+    for ps in sets:
+        for alpha in (0.01, 0.05, 0.10):
+            design = Design(alpha=alpha, looks=1)
+            r = bh_selected(ps, design)
+            assert r == _hand_written_judge_selection(ps, design)
+            assert r == int(np.sum(false_discovery_control(ps) <= alpha)), (ps, alpha)
+            selected += r > 0
+    assert selected >= 100      # the sets select figures, not only none
+
+
+def test_a_spending_look_is_not_bh_at_any_one_level() -> None:
+    # Sequential checks test rank k at level(k alpha / m), and the boundary's level is not linear
+    # in alpha: an early look's rank-2 value is far more than twice rank 1's. BH at one q agrees
+    # with rank 1 only for q = m c_1, and then misses a pair the check selects.
+    for look in range(1, 5):
+        design = Design(looks=4, look=look, figures=3)
+        c = [replace(design, selected=k).alpha_per_test for k in (1, 2, 3)]
+        ps = [0.9 * c[1], 0.9 * c[1], 0.5]
+        for sets in ([ps], _random_p_sets(60)):
+            for s in sets:
+                assert bh_selected(s, design) == _hand_written_judge_selection(s, design)
+        if look < 4:
+            assert c[1] > 1.5 * c[0]
+            assert bh_selected(ps, design) == 2
+            assert int(np.sum(false_discovery_control(ps) <= 3 * c[0])) == 0
 
 
 def _bootstrap_inputs(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[tuple[tuple[float, ...], ...]]:
