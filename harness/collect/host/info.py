@@ -49,7 +49,7 @@ def _or_unknown(value: Any) -> Any:
 
 def nvml_devices(read: Callable[[Any, Any], dict[str, Any]]) -> list[dict[str, Any]] | str:
     """read(pynvml, handle) for each NVIDIA GPU, in NVML's index order; "unknown" where NVML
-    cannot answer (no driver or library, no GPU), as nvidia-smi's failure read before.
+    cannot answer (no driver or library, no GPU).
 
     nvidia-ml-py loads libnvidia-ml only here, at nvmlInit, so importing it costs nothing on a
     host without an NVIDIA driver."""
@@ -63,7 +63,7 @@ def nvml_devices(read: Callable[[Any, Any], dict[str, Any]]) -> list[dict[str, A
         return UNKNOWN
     try:
         count = pynvml.nvmlDeviceGetCount()
-        # nvidia-smi failed ("No devices were found") with no GPU: still unknown, not [].
+        # No GPU reads "unknown", not []: what records read by nvidia-smi hold for it.
         if count == 0:
             return UNKNOWN
         return [read(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
@@ -75,7 +75,7 @@ def nvml_devices(read: Callable[[Any, Any], dict[str, Any]]) -> list[dict[str, A
 
 
 def nvml_field(pynvml: Any, call: Callable[[], Any], show: Callable[[Any], str] = str) -> str:
-    """One NVML reading as nvidia-smi printed it (show), or "unknown" where the board does not
+    """One NVML reading in nvidia-smi's format (show), or "unknown" where the board does not
     expose it (NVMLError_NotSupported: GB10 has no separate VRAM) or the reading fails."""
     try:
         text = show(call()).strip()
@@ -124,7 +124,7 @@ def cpu_info() -> dict:
 # ---------------------------------------------------------------- gpu
 
 def _nvidia_gpu(pynvml: Any, handle: Any) -> dict[str, str]:
-    # The strings nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap printed.
+    # nvidia-smi's strings (--query-gpu=name,driver_version,memory.total,compute_cap), as records hold them.
     def field(call: Callable[[], Any], show: Callable[[Any], str] = str) -> str:
         return nvml_field(pynvml, call, show)
 

@@ -92,8 +92,8 @@ def _clock_reasons(pynvml: Any, handle: Any) -> int:
 
 
 def _nvidia_row(pynvml: Any, handle: Any) -> dict[str, Any]:
-    # The strings nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,
-    # clocks_event_reasons.active --format=csv,noheader,nounits printed.
+    # nvidia-smi's strings (--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,
+    # clocks_event_reasons.active --format=csv,nounits), as records hold them.
     def field(call: Callable[[], Any], show: Callable[[Any], str] = str) -> str:
         return nvml_field(pynvml, call, show)
 
