@@ -4,10 +4,12 @@ A speculative round is modelled additively, as the seed does:
 
     round_ms = verify_ms + drafter_steps * drafter_step_ms + other_ms
 
-where drafter_steps counts every drafter forward in a round (draft_block's steps and the
-accept hook's catch-up forward) and other_ms is everything else (finalize, residual, the
-accept hook's non-drafter work). A what-if holds acceptance (emitted per round), block,
-verify and other fixed and varies only the drafter step cost. Units: bytes, ms, GB = 1e9 B.
+where drafter_steps counts every drafter forward in a round (the steps of the engine's
+declared drafting phase, and any other phase's: an MTP head's first draft in its accept hook)
+and other_ms is everything else (the phases that play neither role, and non-drafter work).
+verify_ms is the engine's declared verify phase. A what-if holds acceptance (emitted per
+round), block, verify and other fixed and varies only the drafter step cost. Units: bytes,
+ms, GB = 1e9 B. A record's cost section is built from these in harness.analyze.costreport.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The drafter-step split an engine reports in profile mode, and verify cost by shape.
 
 Drafter split (engine contract: diagnostics.drafter_split): per phase that runs drafter
-forwards ("draft_block", "accept_hook", any the engine names) the forwards it ran and the ms of
-each stage of them ({"forwards": n, "ms": {stage: ms}}). In profile mode the stages are synced
-and so their own; they should close against the phase's own time in the round split.
+forwards (the engine's declared drafting phase, and any other it names: an MTP head drafts its
+first token in its accept hook) the forwards it ran and the ms of each stage of them
+({"forwards": n, "ms": {stage: ms}}). Phases are the engine's own names, never assumed here. In
+profile mode the stages are synced and so their own; they should close against the phase's own
+time in the round split.
 
 Shape costs (engine contract: diagnostics.rounds_log[i] with verify_ms, kv_len, first_use): a
 backend may build a kernel plan the first time it meets a shape (T positions after a KV length),

@@ -2,7 +2,7 @@
 
 Reads the engine's diagnostics (phase_ms, decode_ms, rounds) from a record's measured runs,
 and the engine's declaration (suite.engines in the record: phase order and labels, profile
-variable). Phases are the engine's own: a name it declares or reports is kept, in declared
+variable, which phase drafts and which verifies). Phases are the engine's own: a name it declares or reports is kept, in declared
 order then as reported; a phase a run did not report is left out of that run's figures.
 Totals are summed over an arm's measured runs, so components close against the decode total
 exactly as the engine's closure_error_ms says; per-round figures divide by the rounds summed
@@ -154,6 +154,9 @@ class ProfileComparison:
     drafter_steps_per_round: float    # drafter forwards per round (drafted tokens / rounds)
     syncs_per_round: float
     sync_ms_per_round: float
+    # The engine's declared drafting and verify phases (None: it declares no such role).
+    draft_phase: str | None = None
+    verify_phase: str | None = None
 
     @property
     def cost(self) -> float:
@@ -168,8 +171,9 @@ class ProfileComparison:
 
     @property
     def drafter_step_ms(self) -> float | None:
-        """Profiled draft_block per drafter forward: the step cost with its device work synced in."""
-        c = self.profiled.component("draft_block")
+        """The profiled drafting phase per drafter forward: the step cost with its device work
+        synced in. None when the engine declares no drafting phase or the arm drafted nothing."""
+        c = None if self.draft_phase is None else self.profiled.component(self.draft_phase)
         if c is None or not self.drafter_steps_per_round:
             return None
         return c.per_unit_ms / self.drafter_steps_per_round
@@ -209,19 +213,21 @@ def profile_comparisons(record: dict[str, Any]) -> list[ProfileComparison]:
             continue
         diags = [r["diagnostics"] for r in runs]
         proposed = sum(int(d.get("proposed") or 0) for d in diags)
-        reported = forwards_per_round(diags, "draft_block")
+        draft = decl.phase_for(declare.ROLE_DRAFT)
+        reported = None if draft is None else forwards_per_round(diags, draft)
         out.append(ProfileComparison(
             profiled=p, unprofiled=u,
             drafter_steps_per_round=(reported if reported is not None
                                      else proposed / p.units if p.units else 0.0),
             syncs_per_round=sum(int(d.get("profile_syncs") or 0) for d in diags) / p.units,
-            sync_ms_per_round=sum(float(d.get("profile_sync_ms") or 0.0) for d in diags) / p.units))
+            sync_ms_per_round=sum(float(d.get("profile_sync_ms") or 0.0) for d in diags) / p.units,
+            draft_phase=draft, verify_phase=decl.phase_for(declare.ROLE_VERIFY)))
     return out
 
 
 def forwards_per_round(diags: list[dict[str, Any]], phase: str) -> float | None:
     """Drafter forwards per round an engine reported for a phase (diagnostics.drafter_split;
-    an MTP head's first draft comes from the accept hook, so draft_block runs K-2 of them).
+    an MTP head drafts its first token in another phase, so the drafting phase runs K-2).
     None when it reports none: then a drafter forward per drafted token is assumed."""
     got: list[Any] = [((d.get("drafter_split") or {}).get(phase) or {}).get("forwards") for d in diags]
     if not got or any(g is None for g in got):

@@ -3,13 +3,15 @@
 A declaration names the engine's round phases (an open list, in round order), its override
 variables with what each does, the prefixes under which an inherited variable counts as an
 override, its profile-mode variable, its built-in prompts, which library decides its device
-numerics, and its own tools the report may point to. Built-in adapters declare theirs in code
+numerics, its own tools the report may point to, and which of its phases play the roles the
+analyses read (the drafting phase, the target's verify phase). Built-in adapters declare theirs in code
 (harness/collect/adapters/); a command engine declares its own in the suite's `[engines.NAME]` table.
 The record keeps every declaration (suite.engines), so reports read them, not this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import pkgutil
@@ -19,6 +21,13 @@ from typing import Any
 
 ADAPTER_PACKAGE = "harness.collect.adapters"
 
+# The phase roles analyses read, and what each means. A role the engine does not declare is a
+# figure the report leaves out (the drafter step, the cost model's what-if), never a guess.
+ROLE_DRAFT = "draft"
+ROLE_VERIFY = "verify"
+ROLES = {ROLE_DRAFT: "the phase that runs the round's drafter forwards",
+         ROLE_VERIFY: "the target's verify forward over the round's positions"}
+
 
 @dataclass(frozen=True)
 class EngineDecl:
@@ -26,6 +35,8 @@ class EngineDecl:
     adapter: str = "command"
     phases: tuple[str, ...] = ()               # known phases in round order; others come after, kept
     phase_labels: dict[str, str] = field(default_factory=dict)   # "{block}" is the arm's block
+    # Role (ROLES) -> the declared phase that plays it, e.g. {"draft": "draft_block"}.
+    roles: dict[str, str] = field(default_factory=dict)
     overrides: dict[str, str] = field(default_factory=dict)      # variable -> what it does
     override_prefixes: tuple[str, ...] = ()
     profile_var: str | None = None             # set: the engine syncs per phase (slows itself)
@@ -63,6 +74,10 @@ class EngineDecl:
         raise KeyError(f"engine {self.name!r} has no built-in prompt category {category!r}"
                        + (f" (has: {', '.join(self.prompts)})" if self.prompts else ""))
 
+    def phase_for(self, role: str) -> str | None:
+        """The phase that plays a role (ROLES), None when the engine declares none."""
+        return self.roles.get(role)
+
     def phase_label(self, phase: str, block: int | str) -> str:
         return self.phase_labels.get(phase, phase).replace("{block}", str(block))
 
@@ -73,6 +88,8 @@ class EngineDecl:
                               "override_prefixes": list(self.override_prefixes), "profile_var": self.profile_var,
                               "numerics": self.numerics, "tools": dict(self.tools), "split_notes": dict(self.split_notes)}
         # Only when declared: records of engines without them stay as they were.
+        if self.roles:
+            d["roles"] = dict(self.roles)
         if self.build:
             d["build"] = list(self.build)
         if self.interpreted is not None:
@@ -89,6 +106,7 @@ class EngineDecl:
     def from_dict(cls, d: dict[str, Any]) -> EngineDecl:
         return cls(name=str(d.get("name", "?")), adapter=str(d.get("adapter", "command")),
                    phases=tuple(d.get("phases") or ()), phase_labels=dict(d.get("phase_labels") or {}),
+                   roles=dict(d.get("roles") or {}),
                    overrides=dict(d.get("overrides") or {}),
                    override_prefixes=tuple(d.get("override_prefixes") or ()),
                    profile_var=d.get("profile_var"), numerics=str(d.get("numerics") or "unknown"),
@@ -146,6 +164,7 @@ def v1_declaration(name: str) -> EngineDecl:
     if own is not None and own.adapter != "command":
         return own
     return EngineDecl(name=name, adapter="command", phases=spec.phases, phase_labels=spec.phase_labels,
+                      roles=dict(spec.roles),
                       overrides=spec.overrides, override_prefixes=spec.override_prefixes,
                       profile_var=spec.profile_var, numerics="unknown", tools=spec.tools,
                       split_notes=spec.split_notes)
@@ -157,5 +176,34 @@ def of_record(record: dict[str, Any], arm: str) -> EngineDecl:
     name = a.get("engine", default_engine())
     d = (record["suite"].get("engines") or {}).get(name)
     if d is not None:
-        return EngineDecl.from_dict(d)
+        return _with_builtin_roles(EngineDecl.from_dict(d), "roles" in d)
     return builtin(name) or EngineDecl(name=name)
+
+
+def _with_builtin_roles(decl: EngineDecl, stated: bool) -> EngineDecl:
+    """A built-in engine recorded before declarations stated roles: its own adapter's roles, for
+    the phases the record declares (so such a record reads as it did). Command engines state
+    their own or have none."""
+    if stated or decl.adapter == "command":
+        return decl
+    own = builtin(decl.name)
+    if own is None or own.adapter != decl.adapter:
+        return decl
+    roles = {r: p for r, p in own.roles.items() if p in decl.phases}
+    return dataclasses.replace(decl, roles=roles) if roles else decl
+
+
+def roles_problem(roles: Any, phases: tuple[str, ...]) -> tuple[str, str] | None:
+    """What is wrong with declared roles, as (the role's key, what), or None: roles are a table
+    of known role -> one of the declared phases, each phase in one role at most."""
+    if not isinstance(roles, dict):
+        return "", f"a table of role = phase (roles: {', '.join(ROLES)}), got {type(roles).__name__}"
+    for role, phase in roles.items():
+        if role not in ROLES:
+            return str(role), f"unknown role {role!r} (roles: {', '.join(ROLES)})"
+        if not isinstance(phase, str) or phase not in phases:
+            return str(role), (f"{phase!r} is not a declared phase (phases: {', '.join(phases) or 'none'}); "
+                               "declare it in `phases` first")
+    if len(set(roles.values())) != len(roles):
+        return "", "one phase plays two roles"
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.analyze import costmodel, costreport
 from harness.analyze.facts import Facts
 from harness.core import declare
 from harness.render import reportcost
@@ -68,7 +69,10 @@ def profile_sections(fx: Facts) -> list[dict[str, Any]]:
         lines = []
         if p.drafter_step_ms is not None:
             lines.append(f"Drafter step, profiled: {p.drafter_step_ms:.3f} ms per drafter forward "
-                         f"({p.drafter_steps_per_round:.2f} forwards per round inside draft_block, synced).")
+                         f"({p.drafter_steps_per_round:.2f} forwards per round inside {p.draft_phase}, synced).")
+        elif p.draft_phase is None:
+            lines.append(f"No drafter step: the engine of {q.arm} declares no drafting phase "
+                         "(`roles` in its declaration), so no phase's time is divided by its forwards.")
         lines.append(f"Profile mode costs {signed_pct(p.cost)} per round ({q.per_unit_ms:.3f} against "
                      f"{u.per_unit_ms:.3f} ms; {p.syncs_per_round:.2f} syncs per round, "
                      f"{p.sync_ms_per_round:.3f} ms per round spent waiting in them)"
@@ -108,9 +112,9 @@ def scaling_section(fx: Facts) -> dict[str, Any] | None:
 
 
 def cost_section(fx: Facts) -> dict[str, Any]:
-    c = reportcost.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile, fx.models)
-    out: dict[str, Any] = {"available": c.available, "reason": c.reason, "notes": list(c.notes),
-                           "peak": c.peak_note}
+    c = costreport.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile, fx.models)
+    out: dict[str, Any] = {"available": c.available, "reason": reportcost.reason(c),
+                           "notes": reportcost.notes(c), "peak": reportcost.peak_note(c)}
     if c.target is not None:
         b = Table(["tensor set", "bytes"], align=["l", "r"])
         for name, n in c.target.rows:
@@ -124,7 +128,7 @@ def cost_section(fx: Facts) -> dict[str, Any]:
         bw = Table(["model", "bytes per step", "measured step", "effective GB/s", "efficiency vs peak"],
                    align=["l", "r", "r", "r", "r"])
         eff = c.target_eff
-        assert eff is not None   # reportcost.build measures it whenever it has the target's bytes
+        assert eff is not None   # costreport.build measures it whenever it has the target's bytes
         on = f", {c.prompt}" if fx.multi_prompt else ""
         bw.add(f"target ({c.classic_arm} ms/token median{on})", f"{c.target.total:,}", f"{c.target_step_ms:.3f} ms",
                f"{eff.achieved_gb_s:.2f}", "unknown peak" if eff.fraction is None else pct(eff.fraction))
@@ -141,33 +145,36 @@ def cost_section(fx: Facts) -> dict[str, Any]:
             w.add(r.name, f"{r.drafter_step_ms:.3f}", f"{r.round_ms:.3f}", f"{r.tokens_per_s:.1f}",
                   f"{r.speedup:.2f}x", f"{r.round_in_classic_steps:.2f}")
         out["what_if"] = w
-        out["model_note"] = c.model_note
+        out["model_note"] = reportcost.model_note(c)
         m = c.model
         assert m is not None   # the what-if table is made from the round model
+        free = next(r for r in c.what_if if r.name == costmodel.FREE_DRAFTER)
         out["what_if_line"] = (f"Break-even at the measured round: {c.what_if[0].break_even_emitted:.3f} emitted per "
                                f"verify, against {m.emitted_per_round:.3f} measured; with a free drafter it would be "
-                               f"{next(r for r in c.what_if if r.name == 'free drafter').break_even_emitted:.3f}. "
+                               f"{free.break_even_emitted:.3f}. "
                                "Projections from the cost model, not measurements.")
     if c.break_even:
         be = Table(["arm", "against", "ms/round", "emitted per verify", "break-even emitted per verify",
                     "round cost in classic steps"], align=["l", "l", "r", "r", "r", "r"])
-        for arm, prompt, ref, ms, epv, brk, steps in c.break_even:
-            be.add(fx.row_label(arm, prompt), ref, f"{ms:.3f}", f"{epv:.3f}", f"{brk:.3f}", f"{steps:.2f}")
+        for x in c.break_even:
+            be.add(fx.row_label(x.arm, x.prompt), x.classic_arm, f"{x.round_ms:.3f}", f"{x.emitted_per_verify:.3f}",
+                   f"{x.break_even_emitted:.3f}", f"{x.classic_steps:.2f}")
         out["break_even"] = be
         out["break_even_arms"] = _break_even_by_arm(c.break_even) if fx.multi_prompt else be
     return out
 
 
-def _break_even_by_arm(rows: list[tuple[Any, ...]]) -> Table:
+def _break_even_by_arm(rows: list[costreport.BreakEven]) -> Table:
     """The break-even table merged over prompts: one row per arm, each figure its median."""
-    by: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    by: dict[tuple[str, str], list[costreport.BreakEven]] = {}
     for r in rows:
-        by.setdefault((r[0], r[2]), []).append(r)
+        by.setdefault((r.arm, r.classic_arm), []).append(r)
     t = Table(["arm", "against", "ms/round", "emitted per verify", "break-even emitted per verify",
                "round cost in classic steps"], align=["l", "l", "r", "r", "r", "r"])
     for (arm, ref), rs in by.items():
-        t.add(arm, ref, *[f"{_median([r[i] for r in rs]):{spec}}" for i, spec in
-                          ((3, ".3f"), (4, ".3f"), (5, ".3f"), (6, ".2f"))])
+        t.add(arm, ref, *[f"{_median([getattr(r, k) for r in rs]):{spec}}" for k, spec in
+                          (("round_ms", ".3f"), ("emitted_per_verify", ".3f"), ("break_even_emitted", ".3f"),
+                           ("classic_steps", ".2f"))])
     return t
 
 

@@ -1,4 +1,4 @@
-"""specdec in process: its declaration (phases, overrides, profile variable, prompts, tools),
+"""specdec in process: its declaration (phases and their roles, overrides, profile variable, prompts, tools),
 its adapter, its embedded model pair, its BLAS preload and its verify-forward scaling.
 
 The only module of the harness that imports specdec, and only inside functions: declaring the
@@ -27,6 +27,8 @@ def _prompts(category: str) -> list[tuple[str, str]]:
 DECLARATION = EngineDecl(
     name=NAME, adapter=NAME,
     phases=("draft_block", "verify_forward", "accept_hook", "verify_finalize", "target_step", "residual"),
+    # What the analyses read: the drafter step from draft_block, the target's verify from verify_forward.
+    roles={"draft": "draft_block", "verify": "verify_forward"},
     phase_labels={"draft_block": "`draft_block`", "verify_forward": "verify forward (T={block})",
                   "accept_hook": "accept hook", "verify_finalize": "verify finalize (rollback)",
                   "target_step": "target step (T=1)", "residual": "residual",
