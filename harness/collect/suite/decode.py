@@ -65,8 +65,13 @@ def _explain(msg: str, raw: Any, typ: Any, key: str, also_known: tuple[str, ...]
     if text.startswith("Expected `str` of length"):
         return where, f"expected a non-empty string, got {value!r}"
     if text.startswith(("Expected `", "Invalid enum value")):
-        return where, f"expected {_describe(t, where)}, got {value!r}"
+        return where, f"expected {_describe(t, where)}, got {_show(value)}"
     return where, text
+
+
+def _show(value: Any) -> str:
+    # A whole table or list would not fit the one line.
+    return "a table" if isinstance(value, dict) else "a list" if isinstance(value, list) else repr(value)
 
 
 def _join(key: str, seg: str | int) -> str:
