@@ -13,6 +13,7 @@ from harness_helpers import REPO
 
 from harness.analyze import drafterstep
 from harness.ci import reports as report_cli
+from harness.cli.report import backfill
 from harness.render import mdtable
 from harness.render import report as rp
 
@@ -48,7 +49,7 @@ def with_split(rec: dict[str, Any], arm: str = "block3-profile", missing_ms: flo
 def render(tmp: Path, rec: dict[str, Any]) -> str:
     p = tmp / "r.json"
     p.write_text(json.dumps(rec))
-    return rp.render(report_cli.context_for(str(p), None), "record", user_dir=NO_USER_TEMPLATES)
+    return rp.render(report_cli.context_for(str(p), None, backfill()), "record", user_dir=NO_USER_TEMPLATES)
 
 
 def test_the_split_closes_against_its_phase_and_names_the_largest_stage() -> None:

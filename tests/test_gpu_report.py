@@ -16,6 +16,7 @@ from harness.analyze import costmodel as cm
 from harness.analyze import roofline as rl
 from harness.analyze.gpustack import gpu_stack, is_gpu_device, library_version
 from harness.ci import reports as report_cli
+from harness.cli.report import backfill
 from harness.render import mdtable
 from harness.render import report as rp
 from harness.render.reportcost import roofline_sentence
@@ -31,7 +32,7 @@ def _at_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def render(path: str) -> str:
-    return rp.render(report_cli.context_for(path), "record", user_dir=NO_USER_TEMPLATES)
+    return rp.render(report_cli.context_for(path, backfill=backfill()), "record", user_dir=NO_USER_TEMPLATES)
 
 
 def load(path: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from harness_helpers import REPO, md_section, one_line, run_cli, write_record
 from harness.analyze import stats
 from harness.analyze.labels import annotate_label
 from harness.ci import reports as report_cli
+from harness.cli.report import backfill
 from harness.render import mdtable
 from harness.render import report as rp
 
@@ -28,6 +29,7 @@ RECORD = "tests/fixtures/report/record.json"
 AFTER = "tests/fixtures/report/record-after.json"
 NO_USER_TEMPLATES = REPO / "tests" / "fixtures" / "report" / "no-such-templates"
 NOT_SHIPPING = "not a shipping configuration"
+BACKFILL = backfill()   # what the two schema-1 records lack, as `harness report` reads it
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +39,7 @@ def _at_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def render(path: str, compare: str | None = None, template: str = "record") -> str:
-    return rp.render(report_cli.context_for(path, compare), template, user_dir=NO_USER_TEMPLATES)
+    return rp.render(report_cli.context_for(path, compare, BACKFILL), template, user_dir=NO_USER_TEMPLATES)
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -570,7 +572,7 @@ def test_every_committed_record_renders_byte_identically_to_its_committed_markdo
     # changes one byte of it shows up here (re-render and commit when a change is meant).
     monkeypatch.chdir(REPO)
     rel = str(path.relative_to(REPO))
-    ctx, _ = report_cli.report_files(rel, None, path.with_suffix(".md"))    # linked as harness report --out does
+    ctx, _ = report_cli.report_files(rel, None, path.with_suffix(".md"), BACKFILL)    # linked as harness report --out does
     md = rp.render(ctx, "record", user_dir=REPO / "tests" / "fixtures" / "report" / "none")
     # `harness report --out` adds its marker as the last line; one rendered before markers has none.
     assert path.with_suffix(".md").read_text(encoding="utf-8") in (md, marked(md, "report"))
@@ -588,11 +590,11 @@ def test_the_report_uses_the_profile_stored_in_the_record_not_this_machines(tmp_
                                "peak_bandwidth_source": "vendor sheet", "match": {}}
     p = tmp_path / "r.json"
     p.write_text(json.dumps(data))
-    md = rp.render(reports.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    md = rp.render(reports.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
     assert "host profile lab-box-9: 123 GB/s (vendor sheet)" in md
     data["host"]["profile"] = None      # matched nothing when it was made: unknown peak, no guess
     p.write_text(json.dumps(data))
-    md = rp.render(reports.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    md = rp.render(reports.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
     assert "no host profile matches this host: unknown peak" in md
 
 
@@ -611,18 +613,18 @@ def test_a_record_keeps_its_tensor_tables_and_renders_the_same_without_the_model
     assert roles and all(m["tensors"] and "error" not in m for m in roles), with_models["models"]
     p = tmp_path / "r.json"
     p.write_text(json.dumps(with_models))
-    before = rp.render(report_cli.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    before = rp.render(report_cli.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
     # The same record on a machine where the weights cannot be read: nothing read, nothing changes.
     import harness.collect.models as models_mod
 
     def unreadable(d):
         raise ValueError(f"{d}: unreadable here")
     monkeypatch.setattr(models_mod, "model_tensor_bytes", unreadable)
-    assert rp.render(report_cli.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES) == before
+    assert rp.render(report_cli.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES) == before
     # Without stored tables (an older record) the directories are read at render time.
     del with_models["models"]
     p.write_text(json.dumps(with_models))
-    assert "unreadable here" in rp.render(report_cli.context_for(str(p)), "record", user_dir=NO_USER_TEMPLATES)
+    assert "unreadable here" in rp.render(report_cli.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
     monkeypatch.undo()
     monkeypatch.chdir(REPO)
     # A new record stores them at creation.

@@ -15,6 +15,7 @@ from harness_helpers import REPO, write_suite
 from harness.analyze import rounds
 from harness.analyze.labels import label_run
 from harness.ci import reports as report_cli
+from harness.cli.report import backfill
 from harness.collect.engines import CommandAdapter, EngineFailure, RunRequest
 from harness.collect.record import Record
 from harness.collect.suite import load_suite
@@ -115,7 +116,7 @@ def test_every_committed_record_renders_through_the_migration(path: Path, monkey
     monkeypatch.chdir(REPO)
     rel = str(path.relative_to(REPO))
     assert json.loads(path.read_text())["schema_version"] in (*schema.MIGRATIONS, schema.SCHEMA_VERSION)
-    md = rp.render(report_cli.context_for(rel), "record",
+    md = rp.render(report_cli.context_for(rel, backfill=backfill()), "record",
                    user_dir=REPO / "tests" / "fixtures" / "report" / "no-such-templates")
     assert "\n| arm | tok/s | spread | vs classic (paired) |" in md     # the arms and their verdicts
     for r in Record.load(rel).data["runs"]:
@@ -298,9 +299,9 @@ def test_report_does_not_recommend_specdec_for_another_engine(tmp_path: Path, mo
         e["tools"] = {}
     p = tmp_path / "r.json"
     p.write_text(json.dumps(rec))
-    md = rp.render(report_cli.context_for(str(p)), "record", user_dir=tmp_path / "none")
+    md = rp.render(report_cli.context_for(str(p), backfill=backfill()), "record", user_dir=tmp_path / "none")
     assert "python -m specdec" not in md
-    assert "python -m specdec scaling" in rp.render(report_cli.context_for(str(V1.relative_to(REPO))), "record",
+    assert "python -m specdec scaling" in rp.render(report_cli.context_for(str(V1.relative_to(REPO)), backfill=backfill()), "record",
                                                     user_dir=tmp_path / "none")
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -14,14 +16,25 @@ from harness.analyze.facts import Facts, Inputs
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check
 from harness.collect.files import check_directory, marked, write_output, written_by
-from harness.collect.host.profiles import match_profile
-from harness.collect.models import model_files
 from harness.collect.record import Record
 from harness.core.errors import UserError
 from harness.render.report import build_context, index_context, render
 from harness.render.reportcost import ModelTables
 
 REPORT_WRITER = "report"   # the writer a report's and its figures' markers name
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """What a record from before schema 3 (its host profile) or schema 4 (its tensor tables)
+    lacks, read now by collection's readers; the command's composition root passes them in, so
+    reporting reads no host profile or model file itself. Without one, such a record is rendered
+    with no profile and no tensor tables."""
+
+    # The record's host section -> the lab host profile it matches (None: none does).
+    profile: Callable[[dict[str, Any]], dict[str, Any] | None]
+    # The record's suite section -> {pairing: {role: {"directory", "tensors", "error"?}}}.
+    models: Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def load_record(path: str) -> dict[str, Any]:
@@ -33,40 +46,42 @@ def load_record(path: str) -> dict[str, Any]:
     return rec
 
 
-def _load(path: str, compare_path: str | None) -> tuple[dict[str, Any], tuple[str, dict[str, Any], Inputs] | None]:
+def _load(path: str, compare_path: str | None, backfill: Backfill | None
+          ) -> tuple[dict[str, Any], tuple[str, dict[str, Any], Inputs] | None]:
     data = load_record(path)
     compare = None
     if compare_path:
         other = load_record(compare_path)
-        inputs = dataclasses.replace(inputs_for(other), acks=acks_between(data, other))
+        inputs = dataclasses.replace(inputs_for(other, backfill), acks=acks_between(data, other))
         compare = (compare_path, other, inputs)
     return data, compare
 
 
-def context_for(path: str, compare_path: str | None = None) -> dict[str, Any]:
+def context_for(path: str, compare_path: str | None = None, backfill: Backfill | None = None) -> dict[str, Any]:
     """The template context of the record at path, with a second record beside it (no figures:
     they need a place beside the Markdown, report_files)."""
-    data, compare = _load(path, compare_path)
-    return _context(path, data, compare)
+    data, compare = _load(path, compare_path, backfill)
+    return _context(path, data, compare, backfill)
 
 
-def report_files(path: str, compare_path: str | None, md: Path) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+def report_files(path: str, compare_path: str | None, md: Path, backfill: Backfill | None = None
+                 ) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
     """The context of a report to be written at `md`, and its figures: (path, SVG text) in the
     folder named after the report (reports/STEM.md -> reports/STEM/NAME.svg), linked from it."""
-    data, compare = _load(path, compare_path)
+    data, compare = _load(path, compare_path, backfill)
     figs = figures_for(data, compare[1] if compare else None)
     folder = md.parent / md.stem
     files = [(folder / f"{fig.name}.svg", fig.svg) for fig in figs]
     links = [(fig.title, f"{quote(md.stem)}/{quote(fig.name)}.svg") for fig in figs]
-    return _context(path, data, compare, links), files
+    return _context(path, data, compare, backfill, links), files
 
 
 def _context(path: str, data: dict[str, Any], compare: tuple[str, dict[str, Any], Inputs] | None,
-             links: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+             backfill: Backfill | None, links: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """The analyses a report renders, made here (the renderer computes nothing), then its context."""
     from harness.analyze.verdict import judge
     other = (compare[0], Facts(*compare)) if compare else None
-    return build_context(Facts(path, data, inputs_for(data)), judge(data), other, links)
+    return build_context(Facts(path, data, inputs_for(data, backfill)), judge(data), other, links)
 
 
 def figures_for(data: dict[str, Any], after: dict[str, Any] | None = None) -> list[Any]:
@@ -122,13 +137,13 @@ def acks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[tuple[str, str, 
     return tuple((x.commits_spec, x.figure, x.arm, x.reason) for x in acks if x.commits.intersection(covered))
 
 
-def inputs_for(data: dict[str, Any]) -> Inputs:
+def inputs_for(data: dict[str, Any], backfill: Backfill | None = None) -> Inputs:
     """What the renderer needs beyond the record: the host profile (the record's own since schema
-    3; matched here for an older record) and each pairing's tensor tables (the record's own since
-    schema 4; read here from the model directories for an older record)."""
+    3) and each pairing's tensor tables (the record's own since schema 4); an older record's from
+    `backfill`, or none."""
     host = data.get("host") or {}
-    profile = host["profile"] if "profile" in host else match_profile(host)
-    stored = data["models"] if "models" in data else model_files(data["suite"])
+    profile = host["profile"] if "profile" in host else backfill.profile(host) if backfill else None
+    stored = data["models"] if "models" in data else backfill.models(data["suite"]) if backfill else {}
     models: ModelTables = {pairing: {role: (m["directory"], m["tensors"] if m.get("tensors") is not None
                                             else m.get("error") or "no tensor table")
                                      for role, m in roles.items()}
@@ -136,12 +151,12 @@ def inputs_for(data: dict[str, Any]) -> Inputs:
     return Inputs(profile=profile, models=models)
 
 
-def index_text(reports_dir: Path, template: str = "index") -> tuple[str, list[str]]:
+def index_text(reports_dir: Path, template: str = "index", backfill: Backfill | None = None) -> tuple[str, list[str]]:
     """The index of every record in reports_dir, and a line per record that could not be read."""
     entries, skipped = [], []
     for p in sorted(reports_dir.glob("*.json")):
         try:
-            ctx = context_for(str(p))
+            ctx = context_for(str(p), backfill=backfill)
         except UserError as e:
             skipped.append(str(e))
             continue
@@ -150,7 +165,7 @@ def index_text(reports_dir: Path, template: str = "index") -> tuple[str, list[st
     return render(index_context(entries, str(reports_dir)), template), skipped
 
 
-def render_missing(records_dir: Path) -> int:
+def render_missing(records_dir: Path, backfill: Backfill | None = None) -> int:
     """Markdown beside each record that has none, then the index; returns how many were written.
     A record that cannot be rendered is named on stderr and left as it is, and so is a README.md
     the index did not write (its marker, or its first line the index's)."""
@@ -162,14 +177,14 @@ def render_missing(records_dir: Path) -> int:
         if md.exists():
             continue
         try:
-            ctx, figs = report_files(str(rec), None, md)
+            ctx, figs = report_files(str(rec), None, md, backfill)
             check_figures(figs)
             write_figures(figs)
             md.write_text(marked(render(ctx, "record"), REPORT_WRITER), encoding="utf-8")
             n += 1
         except UserError as e:
             print(f"harness: report of {rec.name} failed: {e}", file=sys.stderr)
-    text, _ = index_text(records_dir)
+    text, _ = index_text(records_dir, backfill=backfill)
     readme = records_dir / "README.md"
     first = text.split("\n", 1)[0]
     if readme.is_file() and not written_by(readme, "report --index", earlier=lambda old: old.split("\n", 1)[0] == first):

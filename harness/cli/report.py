@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.ci.reports import check_figures, context_for, index_text, report_files, write_figures
+from harness.ci.reports import Backfill, check_figures, context_for, index_text, report_files, write_figures
 from harness.collect.files import check_output, marked, write_output, written_by
 from harness.core.errors import UserError
 from harness.render.report import render
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{d}: no reports directory")
         out = Path(args.out) if args.out else d / "README.md"
         check_output(out, "index")           # what it holds, its name, the place: before anything is rendered
-        text, skipped = index_text(d, args.template or "index")
+        text, skipped = index_text(d, args.template or "index", backfill())
         if args.out:
             check_output(out, "index", writer=INDEX, earlier=same_first_line(text))
         else:
@@ -40,10 +40,10 @@ def run(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else None
         figs: list[tuple[Path, str]] = []
         if out is None:
-            ctx = context_for(args.record, args.compare)    # stdout: no place for figures
+            ctx = context_for(args.record, args.compare, backfill())    # stdout: no place for figures
         else:
             check_output(out, "report")
-            ctx, figs = report_files(args.record, args.compare, out)
+            ctx, figs = report_files(args.record, args.compare, out, backfill())
         text = render(ctx, args.template or "record")
         if out is not None:
             check_output(out, "report", writer=REPORT, earlier=same_first_line(text))
@@ -56,6 +56,14 @@ def run(args: argparse.Namespace) -> int:
         write_output(out, marked(text, INDEX if args.index else REPORT), "index" if args.index else "report")
         print(f"harness: wrote {out}", file=sys.stderr)
     return 0
+
+
+def backfill() -> Backfill:
+    """What a record older than schema 3 or 4 lacks (its host profile, its tensor tables), read
+    by collection's readers here, where the command is put together."""
+    from harness.collect.host.profiles import match_profile
+    from harness.collect.models import model_files
+    return Backfill(profile=match_profile, models=model_files)
 
 
 def _first_line(text: str) -> str:
