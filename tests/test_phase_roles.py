@@ -20,6 +20,7 @@ from harness_helpers import REPO, md_section, write_record
 
 from harness.analyze import costreport, rounds
 from harness.ci import reports as report_cli
+from harness.cli.report import backfill
 from harness.core import declare
 from harness.core.errors import UserError
 from harness.core.schema import load_record
@@ -28,6 +29,7 @@ from harness.render import report as rp
 RECORD = REPO / "tests" / "fixtures" / "report" / "record.json"
 NO_USER_TEMPLATES = REPO / "tests" / "fixtures" / "report" / "no-such-templates"
 RENAME = {"draft_block": "propose", "verify_forward": "score"}
+BACKFILL = backfill()   # what the schema-1 fixture lacks (host profile, tensor tables), as `harness report` reads it
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +53,7 @@ def renamed(rec: dict[str, Any], text: str | None = None) -> Any:
 def render(tmp: Path, rec: dict[str, Any]) -> str:
     # The same file name in its own folder: the report names the record it reads.
     tmp.mkdir()
-    return rp.render(report_cli.context_for(write_record(tmp, "r.json", rec)), "record",
+    return rp.render(report_cli.context_for(write_record(tmp, "r.json", rec), None, BACKFILL), "record",
                      user_dir=NO_USER_TEMPLATES).replace(str(tmp), "TMP")
 
 
@@ -126,7 +128,7 @@ def test_only_the_drafting_role_missing_leaves_out_the_what_if_only(tmp_path: Pa
 def test_no_roles_cost_section_is_typed() -> None:
     rec = without_roles(migrated())
     from harness.analyze.facts import Facts
-    fx = Facts(str(RECORD), rec, report_cli.inputs_for(rec))
+    fx = Facts(str(RECORD), rec, report_cli.inputs_for(rec, BACKFILL))
     c = costreport.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.profile, fx.models)
     assert c.available and c.no_what_if == costreport.NO_ROLES
     assert c.missing_roles == ("draft", "verify") and c.what_if == [] and c.model is None
