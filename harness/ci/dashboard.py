@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.ci.asvtool import AsvConfig
+from harness.ci.reports import Backfill
 from harness.core.errors import UserError
 
 
@@ -139,7 +140,8 @@ def check_published(html_dir: Path) -> None:
 
 
 def publish(config: str | None = None, vendor: bool = True, echo: bool = True,
-            records: str | Path | None = None, alerts: str | Path | None = None) -> Path:
+            records: str | Path | None = None, alerts: str | Path | None = None,
+            backfill: Backfill | None = None) -> Path:
     from harness.ci.asvtool import load_config, run_asv
 
     conf = load_config(config)
@@ -155,7 +157,7 @@ def publish(config: str | None = None, vendor: bool = True, echo: bool = True,
                 print(f"harness: dashboard libraries served from {conf.html_dir}/vendor/ ({n} tags)", file=sys.stderr)
         except UserError as e:
             print(f"harness: warning: {e}; the dashboard needs its CDNs", file=sys.stderr)
-    publish_harness(conf, records, alerts)
+    publish_harness(conf, records, alerts, backfill=backfill)
     return conf.html_dir
 
 
@@ -175,7 +177,7 @@ def default_records(conf: AsvConfig) -> Path:
 
 
 def publish_harness(conf: AsvConfig, records: str | Path | None = None, alerts: str | Path | None = None,
-                    user_templates: Path | None = None) -> Path:
+                    user_templates: Path | None = None, backfill: Backfill | None = None) -> Path:
     """The harness's pages (html/harness/: verdicts, series, change points, records) beside
     asv's, linked from asv's index. `records`: a records directory (flat, or one per machine);
     `alerts`: the nightly's alerts directory (one per machine)."""
@@ -191,7 +193,7 @@ def publish_harness(conf: AsvConfig, records: str | Path | None = None, alerts: 
         print(f"harness: warning: {e}; changes are shown without acknowledgements", file=sys.stderr)
         acks = ()
     src = Sources(records=rec, alerts=al, repo=conf.root, acks=acks, results=conf.results_dir,
-                  user_templates=user_templates)
+                  user_templates=user_templates, backfill=backfill)
     index = build_site(conf.html_dir, src, ms_benchmark(conf.results_dir))
     link_from_asv(conf.html_dir)
     return index

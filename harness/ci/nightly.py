@@ -39,7 +39,7 @@ from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_
 from harness.ci.build import check_asv_builds
 from harness.ci.dashboard import publish_harness
 from harness.ci.history import alert_title, detect, file_alerts, notify_command, suite_table
-from harness.ci.reports import render_missing
+from harness.ci.reports import Backfill, render_missing
 from harness.ci.site import write_changes
 from harness.collect.files import check_writable
 from harness.collect.suite import load_suite
@@ -246,7 +246,7 @@ def seed_baselines(conf: AsvConfig, path: Path) -> None:
 def nightly(results_repo: str, config: str | None = None, branch: str = "main", results_branch: str = "main",
             machine: str | None = None, machine_file: str | None = None, max_commits: int = DEFAULT_MAX_COMMITS,
             since: str | None = None, checkout: str | None = None, push: bool = True,
-            echo: bool = True) -> NightlyResult:
+            echo: bool = True, backfill: Backfill | None = None) -> NightlyResult:
     from harness.ci.machine import default_machine_file
     from harness.ci.prcheck import ensure_machine
 
@@ -300,9 +300,9 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
         if not (conf.results_dir / "benchmarks.json").exists():
             run_asv(["run", "--bench", "just-discover", "--machine", m], conf, mf, echo=echo)
         from harness.ci.dashboard import publish
-        publish(str(conf.path), vendor=True, echo=echo)   # asv publish; the libraries made local
+        publish(str(conf.path), vendor=True, echo=echo, backfill=backfill)   # asv publish; the libraries made local
     with out.stage("reports"):
-        out.reports = render_missing(records)
+        out.reports = render_missing(records, backfill)
 
     copy_tree(conf.results_dir / m, repo_dir / "results" / m, overwrite=True)
     with out.stage("changes"):
@@ -315,7 +315,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
                        "acknowledged": [{"title": alert_title(f), "reason": f.ack.reason} for f in h.found if f.ack],
                        "unstable": len(h.unstable)}
     with out.stage("publish"):   # the harness's pages again, now with this night's records and alerts
-        publish_harness(conf, repo_dir / "records", repo_dir / "alerts")
+        publish_harness(conf, repo_dir / "records", repo_dir / "alerts", backfill=backfill)
     paths = [f"results/{m}", f"records/{m}", f"baselines/{m}.json", f"alerts/{m}"]
     msg = f"nightly {m}: {len(out.measured)} commit(s) measured" + (
         f" ({', '.join(c[:8] for c in out.measured)})" if out.measured else "")

@@ -217,8 +217,8 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
              report_url: str | None = None, dashboard_url: str | None = None) -> int:
     from rich.console import Console
 
-    from harness.collect.baselines import BaselineStore
     from harness.ci.machine import default_machine_file
+    from harness.collect.baselines import BaselineStore
 
     check_outputs(output, json_out)
     conf = load_config(config)

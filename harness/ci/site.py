@@ -28,6 +28,7 @@ from typing import Any
 
 from harness.analyze import acks as ackmod
 from harness.analyze.series import Change, Commit, HostView, SiteData, changes_of, commit_view, host_series, slug
+from harness.ci.reports import Backfill
 from harness.core.errors import UserError
 from harness.render import dashboard as pages
 
@@ -48,6 +49,7 @@ class Sources:
     acks: tuple[ackmod.Ack, ...] = ()
     results: Path | None = None   # asv's results directory: which machine measured a commit
     user_templates: Path | None = None
+    backfill: Backfill | None = None   # what a record before schema 3 or 4 lacks (harness.ci.reports)
 
 
 def record_files(root: Path | None, results: Path | None) -> dict[str, list[Path]]:
@@ -75,7 +77,7 @@ def _load(path: Path) -> dict[str, Any]:
     return load_record(str(path))
 
 
-def _report_markdown(path: Path) -> str:
+def _report_markdown(path: Path, backfill: Backfill | None) -> str:
     """The record's report: the Markdown beside it where there is one, else rendered now."""
     md = path.with_suffix(".md")
     if md.is_file():
@@ -83,7 +85,7 @@ def _report_markdown(path: Path) -> str:
     from harness.ci.reports import context_for
     from harness.render.report import render
 
-    return render(context_for(str(path)), "record")
+    return render(context_for(str(path), backfill=backfill), "record")
 
 
 _LOCAL_REF = re.compile(r'(?:src|href)="(?!https?:|#|/|data:|mailto:)([^"#?]+)')
@@ -161,7 +163,7 @@ def build_site(html_dir: Path, src: Sources, asv_benchmark: str | None = None) -
     shown = {c.page for h in site.hosts for c in h.commits}
     for machine, f, page in bodies:
         if page in shown:
-            _write_record(site_dir, by_name[machine], f, page, src.user_templates)
+            _write_record(site_dir, by_name[machine], f, page, src)
     for host, alert_md in hosts:
         for ch in host.changes:
             if ch.alert_file and ch.alert_id in alert_md:
@@ -172,27 +174,27 @@ def build_site(html_dir: Path, src: Sources, asv_benchmark: str | None = None) -
     return site_dir / "index.html"
 
 
-def _write_record(site_dir: Path, host: HostView, f: Path, page: str, user: Path | None) -> None:
+def _write_record(site_dir: Path, host: HostView, f: Path, page: str, src: Sources) -> None:
     commit = next(c for c in host.commits if c.page == page)
     try:
-        md = _report_markdown(f)
+        md = _report_markdown(f, src.backfill)
     except UserError as e:
         md = f"The report of this record could not be rendered: {e}"
     out = site_dir / page
     out.parent.mkdir(parents=True, exist_ok=True)
     html = pages.markdown_html(md)
     if any(not (f.parent / ref).is_file() for ref in _LOCAL_REF.findall(html)):
-        _draw_figures(f, out.parent)
+        _draw_figures(f, out.parent, src.backfill)
     body = _copy_local_refs(html, f.parent, out.parent)
-    _write(out, pages.record_page(host, commit, body, user))
+    _write(out, pages.record_page(host, commit, body, src.user_templates))
 
 
-def _draw_figures(f: Path, page_dir: Path) -> None:
+def _draw_figures(f: Path, page_dir: Path, backfill: Backfill | None) -> None:
     """The record's figures drawn beside its page, where its report links figures the record's
     folder lacks (a report written to stdout, or copied without its figure folder)."""
     from harness.ci.reports import report_files, write_figures
     try:
-        _, files = report_files(str(f), None, page_dir / f"{f.stem}.md")
+        _, files = report_files(str(f), None, page_dir / f"{f.stem}.md", backfill)
     except UserError:
         return
     write_figures(files)

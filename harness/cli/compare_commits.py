@@ -15,7 +15,6 @@ from rich.table import Table
 
 from harness.analyze import envdiff, paired
 from harness.analyze.contended import contention_lines
-from harness.collect.baselines import BaselineStore
 from harness.analyze.summary import check_waiting_lines
 from harness.ci.acks import DEFAULT as ACKS_DEFAULT
 from harness.ci.acks import acks_for_check, load_acks
@@ -24,6 +23,7 @@ from harness.ci.commits import Comparison, compare_commits, rev_parse
 from harness.ci.commitsout import EXIT_HELP, summary_json
 from harness.ci.prcheck import given_suite, load_check_suite, load_notes
 from harness.cli.session import add_budget_args
+from harness.collect.baselines import BaselineStore
 from harness.collect.files import check_directory
 from harness.collect.suite import DEFAULT_SUITE
 from harness.core.errors import UserError

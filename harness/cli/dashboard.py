@@ -8,13 +8,15 @@ from typing import Any
 
 from harness.ci.asvtool import load_config, run_asv
 from harness.ci.dashboard import check_published, publish
+from harness.cli.report import backfill
 
 NAME = "dashboard"
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "publish":
-        html = publish(args.config, vendor=not args.no_vendor, records=args.records, alerts=args.alerts)
+        html = publish(args.config, vendor=not args.no_vendor, records=args.records, alerts=args.alerts,
+                       backfill=backfill())
         print(f"dashboard: {html}/index.html, the harness's pages {html}/harness/index.html "
               "(serve them with `harness dashboard preview`)")
         return 0

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from harness.ci.nightly import DEFAULT_MAX_COMMITS, nightly
+from harness.cli.report import backfill
 from harness.core.errors import UserError
 
 NAME = "nightly"
@@ -21,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     res = nightly(url, config=args.config, branch=args.branch, results_branch=args.results_branch,
                   machine=args.machine, machine_file=args.machine_file, max_commits=args.max_commits,
-                  since=args.since, checkout=args.checkout, push=not args.no_push)
+                  since=args.since, checkout=args.checkout, push=not args.no_push, backfill=backfill())
     for c in res.measured:
         print(f"measured {c[:8]} on {res.machine}" + (": FAILED (see the dashboard)" if c in res.failed else ""))
     for c in res.failed:

@@ -84,8 +84,8 @@ def report(record: Any, out: Output) -> int:
 def resume(args: argparse.Namespace, out: Output) -> int:
     """Finish a record's session as the command that began it would have: the missing runs, then a
     check's report, or a baseline session's baselines stored (and that command's exit status)."""
-    from harness.collect.baselines import BaselineStore
     from harness.cli import baseline, check
+    from harness.collect.baselines import BaselineStore
     from harness.collect.record import Record
     from harness.collect.recordcheck import check_resumable
     from harness.collect.suite import suite_from_record
