@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 NAME = "baseline"
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     b = sub.add_parser("baseline", help="record arms' outputs as their own baselines")
     bsub = b.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
     br = bsub.add_parser("record", help="run each arm twice and store outputs where both agree",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from harness.ci.bisect import Probe, bisect
 from harness.cli.compare_commits import check_setup
@@ -35,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if b.first_bad else 3
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("bisect", help="the first commit of GOOD..BAD at which a figure got worse (paired probes)",
                        epilog="exit status: 0 the first bad commit found; 3 stopped with a range (BAD not worse "
                               "here, or a probe inconclusive); 2 a problem to fix (one line)")

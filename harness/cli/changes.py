@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("changes", help="change points of this host's nightly series (from its asv results)",
                        epilog="exit status: 0 listed (steps or none); 2 a problem to fix (one line)")
     p.add_argument("--config", help="asv config (default: ./asv.conf.json)")

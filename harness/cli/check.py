@@ -24,7 +24,7 @@ from harness.core.errors import UserError
 NAME = "check"
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="compare each arm's output with its own baseline",
                        epilog="exit status: 0 every output identical to its baseline; 1 a difference, "
                               "a failed run, or an arm without a baseline; 2 a problem to fix")

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     return c.exit_status
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("compare-commits", help="two commits run by run on this host, judged paired",
                        epilog=EXIT_HELP)
     p.add_argument("base", help="the reference commit")

@@ -4,7 +4,6 @@ harness's own pages beside it (verdicts, series, change points, records)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from harness.ci.asvtool import load_config, run_asv
 from harness.ci.dashboard import check_published, publish
@@ -26,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     return run_asv(["preview", *extra], conf).returncode
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("dashboard", help="publish the dashboard (asv's, libraries made local, and the harness's pages) or preview it",
                        epilog="exit status: 0 published / preview ended; 2 a problem to fix (one line)")
     p.add_argument("action", choices=("publish", "preview"))

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from harness.ci.machine import register
 
@@ -29,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     h = sub.add_parser("host", help="this host: register it as an asv machine")
     hs = h.add_subparsers(dest="host_command", metavar="ACTION", required=True)
     r = hs.add_parser("register", help="detect this host, match a hosts/*.json profile, write its asv machine entry",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
 
 from harness.ci.init import init
 from harness.core.errors import UserError
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("init", help="set up an engine repository: asv.conf.json, benchmarks/, a starter "
                                     "suite, hosts/, the PR and nightly workflows",
                        epilog="exit status: 0 written; 2 a problem to fix (not a git repository, or files "

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import time
-from typing import Any
 
 from harness.ci.nightly import DEFAULT_MAX_COMMITS, nightly
 from harness.cli.report import backfill
@@ -46,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("nightly", help="benchmark new commits of main on this host, publish, push results",
                        epilog="exit status: 0 measured (a commit whose engine fails shows as failed on the "
                               "dashboard, and the run goes on), published and pushed; 2 a problem to fix, "

@@ -4,7 +4,6 @@ rendered as Markdown for the pull request."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from harness.ci.commitsout import EXIT_HELP
 from harness.ci.prcheck import pr_check
@@ -21,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
                     report_url=args.report_url, dashboard_url=args.dashboard_url)
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("pr-check", help="BASE and HEAD run by run, judged paired, stored in asv, "
                                         "rendered as Markdown for a PR", epilog=EXIT_HELP)
     p.add_argument("base", help="the commit to compare against (e.g. origin/main)")

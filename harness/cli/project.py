@@ -4,7 +4,6 @@ model's own (harness.analyze.costmodel.project_cli parses them)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from harness.analyze import costmodel
 
@@ -12,7 +11,7 @@ NAME = "project"
 PASSTHROUGH = True   # the registry hands this command every argument after its name, options included
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("project", help="cost-model projections (harness.analyze.costmodel)", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     return p

@@ -22,7 +22,7 @@ from harness.core.errors import UserError
 NAME = "run"
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a suite (the default suite when none is given)",
                        epilog="exit status: 0 all runs ok; 1 a run failed or an output differs from its "
                               "own baseline; 2 a problem to fix (one line on stderr); 130 interrupted "

@@ -6,7 +6,6 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from harness.collect.files import check_directory, check_output
 from harness.core.errors import UserError
@@ -15,7 +14,7 @@ from harness.core.schema import SCHEMA_DIR, json_schemas, stale_schemas, write_s
 NAME = "schema"
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """`harness schema [--write | --check]`: print, regenerate or verify schema/*.schema.json."""
     p = sub.add_parser("schema", help="the JSON Schema of the engine result, record and baselines")
     g = p.add_mutually_exclusive_group()
