@@ -284,7 +284,7 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
     by_arm = {a.name: sorted([r for r in measured if r.get("arm") == a.name],
                              key=lambda r: (r.get("repetition", 0), r.get("prompt", "")))
               for a in arms}
-    classic_mpt = {}
+    classic_mpt: dict[tuple[str | None, int | None], float | None] = {}   # (prompt, repetition): ms_per_token
     if classic_arm is not None:
         classic_mpt = {(r.get("prompt"), r.get("repetition")): r.get("ms_per_token")
                        for r in by_arm[classic_arm.name] if r.get("status") == "ok"}
@@ -321,7 +321,8 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
     return {"figures": figs, "skip": skip, "errors": errors, "marks": marks, "labels": run_labels}
 
 
-def _round_figures(a: ArmSpec, runs: list[dict[str, Any]], classic_mpt: dict[tuple, Any] | None,
+def _round_figures(a: ArmSpec, runs: list[dict[str, Any]],
+                   classic_mpt: dict[tuple[str | None, int | None], float | None] | None,
                    figs: dict[str, dict[str, list[float]]], skip: dict[str, dict[str, str]],
                    errors: dict[str, str]) -> None:
     """The per-round figures of one arm whose runs all succeeded: ms/round, rejection rate, each

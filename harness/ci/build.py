@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     import fcntl
@@ -37,6 +37,10 @@ except ImportError:   # Windows: builds of one commit are not serialized there
     fcntl = None  # type: ignore[assignment]
 
 from harness.core.errors import UserError
+
+if TYPE_CHECKING:
+    from harness.collect.suite import Arm
+    from harness.core.declare import EngineDecl
 
 MARK = ".harness-build.json"
 LOG = ".harness-build.log"
@@ -171,9 +175,11 @@ def program(arm: Any, tree: Path) -> Path | None:
     return Path(os.path.realpath(p))
 
 
-def interpreted(arm: Any, decl: Any) -> bool:
+def interpreted(arm: Arm, decl: EngineDecl) -> bool:
     """Whether the arm's program reads the commit's code from the tree it runs in."""
-    return decl.interpreted if decl.interpreted is not None else arm.command[0] == "{python}"
+    if decl.interpreted is not None:
+        return decl.interpreted
+    return arm.command is not None and arm.command[0] == "{python}"
 
 
 def refuse_shared_executable(suite: Any, trees: dict[str, Path]) -> None:

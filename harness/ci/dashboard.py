@@ -122,7 +122,7 @@ def vendor_dashboard(html_dir: Path, cache: Path | None = None) -> int:
         tag = re.compile(r"<(script|link)\b[^>]*" + re.escape(a.url) + r"[^>]*>")
         local = f"vendor/{_local_name(a, a.path)}"
 
-        def repl(m: re.Match, local: str = local, url: str = a.url) -> str:
+        def repl(m: re.Match[str], local: str = local, url: str = a.url) -> str:
             t = m.group(0)
             t = re.sub(r'\s(integrity|crossorigin|referrerpolicy)="[^"]*"', "", t)
             return t.replace(url, local)

@@ -145,7 +145,8 @@ def load_state(alerts_dir: Path) -> dict[str, Any]:
     p = _state_path(alerts_dir)
     if not p.exists():
         return {"version": STATE_VERSION, "alerts": []}
-    return json.loads(p.read_text(encoding="utf-8"))
+    state: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+    return state
 
 
 def alert_id(f: Found) -> str:
@@ -160,7 +161,8 @@ def _same_step(a: dict[str, Any], f: Found, order: dict[str, int]) -> bool:
         return False
     lo, hi = order.get(a["last_before"]), order.get(a["first_after"])
     if lo is None or hi is None:
-        return a["first_after"] == f.step.first_after
+        first_after: str = a["first_after"]
+        return first_after == f.step.first_after
     return order[f.step.last_before] < hi and lo < order[f.step.first_after]
 
 
@@ -262,7 +264,8 @@ def _add_ack_line(path: Path, line: str) -> None:
 
 def acknowledged_title(a: dict[str, Any]) -> str:
     """An alert's title in the feed, "acknowledged: " ahead of it once an acknowledgement covers it."""
-    return ("acknowledged: " if a.get("acknowledged", {}).get("line") else "") + a["title"]
+    title: str = a["title"]
+    return ("acknowledged: " if a.get("acknowledged", {}).get("line") else "") + title
 
 
 def confidence_text(c: float | None) -> str:

@@ -94,7 +94,7 @@ _LOCAL_REF = re.compile(r'(?:src|href)="(?!https?:|#|/|data:|mailto:)([^"#?]+)')
 def _copy_local_refs(html: str, src_dir: Path, dst_dir: Path) -> str:
     """Files a report links beside itself (its figures) copied beside its page; a link to a
     file that is not there is unlinked, so the page has no broken image or link."""
-    def fix(m: re.Match) -> str:
+    def fix(m: re.Match[str]) -> str:
         ref = m.group(1)
         src, dst = (src_dir / ref).resolve(), dst_dir / ref
         if src.is_file() and src_dir.resolve() in src.parents:

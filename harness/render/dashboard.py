@@ -11,12 +11,16 @@ the style is inline, there is no script: the pages work offline and show no cons
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.analyze.series import ArmSeries, Change, Commit, HostView, SiteData
 from harness.analyze.verdict import ArmVerdict
 from harness.render.svgchart import SPARK, series_svg
 from harness.render.verdictwords import cell, code, label, phrase
+
+if TYPE_CHECKING:   # imported where used: `harness --help` need not load them
+    import jinja2
+    from markupsafe import Markup
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "dashboard"
 
@@ -24,7 +28,7 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "dashboard"
 FLAG_MARKS = ("contended", "unstable", "1 run", "failed", "quiet timeout", "quick", "no cooldown")
 
 
-def environment(user_dir: Path | None = None) -> Any:
+def environment(user_dir: Path | None = None) -> jinja2.Environment:
     import jinja2
 
     dirs = [str(d) for d in (user_dir, TEMPLATES) if d is not None]
@@ -38,7 +42,7 @@ def _pct(x: float | None) -> str:
     return "" if x is None else f"{x:+.1%}" if abs(x) < 0.0995 else f"{x:+.0%}"
 
 
-def badge(v: ArmVerdict) -> Any:
+def badge(v: ArmVerdict) -> Markup:
     """The verdict's one word (verdictwords.code) in a coloured badge, its cell as the tooltip."""
     from markupsafe import Markup, escape
 
@@ -56,10 +60,11 @@ def markdown_html(text: str) -> str:
     <details> blocks pass through."""
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+    # render() is typed Any (a renderer may be swapped); the default one gives HTML text.
+    return str(MarkdownIt("commonmark", {"html": True}).enable("table").render(text))
 
 
-def _svg(s: ArmSeries, prefix: str, spark: bool = False) -> Any:
+def _svg(s: ArmSeries, prefix: str, spark: bool = False) -> Markup:
     from markupsafe import Markup
 
     return Markup(series_svg(s, prefix, SPARK) if spark else series_svg(s, prefix))

@@ -8,7 +8,7 @@ which wins) only lay them out. It reads records and model headers and runs nothi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analyze.facts import Facts
 from harness.analyze.verdict import Judgement
@@ -47,6 +47,9 @@ from harness.render.verdicts import (
     shipping_status,
 )
 
+if TYPE_CHECKING:   # imported where used: `harness --help` need not load it
+    import jinja2
+
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 USER_TEMPLATES = Path("reports") / "templates"
 # --- context, rendering, index -----------------------------------------------------------
@@ -84,7 +87,7 @@ def build_context(fx: Facts, j: Judgement, compare: tuple[str, Facts] | None = N
     }
 
 
-def environment(user_dir: Path | None = None) -> Any:
+def environment(user_dir: Path | None = None) -> jinja2.Environment:
     import jinja2
     loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(user_dir or USER_TEMPLATES)),
                                   jinja2.FileSystemLoader(str(TEMPLATES_DIR))])
