@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.collect.host.probe import dispatch_probe_ms
 from harness.collect.suite import Arm, Pairing, Prompt, Settings
@@ -37,6 +37,9 @@ from harness.core.schema import (
     decode_engine_result,
     to_builtins,
 )
+
+if TYPE_CHECKING:
+    from harness.collect.textparse import TextParser
 
 STDERR_TAIL_CHARS = 2000
 
@@ -237,7 +240,8 @@ CONTRACT = "see docs/engine-contract.md"
 def parse_result(stdout: str, stderr: str, arm: Arm, s: Settings, pairing: Pairing) -> EngineResult:
     """The engine's result from its output; ResultError says what is missing and what to do."""
     if arm.parser is not None:
-        return arm.parser.result(stdout, stderr, to_builtins(_arm_info(arm, s, pairing)))
+        parser: TextParser = arm.parser   # the suite's Arm holds it untyped
+        return parser.result(stdout, stderr, to_builtins(_arm_info(arm, s, pairing)))
     lines = [ln for ln in stdout.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else ""
     json_error: ResultError | None = None
@@ -286,7 +290,8 @@ def _adapter(kind: str) -> Adapter:
     if kind == "command":
         return CommandAdapter()
     import importlib
-    return importlib.import_module(builtin_modules()[kind]).ADAPTER()
+    adapter: Adapter = importlib.import_module(builtin_modules()[kind]).ADAPTER()
+    return adapter
 
 
 @dataclass

@@ -7,9 +7,11 @@ flat), so every repetition visits every arm, and the arm that goes first rotates
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.collect.suite import Suite, size
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class PlannedRun:
         return asdict(self)
 
 
-def rotated(items: list, start: int) -> list:
+def rotated(items: list[T], start: int) -> list[T]:
     if not items:
         return []
     k = start % len(items)

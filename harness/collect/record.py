@@ -87,8 +87,9 @@ def duty_cycle(runs: list[dict[str, Any]], session_wall_s: float) -> dict[str, A
 def record_duty(data: dict[str, Any]) -> dict[str, Any] | None:
     """A record's duty: the one finish() wrote, else computed from its session wall time
     (over the runs made while it was kept); None for a record from before session wall time."""
-    if isinstance(data.get("duty"), dict):
-        return data["duty"]
+    duty = data.get("duty")
+    if isinstance(duty, dict):
+        return duty
     if "session_wall_s" not in data:
         return None
     runs = data.get("runs") or []
@@ -160,7 +161,8 @@ class Record:
 
     @property
     def runs(self) -> list[dict[str, Any]]:
-        return self.data["runs"]
+        runs: list[dict[str, Any]] = self.data["runs"]
+        return runs
 
     def done_indices(self) -> set[int]:
         return {r["index"] for r in self.runs}

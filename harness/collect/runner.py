@@ -399,5 +399,6 @@ def measure_scaling(suite: Suite, context_tokens: int = 512) -> dict[str, Any] |
     """Verify-forward cost scaling of the first pairing run by an engine that can measure it
     (suite `scaling = true`); None when no arm's engine can."""
     for arm, scaler in _adapter_functions(suite, "measure_scaling"):
-        return scaler(suite.pairing(arm.pairing), context_tokens=context_tokens)
+        scaling: dict[str, Any] | None = scaler(suite.pairing(arm.pairing), context_tokens=context_tokens)
+        return scaling
     return None

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.core.schema import EngineResult, ResultError, decode_engine_result
 
@@ -225,4 +225,5 @@ def _function(ref: Any, base_dir: Path, key: str) -> Callable[[str, str], Any]:
     fn = getattr(mod, fn_name, None)
     if not callable(fn):
         raise SpecError(key, f"module {mod_name!r} has no function {fn_name!r}")
-    return fn
+    # The engine's own function: getattr gives Any, and only its being callable is known here.
+    return cast("Callable[[str, str], Any]", fn)

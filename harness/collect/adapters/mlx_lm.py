@@ -36,7 +36,8 @@ class MlxLmAdapter:
     """
 
     def __init__(self) -> None:
-        self._models: dict[tuple, Any] = {}
+        # (model path, sorted environment): the loaded (model, tokenizer)
+        self._models: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 
     def _load(self, path: Path, env: Mapping[str, str]) -> Any:
         key = (str(path), tuple(sorted(env.items())))

@@ -56,7 +56,8 @@ _last_cpu_clock: float = 0.0
 
 def _total(t: Any) -> float:
     # Linux counts guest time inside user/nice as well; psutil subtracts it the same way.
-    return sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    total: float = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    return total
 
 
 def _busy_pct(before: Any, after: Any) -> float:
@@ -65,7 +66,7 @@ def _busy_pct(before: Any, after: Any) -> float:
     return round(max(0.0, min(100.0, 100.0 * (total - idle) / total)), 1) if total > 0 else 0.0
 
 
-def load_snapshot() -> dict:
+def load_snapshot() -> dict[str, Any]:
     """Load averages and overall CPU percent since the previous snapshot.
 
     Our own cpu_times baseline (not psutil.cpu_percent's shared one) so other callers in
@@ -130,7 +131,7 @@ class ForeignSample:
     busy_pct: float = 0.0   # all busy CPU time on the host, percent of one core
     own_pct: float = 0.0    # this process, its descendants, its parent chain, excluded pids
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"foreign_pct": round(self.foreign_pct, 1), "window_s": round(self.window_s, 4),
                 "busy_pct": round(self.busy_pct, 1), "own_pct": round(self.own_pct, 1)}
 
@@ -248,7 +249,7 @@ class ForeignCpuSampler:
             self._procs.pop(pid, None)
             self._denied_now += 1
             return 0.0
-        s = t.user + t.system
+        s: float = t.user + t.system   # psutil is untyped: seconds
         if with_children:
             s += getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
         return s

@@ -31,7 +31,7 @@ class Reading:
     cpu_pct: float
     source: str = "psutil"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "name": self.name, "cpu_pct": round(self.cpu_pct, 1),
                 "source": self.source}
 
@@ -153,7 +153,7 @@ class _Tally:
     def __init__(self, threshold_pct: float) -> None:
         self.threshold_pct = threshold_pct
         self.busiest: Reading | None = None
-        self.offenders: dict[int, dict] = {}
+        self.offenders: dict[int, dict[str, Any]] = {}
 
     def add(self, readings: list[Reading]) -> Reading | None:
         top = max(readings, key=lambda r: r.cpu_pct, default=None)
@@ -167,7 +167,7 @@ class _Tally:
                 o["samples_over"] += 1
         return top
 
-    def summary(self, limit: int = 5) -> dict:
+    def summary(self, limit: int = 5) -> dict[str, Any]:
         worst = sorted(self.offenders.values(), key=lambda o: -o["max_cpu_pct"])[:limit]
         return {"busiest": self.busiest.as_dict() if self.busiest else None, "offenders": worst}
 
@@ -189,7 +189,7 @@ class Namer:
         self._primed_at: float | None = None
         self.window_s: float | None = None
         self.denied = 0
-        self.top: list[dict] = []
+        self.top: list[dict[str, Any]] = []
 
     def on_sample(self, busy: bool, now: float) -> None:
         if self.window_s is not None:
@@ -213,7 +213,7 @@ class Namer:
         self.window_s = round(max(0.0, now - (self._primed_at or now)), 3)
         self.denied = getattr(self._sampler, "denied", 0)
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         return {**self.tally.summary(), "named": self.window_s is not None,
                 "naming_window_s": self.window_s, "top_processes": self.top,
                 "unreadable_processes": self.denied}

@@ -42,7 +42,7 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
 
-def _validate_cooldown(profile: dict, path: Path) -> dict:
+def _validate_cooldown(profile: dict[str, Any], path: Path) -> dict[str, Any]:
     """The profile's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key."""
     if "cooldown" in profile and "default_cooldown_s" in profile:
         raise UserError(f"{path}: key 'cooldown' replaces 'default_cooldown_s'; give one of them")
@@ -72,7 +72,7 @@ def _validate_cooldown(profile: dict, path: Path) -> dict:
             "cap_s": None if cap is None else float(cap)}
 
 
-def cooldown_rule(profile: dict) -> dict:
+def cooldown_rule(profile: dict[str, Any]) -> dict[str, Any]:
     """A loaded profile's cooldown rule: {"floor_s", "ratio", "cap_s" (None: no cap)}."""
     c = profile.get("cooldown")
     if isinstance(c, dict) and all(k in c for k in COOLDOWN_KEYS):
@@ -80,7 +80,7 @@ def cooldown_rule(profile: dict) -> dict:
     return {"floor_s": float(profile.get("default_cooldown_s", 0.0)), "ratio": 0.0, "cap_s": None}
 
 
-def describe_cooldown(rule: dict) -> str:
+def describe_cooldown(rule: dict[str, Any]) -> str:
     """"floor 5 s, 9 x previous run, cap 90 s" for cooldown_source and reports."""
     parts = [f"floor {rule['floor_s']:g} s"]
     if rule.get("ratio"):
@@ -90,7 +90,7 @@ def describe_cooldown(rule: dict) -> str:
     return ", ".join(parts)
 
 
-def _validate(profile: Any, path: Path) -> dict:
+def _validate(profile: Any, path: Path) -> dict[str, Any]:
     if not isinstance(profile, dict):
         raise UserError(f"{path}: a host profile must be a JSON object")
     for key, types in REQUIRED.items():
@@ -108,7 +108,7 @@ def _validate(profile: Any, path: Path) -> dict:
     return {**profile, "cooldown": _validate_cooldown(profile, path)}
 
 
-def _load_dir(d: Path) -> dict[str, dict]:
+def _load_dir(d: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for path in sorted(d.glob("*.json")):
         try:
@@ -119,7 +119,7 @@ def _load_dir(d: Path) -> dict[str, dict]:
     return out
 
 
-def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:
+def load_profiles(directory: str | Path | None = None) -> dict[str, dict[str, Any]]:
     """Profiles by name, a malformed one a UserError naming the file. With a directory: its
     *.json. Without: the repository under test's hosts/ first, then the shipped profiles it
     does not replace (a local profile of the same name wins); match_profile keeps this order."""
@@ -135,12 +135,12 @@ def load_profiles(directory: str | Path | None = None) -> dict[str, dict]:
     return out
 
 
-def _section(host: dict, name: str) -> dict:
+def _section(host: dict[str, Any], name: str) -> dict[str, Any]:
     sec = host.get(name)
     return sec if isinstance(sec, dict) and "error" not in sec else {}
 
 
-def _gpu_names(host: dict) -> list[str] | None:
+def _gpu_names(host: dict[str, Any]) -> list[str] | None:
     """Names of the GPUs collect_host saw; None when its gpu section could not be read."""
     gpu = host.get("gpu")
     if not isinstance(gpu, dict) or "error" in gpu:
@@ -155,7 +155,7 @@ def _contains_any(haystacks: list[str], needles: list[str]) -> bool:
     return any(n.lower() in h.lower() for h in haystacks for n in needles)
 
 
-def _rule_holds(rule: str, want: Any, host: dict) -> bool:
+def _rule_holds(rule: str, want: Any, host: dict[str, Any]) -> bool:
     cpu, osys = _section(host, "cpu"), _section(host, "os")
     if rule == "system":
         return str(osys.get("system", "")).lower() in [w.lower() for w in want]
@@ -172,11 +172,11 @@ def _rule_holds(rule: str, want: Any, host: dict) -> bool:
     return False
 
 
-def matches(profile: dict, host: dict) -> bool:
+def matches(profile: dict[str, Any], host: dict[str, Any]) -> bool:
     return all(_rule_holds(rule, want, host) for rule, want in profile["match"].items())
 
 
-def match_profile(host: dict, profiles: dict[str, dict] | None = None) -> dict | None:
+def match_profile(host: dict[str, Any], profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """The profile whose match rules all hold for collect_host()'s dict; a specific profile
     wins over a generic fallback, and among equals the first in load_profiles' order (the
     repository's own before the shipped); None when nothing fits (no peak to quote)."""
@@ -187,7 +187,7 @@ def match_profile(host: dict, profiles: dict[str, dict] | None = None) -> dict |
     return chosen[0] if chosen else None
 
 
-def get_profile(name: str, directory: str | Path | None = None) -> dict:
+def get_profile(name: str, directory: str | Path | None = None) -> dict[str, Any]:
     profiles = load_profiles(directory)
     if name not in profiles:
         known = ", ".join(sorted(profiles)) or "none"

@@ -102,7 +102,7 @@ class QuietGate:
             self._sleep(min(0.25, left))
 
     def wait(self, cooldown_s: float = 0.0,
-             on_tick: Callable[[str, float], None] | None = None) -> dict:
+             on_tick: Callable[[str, float], None] | None = None) -> dict[str, Any]:
         """on_tick(phase, seconds): ("cooldown", seconds left) or ("quiet", seconds past it)."""
         cooldown_s = max(0.0, float(cooldown_s))
         start = self._clock()
@@ -152,7 +152,7 @@ class QuietGate:
                 next_t = min(now + self.interval_s, cool_end)
 
     def _result(self, namer: Namer, now: float, start: float, cooldown_s: float, extra: float,
-                timed_out: bool, st: dict) -> dict:
+                timed_out: bool, st: dict[str, Any]) -> dict[str, Any]:
         namer.finish(now)
         return {"waited_s": round(extra, 3), "cooldown_s": round(cooldown_s, 3),
                 "total_s": round(now - start, 3), "timed_out": timed_out,
@@ -233,7 +233,7 @@ class ContentionWatch:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -272,7 +272,7 @@ class ContentionWatch:
         # The watcher competes with the run for CPU; report what it spent.
         self._watch_cpu_s = time.thread_time() - cpu0
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         frac = self.contended_samples / self.samples if self.samples else None
         return {"samples": self.samples, "contended_samples": self.contended_samples,
                 "contended_fraction": round(frac, 4) if frac is not None else None,

@@ -136,9 +136,10 @@ class WatchProcess:
         if not line:
             raise WatcherLost("the watch process exited")
         try:
-            return json.loads(line)
+            reply: dict[str, Any] = json.loads(line)
         except ValueError:
             raise WatcherLost(f"the watch process wrote {line[:80]!r}") from None
+        return reply
 
     def request(self, msg: dict[str, Any]) -> dict[str, Any]:
         proc = self._proc or self._start()
