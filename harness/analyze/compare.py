@@ -231,7 +231,8 @@ def _tok_s(runs: list[dict[str, Any]]) -> Cell | None:
     return Cell(*median_range(xs)) if xs else None
 
 
-def _throughput(arm: str, prompt: str, ra: dict, rb: dict, design: Design, share: float) -> Throughput:
+def _throughput(arm: str, prompt: str, ra: dict[tuple[str, str, int], dict[str, Any]],
+                rb: dict[tuple[str, str, int], dict[str, Any]], design: Design, share: float) -> Throughput:
     """ra, rb: each side's runs of this arm (and prompt), keyed (arm, prompt, repetition)."""
     # Plan order: repetition first, then prompt, as the runs were made.
     keys = sorted(set(ra) & set(rb), key=lambda k: (k[2], k[1]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -60,14 +61,14 @@ def huber_slope(d: np.ndarray, x: np.ndarray) -> float:
     return float(beta[1])
 
 
-def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[np.ndarray, float, dict]:
+def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[np.ndarray, float, dict[str, Any]]:
     """(the log ratios to judge, the factor that widens their spread, what the probe did).
 
     The factor allows for theta being estimated: the residual variance over n - 2 degrees of
     freedom, and the variance theta's error adds to the mean through the probe's own mean
     (a regression's standard error at x = 0: s^2 (1/n + mean(x)^2 / Sxx))."""
     n = int(logs.size)
-    info: dict = {"n": n, "probe_ratio": math.exp(float(x.mean())) if n else None, "used": False}
+    info: dict[str, Any] = {"n": n, "probe_ratio": math.exp(float(x.mean())) if n else None, "used": False}
     if n < MIN_PROBE_PAIRS:
         info["why"] = f"fewer than {MIN_PROBE_PAIRS} pairs"
         return logs, 1.0, info
@@ -91,7 +92,7 @@ def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[n
     return logs - theta * x, widen, info
 
 
-def probe_note(info: dict | None) -> str | None:
+def probe_note(info: dict[str, Any] | None) -> str | None:
     """One clause for a verdict's note: what the probe did, or why it was not used."""
     if not info or info.get("probe_ratio") is None:
         return None

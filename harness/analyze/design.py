@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from harness.analyze.spending import nominal_level
 from harness.analyze.stats import scipy_stats
@@ -98,7 +99,7 @@ class Design:
         return cls(threshold=s.threshold, alpha=s.alpha,  # type: ignore[attr-defined]
                    looks=s.looks if s.budget_s else 1, figures=max(1, figures))  # type: ignore[attr-defined]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "look_share": self.look_share, "alpha_per_test": self.alpha_per_test,
                 "min_effect": self.min_effect}
 

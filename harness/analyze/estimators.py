@@ -12,6 +12,7 @@ Pure functions.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -102,7 +103,7 @@ GENERATIONS_PRETEST = 0.25
 
 
 def generations(values: np.ndarray, blocks: np.ndarray | None, se: float, inflation: float = 1.0,
-                decided: dict | None = None) -> tuple[float, int | None, dict | None]:
+                decided: dict[str, Any] | None = None) -> tuple[float, int | None, dict[str, Any] | None]:
     """(standard error, degrees of freedom or None for the pairs' n - 1, what the generations
     said) for a location whose per-pair values (log ratios or influence values) are `values`,
     each pair's generation `blocks`, and whose standard error from the pairs alone is `se`.
@@ -116,7 +117,7 @@ def generations(values: np.ndarray, blocks: np.ndarray | None, se: float, inflat
         return se, None, None
     labels, idx = np.unique(blocks, return_inverse=True)
     g, n = int(labels.size), int(values.size)
-    info: dict = {"count": g, "used": False}
+    info: dict[str, Any] = {"count": g, "used": False}
     if g < 2 or n - g < 1:
         return se, None, info
     sizes = np.bincount(idx)
@@ -135,7 +136,7 @@ def generations(values: np.ndarray, blocks: np.ndarray | None, se: float, inflat
     return max(se, between), g - 1, info
 
 
-def generations_note(info: dict | None) -> str | None:
+def generations_note(info: dict[str, Any] | None) -> str | None:
     """One clause for a verdict's note when the pairs' worker generations differed."""
     if not info or not info.get("used"):
         return None

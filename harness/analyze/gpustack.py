@@ -74,8 +74,9 @@ def _memory_gib(gpu: dict[str, Any], nvidia: list[dict[str, Any]]) -> float | No
     info = gpu.get("mlx_device_info")
     info = info if isinstance(info, dict) else {}
     for key in ("total_memory", "memory_size"):          # CUDA, Metal: bytes of the device MLX used
-        if isinstance(info.get(key), (int, float)) and info[key] > 0:
-            return round(info[key] / GiB, 1)
+        v = info.get(key)
+        if isinstance(v, (int, float)) and v > 0:
+            return round(v / GiB, 1)
     if len(nvidia) == 1:                                 # one board: nvidia-smi's "143771 MiB"
         m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*MiB", str(nvidia[0].get("memory_total", "")).strip())
         if m:
