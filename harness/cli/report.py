@@ -6,7 +6,6 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from harness.ci.reports import Backfill, check_figures, context_for, index_text, report_files, write_figures
 from harness.collect.files import check_output, marked, write_output, written_by
@@ -90,7 +89,7 @@ def check_earlier_index(readme: Path, text: str) -> None:
                         "pass --out FILE for the index")
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render a record (optionally against another) as Markdown",
                        epilog="templates: harness/templates/NAME.md.j2; a file of the same name in "
                               "./reports/templates/ wins. exit status: 0 written; 2 a problem to fix "
