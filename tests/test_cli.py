@@ -6,6 +6,7 @@ import json
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -154,6 +155,31 @@ def test_sigterm_keeps_runs_and_says_how_to_resume(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert f"--resume {rec_path}" in err and "Traceback" not in err
     assert load(rec_path)["complete"] is False
+
+
+def test_an_interrupt_swallowed_inside_a_fork_still_stops_the_session(tmp_path: Path) -> None:
+    # A signal that lands while Popen runs the interpreter's at-fork hooks raises there, and
+    # CPython prints that exception as "ignored" and drops it. The signal is sent from such a
+    # hook here, at the fork of the second run's engine: the session must still stop.
+    suite = write_suite(tmp_path, [command_arm("a", 1, {"FAKE_SLEEP_S": "0.05"})], repetitions=30)
+    rec_path = tmp_path / "r.json"
+    code = ("import os, signal, sys\n"
+            "from harness.__main__ import run\n"
+            f"journal = {str(rec_path) + '.journal'!r}\n"
+            "fired = []\n"
+            "def hook():\n"
+            "    if not fired and os.path.exists(journal):\n"
+            "        fired.append(1)\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "os.register_at_fork(after_in_parent=hook)\n"
+            "sys.argv[0] = 'harness'\n"
+            "run()\n")
+    r = subprocess.run([sys.executable, "-c", code, "run", str(suite), "--record", str(rec_path)],
+                       cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert "Exception ignored" in r.stderr     # the interrupt was swallowed where it landed
+    assert r.returncode == 130, r.stderr[-2000:]
+    rec = load(rec_path)
+    assert rec["complete"] is False and 1 <= len(rec["runs"]) < 30
 
 
 def test_resume_refuses_truncated_and_other_schema(tmp_path: Path) -> None:

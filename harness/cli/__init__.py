@@ -33,6 +33,7 @@ from harness.cli import (
     schema,
 )
 from harness.cli.session import Invocation
+from harness.core import interrupt
 from harness.core.errors import UserError
 
 # In the order `harness --help` lists them.
@@ -73,6 +74,7 @@ def _interrupt(signum: int, frame: Any) -> None:
     # that is saved must not cut the saving short, so from here on both are ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    interrupt.request()   # kept even where the exception below is swallowed (a fork's hooks)
     raise KeyboardInterrupt
 
 

@@ -32,7 +32,7 @@ from harness.collect.host import watcher as host_watcher
 from harness.collect.plan import PlannedRun
 from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
-from harness.core import schema
+from harness.core import interrupt, schema
 from harness.core.errors import UserError
 from harness.core.results import result_problem
 
@@ -196,12 +196,14 @@ def execute(plan: list[PlannedRun], suite: Suite, record: Record, annotate: Anno
     try:
         with ui(len(plan), len(plan) - len(todo)) as shown:
             for i, planned in enumerate(todo):
+                interrupt.check()
                 history = [r for r in record.runs if r["status"] == "ok"]
                 eta = estimate_remaining_s(todo[i:], history, suite, pacer)
                 run = run_one(planned, suite, engines, shown, eta, pacer)
                 run = annotate(run)
                 record.add_run(run)
                 added.append(run)
+                interrupt.check()
                 shown.finished_run(run, estimate_remaining_s(todo[i + 1:], history + [run], suite, pacer))
     finally:
         if own_pacer:
