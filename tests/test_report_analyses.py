@@ -82,3 +82,43 @@ def test_arm_lists_follow_the_suites_order() -> None:
     assert runnotes.declined_arms(fx) == ["block2", "block3", "block4"]
     assert runnotes.not_shipping_arms(fx) == ["block2", "block3", "block4", "block3-inexact"]
     assert runnotes.overridden_arms(fx) == ["block3-inexact"]
+
+
+def test_classic_checks_compare_the_first_run_with_its_targets_classic_run() -> None:
+    from harness.analyze.outputs import classic_checks, first_differing
+    data = copy.deepcopy(load_record(str(DEFAULT)))
+    fx = _facts(data)
+    checks = classic_checks(fx)
+    assert checks and all(c.classic_arm == "classic" for c in checks.values())
+    assert all(fx.arms[arm]["block"] > 1 for arm, _ in checks)
+    # A declined arm decoded classic: its tokens are classic's.
+    declined = [c for (arm, _), c in checks.items() if not c.engaged]
+    assert declined and all(c.result["status"] == "identical" for c in declined)
+    run = fx.groups[("block2", fx.prompts[0])][1]
+    run["identity"] = {"status": "differs", "first_token": 4}
+    assert first_differing(fx, "block2", fx.prompts[0]) == {"status": "differs", "first_token": 4}
+    assert first_differing(fx, "block2", fx.prompts[1]) is None
+
+
+def test_acceptance_pairs_only_arms_of_one_pairing_and_block_that_speculated() -> None:
+    from harness.analyze.outputs import acceptance
+    path = REPORTS / "20261205-084154-mtp-study-linux-cpu.json"
+    fx = _facts(load_record(str(path)), path)
+    a = acceptance(fx)
+    spec = [u.arm for u in a.unpaired]
+    assert spec == [x for x in fx.arm_order if fx.arms[x]["block"] > 1 and fx.engaged(x)]
+    for r in a.paired:
+        assert (fx.arms[r.a]["pairing"], fx.arms[r.a]["block"]) == (fx.arms[r.b]["pairing"], fx.arms[r.b]["block"])
+
+
+def test_compare_records_groups_components_and_counts_detectable_range() -> None:
+    from harness.analyze.recordpair import by_verdict, compare_records, detectable_range
+    a = REPORTS / "20261205-021945-random-8b-spec-cudnn-on-h200.json"
+    b = REPORTS / "20261205-022112-random-8b-spec-h200.json"
+    rp = compare_records(_facts(load_record(str(a)), a), _facts(load_record(str(b)), b))
+    assert not rp.cross
+    assert all(c.component != "ms/token" for cs in rp.components for c in cs)
+    assert sum(map(len, rp.components)) == len(rp.component_changes)
+    assert sum(map(len, by_verdict(rp.changes).values())) == len(rp.changes)
+    rng = detectable_range(rp.changes)
+    assert len(rng) <= 2 and rng == sorted(rng)

@@ -90,6 +90,14 @@ class KvBin:
     first: list[float] = field(default_factory=list)
     repeat: list[float] = field(default_factory=list)
 
+    @property
+    def first_median(self) -> float | None:
+        return stats.median(self.first) if self.first else None
+
+    @property
+    def repeat_median(self) -> float | None:
+        return stats.median(self.repeat) if self.repeat else None
+
 
 @dataclass
 class ShapeCost:

@@ -5,16 +5,15 @@ host A and host B), and the acceptance A/B of arms whose text is identical. Sent
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from harness.analyze import acceptance as acc
 from harness.analyze import compare as cmp
 from harness.analyze import envdiff
 from harness.analyze.design import share_text
 from harness.analyze.estimators import MIN_ROBUST_PAIRS
 from harness.analyze.facts import Facts
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
+from harness.analyze.recordpair import by_verdict, compare_records, detectable_range
 from harness.render import verdictwords as words
 from harness.render.format import names, pct
 from harness.render.mdtable import Table
@@ -119,18 +118,15 @@ def _count_line(changes: list[cmp.ComponentChange]) -> str:
     if not changes:
         return ("No component appears in both records (an engine that reports no phases has none): "
                 "each arm's change is its ms/token, in the tables below.")
-    by: dict[str, list[cmp.ComponentChange]] = {}
-    for c in changes:
-        by.setdefault(c.verdict, []).append(c)
+    by = by_verdict(changes)
     parts = [f"{len(by.get(cmp.FASTER, []))} faster", f"{len(by.get(cmp.SLOWER, []))} slower"]
     if by.get(cmp.NOISE):
         parts.append(f"{len(by[cmp.NOISE])} noise (resolved, no change)")
     if by.get(cmp.UNCHANGED):
         parts.append(f"{len(by[cmp.UNCHANGED])} unchanged (resolved, under the check's floor)")
     if by.get(cmp.INCONCLUSIVE):
-        dets = [c.judged.detectable for c in by[cmp.INCONCLUSIVE]
-                if c.judged.detectable is not None and math.isfinite(c.judged.detectable)]
-        rng = (f" (smallest detectable {pct(min(dets))} to {pct(max(dets))})" if len(dets) > 1
+        dets = detectable_range(by[cmp.INCONCLUSIVE])
+        rng = (f" (smallest detectable {pct(dets[0])} to {pct(dets[1])})" if len(dets) > 1
                else f" (smallest detectable {pct(dets[0])})" if dets else "")
         parts.append(f"{len(by[cmp.INCONCLUSIVE])} inconclusive{rng}")
     if by.get(cmp.BELOW_FLOOR):
@@ -220,10 +216,7 @@ def finding(per_arm: list[cmp.Throughput], cross: bool) -> str:
     if cross:
         return ("Speed of B against A per arm (A's median ms/token over B's, every prompt; above 1x, B is "
                 f"faster): {', '.join(f'{x.arm} {_speedup(x.ms)}' for x in both if x.ms is not None)}.{only}")
-    by: dict[str, list[cmp.ComponentChange]] = {}
-    for x in both:
-        if x.ms is not None:   # always: `both` holds the arms with a change
-            by.setdefault(x.ms.verdict, []).append(x.ms)
+    by = by_verdict([x.ms for x in both if x.ms is not None])   # always: `both` holds the arms with a change
     order = [cmp.SLOWER, cmp.FASTER, cmp.INCONCLUSIVE, cmp.NOISE, cmp.UNCHANGED, cmp.BELOW_FLOOR]
     parts = []
     for v in order:
@@ -236,24 +229,17 @@ def finding(per_arm: list[cmp.Throughput], cross: bool) -> str:
 
 
 def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
-    cmp.check_comparable(fa.rec, fb.rec, fa.path, fb.path)
-    per_arm, per_prompt = cmp.throughput_changes(fa.rec, fb.rec)
-    changes = [x.ms for x in per_prompt if x.ms is not None] + cmp.component_changes(fa.rec, fb.rec)
-    cross = not cmp.same_host(fa.rec, fb.rec)
-    groups: dict[tuple[str, str], list[cmp.ComponentChange]] = {}
-    for c in changes:
-        if c.component != cmp.MS_PER_TOKEN:
-            groups.setdefault((c.arm, c.prompt), []).append(c)
-    multi = len({x.prompt for x in per_prompt}) > 1
-    tables = [arms_table(per_arm, cross)] + ([prompt_table(per_prompt, cross)] if multi else [])
-    components = [_table(fa, fb, cs, cross) for cs in groups.values()]   # detail: the appendix's
+    rp = compare_records(fa, fb)
+    cross, per_arm, per_prompt = rp.cross, rp.per_arm, rp.per_prompt
+    tables = [arms_table(per_arm, cross)] + ([prompt_table(per_prompt, cross)] if rp.multi_prompt else [])
+    components = [_table(fa, fb, cs, cross) for cs in rp.components]   # detail: the appendix's
     shipping = shipping_sentence(fa, fb, cross)
     lines = [shipping] + override_differences(fa, fb, cross)
     if cross:
         lines.append(f"Host A: {fa.host_short()}, {fa.path}. Host B: {fb.host_short()}, {fb.path}. "
                      "Speedup is A's time over B's: above 1x, B is faster.")
     else:
-        d = cmp.design_for(fa.settings)
+        d = rp.design
         lines.append(f"Before: {fa.path} ({fa.date()}); after: {fb.path} ({fb.date()}); same host. Medians with "
                      "min-max of per-run values. The change is the paired check of docs/statistics.md on the two "
                      "records' runs matched in run order (the per-run ratios' geometric mean, or from "
@@ -265,23 +251,16 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
                      f"change. Each component is tested alone at the {share_text(d.alpha)} level, with no correction for "
                      "the many components of one report: among many, a few faster or slower by chance are expected. "
                      "The records did not run side by side, so each pair carries both runs' spread.")
-        lines.append(_count_line([c for c in changes if c.component != cmp.MS_PER_TOKEN]))
-        n = min(fa.settings["repetitions"], fb.settings["repetitions"])
+        lines.append(_count_line(rp.component_changes))
+        n = rp.repetitions
         if n < 5:
             lines.append(f"With {n} runs per side the smallest detectable change is large: more runs narrow it.")
-    ab = []
-    for arm in fa.arm_order:
-        if arm not in fb.arms or fa.arms[arm]["block"] == 1 or not (fa.engaged(arm) and fb.engaged(arm)):
-            continue
-        ra = acc.first_runs({p: fa.groups.get((arm, p), []) for p in fa.prompts})
-        rb = acc.first_runs({p: fb.groups.get((arm, p), []) for p in fb.prompts})
-        if acc.identical_text(ra, rb):
-            ab.append(paired_block(acc.paired(arm, ra, arm, rb),
-                                   f"{arm} (A)" if cross else f"{arm} before", f"{arm} (B)" if cross else f"{arm} after"))
+    ab = [paired_block(r, f"{r.a} (A)" if cross else f"{r.a} before", f"{r.a} (B)" if cross else f"{r.a} after")
+          for r in rp.acceptance]
     for spec, figure, arm, reason in fb.acks:
         lines.append(f"Acknowledged (benchmarks/acknowledgements.toml, commits {spec}, arm {arm}, figure "
                      f"{figure}): {reason}")
-    diffs = envdiff.env_diff(fa.rec, fb.rec)
+    diffs = rp.env
     env = None
     if diffs:
         env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
@@ -289,5 +268,5 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
             env.add(row.what, row.a, row.b)
     return {"cross_host": cross, "other": fb.path, "finding": finding(per_arm, cross), "tables": tables, "components": components,
             "lines": lines, "acceptance": ab,
-            "changes": changes, "env_line": envdiff.diff_sentence(diffs, envdiff.compared(fa.rec, fb.rec)), "env": env,
+            "changes": rp.changes, "env_line": envdiff.diff_sentence(diffs, rp.env_compared), "env": env,
             "overrides": override_table(fa, fb, cross), "shipping": shipping}

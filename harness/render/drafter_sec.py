@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.analyze import drafterstep, stats
+from harness.analyze import drafterstep
 from harness.analyze.facts import Facts
 from harness.core import declare
 from harness.render.format import f, pct, signed_pct
@@ -55,8 +55,7 @@ def shape_sections(fx: Facts) -> list[dict[str, Any]]:
         t = Table(["KV length", "first-use rounds", "first-use median ms", "repeat rounds", "repeat median ms"],
                   align=["l", "r", "r", "r", "r"])
         for b in c.bins:
-            t.add(f"{b.lo}-{b.hi}", len(b.first), f(stats.median(b.first) if b.first else None, ".3f"),
-                  len(b.repeat), f(stats.median(b.repeat) if b.repeat else None, ".3f"))
+            t.add(f"{b.lo}-{b.hi}", len(b.first), f(b.first_median, ".3f"), len(b.repeat), f(b.repeat_median, ".3f"))
         lines = [f"Verify forward (T={c.width}) per round, every completed run of the arm (warm-ups included, "
                  f"since first uses fall mostly there): {len(c.first)} first-use rounds (a KV length the engine's loaded "
                  f"target had not run at this width; a backend's own caches may be shared across loaded copies), median {f(c.first_median, '.3f')} ms; {len(c.repeat)} repeat "

@@ -285,39 +285,30 @@ def memory_note(fx: Facts) -> str | None:
 
 
 def identity_table(fx: Facts) -> tuple[Table, list[str]]:
-    from harness.analyze.identity import compare_output, describe
+    from harness.analyze.identity import describe
+    from harness.analyze.outputs import classic_checks, first_differing
     head = ["arm"] + (["prompt"] if fx.multi_prompt else []) + ["own baseline", "vs classic (information only)"]
     t = Table(head)
-    # A classic arm of the same pairing, else one on the same target model (an MTP pairing and a
-    # draft-model pairing share their target; its classic decode is the same reference).
-    target = {p["name"]: p.get("target") for p in fx.suite.get("pairings", [])}
-    classic: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
-    by_target: dict[tuple[Any, str], tuple[str, dict[str, Any]]] = {}
-    for (arm, prompt), rs in fx.groups.items():
-        if fx.arms[arm]["block"] == 1 and rs:
-            classic.setdefault((fx.arms[arm]["pairing"], prompt), (arm, rs[0]))
-            by_target.setdefault((target.get(fx.arms[arm]["pairing"]), prompt), (arm, rs[0]))
+    checks = classic_checks(fx)
     for s in fx.rows:
-        rs = fx.groups.get((s.arm, s.prompt), [])
         counts = ", ".join(f"{k.replace('_', ' ')} {v}/{sum(s.identity.values())}" for k, v in sorted(s.identity.items()))
-        differs = [r for r in rs if (r.get("identity") or {}).get("status") == "differs"]
-        if differs:
-            counts += f"; first: {describe(differs[0]['identity'])}"
-        ref = classic.get((s.pairing, s.prompt)) or by_target.get((target.get(s.pairing), s.prompt))
+        differs = first_differing(fx, s.arm, s.prompt)
+        if differs is not None:
+            counts += f"; first: {describe(differs)}"
+        c = checks.get((s.arm, s.prompt))
         if s.block == 1:
             vs = "-"
         elif s.vs_classic:
             vs = s.vs_classic
-        elif ref is None or not rs:
+        elif c is None:
             vs = "no classic run to compare with"
         else:
-            d = compare_output(rs[0].get("token_ids"), rs[0].get("text"),
-                               {"token_ids": ref[1].get("token_ids"), "text": ref[1].get("text")})
+            d = c.result
             status = describe(d) if d["status"] != "differs" else f"differs at token {d['first_token']}"
-            why = ("decoded classic (the gate declined)" if not fx.engaged(s.arm, s.prompt)
-                   else "not a reference: the gate did not pass by itself" if "passed" not in fx.outcome(s.arm)
+            why = ("decoded classic (the gate declined)" if not c.engaged
+                   else "not a reference: the gate did not pass by itself" if not c.gate_passed
                    else f"not a reference: {NOT_SHIPPING}")
-            vs = f"{why}; tokens vs {ref[0]}: {status}"
+            vs = f"{why}; tokens vs {c.classic_arm}: {status}"
         t.add(*([s.arm] + ([s.prompt] if fx.multi_prompt else []) + [counts or "-", vs]))
     base = fx.rec.get("baselines")
     notes = [f"Own baseline: each arm's earlier output on this host ({base or 'no baselines file recorded'}); "
@@ -326,34 +317,19 @@ def identity_table(fx: Facts) -> tuple[Table, list[str]]:
 
 
 def acceptance_section(fx: Facts) -> dict[str, Any]:
-    spec = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and fx.engaged(a)]
-    # A profile-mode arm decodes its twin's tokens; pairing it would only restate that.
-    paired_arms = [a for a in spec if not fx.profiled(a)]
-    by_arm = {a: acc.first_runs({p: fx.groups.get((a, p), []) for p in fx.prompts}) for a in spec}
+    from harness.analyze.outputs import acceptance
+    a = acceptance(fx)
     t = Table(["arm", "rounds", "trials", "p per step", "95% CI (Wilson)"], align=["l", "r", "r", "r", "r"])
-    for a in spec:
-        u = acc.unpaired(a, by_arm[a])
-        t.add(a, u.rounds, u.trials, f(u.p, ".4f"),
+    for u in a.unpaired:
+        t.add(u.arm, u.rounds, u.trials, f(u.p, ".4f"),
               "-" if u.ci is None else f"[{u.ci[0]:.4f}, {u.ci[1]:.4f}]")
-    pairs, unpaired_only = [], []
-    for i, a in enumerate(paired_arms):
-        for b in paired_arms[i + 1:]:
-            ea, eb = fx.arms[a], fx.arms[b]
-            if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
-                continue
-            if acc.identical_text(by_arm[a], by_arm[b]):
-                pairs.append(paired_block(acc.paired(a, by_arm[a], b, by_arm[b])))
-            else:
-                unpaired_only.append(f"{a} / {b}")
     notes = ["One measured run per arm and prompt (the first): repetitions at temperature 0 repeat the same "
              "tokens and are not independent trials."]
-    disagree = [a for a in spec for p in fx.prompts if len(fx.groups.get((a, p), [])) > 1
-                and not acc.repetitions_agree(fx.groups[(a, p)])]
-    if disagree:
-        notes.append(f"Repetitions disagree for {names(sorted(set(disagree)))}: the first run stands for them.")
-    if unpaired_only:
-        notes.append(f"Not paired (their text differs, so rounds cannot be matched): {names(unpaired_only)}.")
-    return {"unpaired": t if spec else None, "paired": pairs, "notes": notes}
+    if a.disagree:
+        notes.append(f"Repetitions disagree for {names(a.disagree)}: the first run stands for them.")
+    if a.not_paired:
+        notes.append(f"Not paired (their text differs, so rounds cannot be matched): {names(a.not_paired)}.")
+    return {"unpaired": t if a.unpaired else None, "paired": [paired_block(r) for r in a.paired], "notes": notes}
 
 
 def paired_block(r: acc.PairedAB, label_a: str | None = None, label_b: str | None = None) -> dict[str, Any]:
