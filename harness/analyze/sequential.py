@@ -1,7 +1,8 @@
 """A time budget instead of a fixed count: keep adding interleaved rounds until every compared
 figure can see its threshold, the budget is spent, or the looks are used up.
 
-The budget counts measuring: the caller runs its warm-ups (model loads, kernel compiles) first.
+The budget counts measuring: the caller runs its warm-ups (model loads, kernel compiles) first
+(harness.collect.sampling, the session around this loop, starts the clock after them).
 The stopping rule (docs/statistics.md): at most `looks` looks. Look j is due once the session
 has spent j / looks of its budget, or when the next round would not fit; the minimum number of
 rounds always runs first. Each look is judged at its alpha-spending boundary
@@ -60,6 +61,12 @@ class Outcome:
     def schedule(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(times, sizes) of the looks taken: what the last look was judged at (Design.at_looks)."""
         return tuple(lk.time for lk in self.looks), tuple(float(lk.rounds) for lk in self.looks)
+
+    def summary(self, design: dict, budget_s: float | None, **bounds: int) -> dict:
+        """What a record keeps of the session (its "sequential" block, a comparison's
+        "sequential"): the design at the look it stopped at, the budget, the caller's round
+        bounds, then this outcome."""
+        return {"design": design, "budget_s": budget_s, **bounds, **self.to_dict()}
 
     def to_dict(self) -> dict:
         return {"rounds": self.rounds, "stopped": self.stopped, "stopped_because": STOPS[self.stopped],

@@ -8,7 +8,8 @@ gate, contention watch and thermal checks are the runner's own, shared by both s
 
 Each side gets an ordinary harness record (so reports, identity and asv read it as usual).
 Each figure is judged on the per-pair ratios (harness.analyze.paired); with a budget, rounds are added
-under the sequential rule (harness.analyze.sequential) until every gated figure resolves its threshold.
+under the sequential rule (harness.analyze.sequential, in the session of harness.collect.sampling)
+until every gated figure resolves its threshold.
 Gated figures are ms/token of every arm; the rest (ms/round, each phase per round) are shown
 as diagnostics, judged the same way, and do not decide the check.
 
@@ -37,12 +38,13 @@ from harness.analyze.design import Design, share_text
 from harness.analyze.identity import annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
 from harness.ci.build import side_trees
-from harness.collect import runner
+from harness.collect import runner, sampling
 from harness.collect.baselines import BaselineStore
 from harness.collect.engines import RunRequest
 from harness.collect.plan import build_plan
 from harness.collect.record import Record
 from harness.collect.worker import Worker
+from harness.core import interrupt
 from harness.core.errors import UserError
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
@@ -269,19 +271,19 @@ def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, st
     session = _PairedSession(repo, suite, work, store, design, base_sha, head_sha,
                              command or ["harness", "compare-commits", base, head], host,
                              say, names={"base": base, "head": head})
-    max_reps = max(s.repetitions, s.max_repetitions or (10_000 if s.budget_s else s.repetitions))
-    interrupted = False
-    try:
-        session.warm_up()   # both sides load and compile before the budget's clock starts
+
+    def warm_up() -> None:   # both sides load and compile before the budget's clock starts
+        session.warm_up()
         refuse_if_nothing_ran(session, suite, warmup=True)
-        outcome = sequential.run(s.repetitions, max_reps, s.budget_s, design.looks, session.do_round,
-                                 lambda times, sizes: session.look(console, t0, times, sizes))
+
+    try:
+        outcome = sampling.sample(sampling.Settings(s.repetitions, s.max_repetitions, s.budget_s, design.looks),
+                                  warm_up, session.do_round,
+                                  lambda times, sizes: session.look(console, t0, times, sizes),
+                                  sequential.run, session.close)
     except KeyboardInterrupt:
-        interrupted = True
         raise CheckInterrupted(f"the runs so far are kept in {work / 'records'} (complete: false); "
                                "a check does not resume: run it again") from None
-    finally:
-        session.close(interrupted)
     refuse_if_nothing_ran(session, suite, warmup=False)
     return _conclude(session, design, outcome, s.budget_s, time.monotonic() - t0)
 
@@ -350,12 +352,13 @@ class _PairedSession:
         return self.sides[side]["record"]
 
     def run_on(self, side: str, p: Any) -> None:
-
+        interrupt.check()   # a signal dropped inside a fork's hooks still stops (core/interrupt.py)
         sd = self.sides[side]
         run = runner.run_one(p, self.suite, sd["worker"], self.ui, None, self.pacer)
         run["side"] = side
         run["worker_generation"] = sd["worker"].generation
         sd["record"].add_run(annotate_identity(annotate_label(run), self.store, self.settings_dict))
+        interrupt.check()
 
     def warm_up(self) -> None:
         for p in build_plan(self.suite, 0):
@@ -437,7 +440,7 @@ class _PairedSession:
             sd["record"].finish(sd["record"].data.get("planned_runs", 0), interrupted)
 
 
-def _conclude(session: _PairedSession, design: Design, outcome: Any, budget_s: float | None,
+def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outcome, budget_s: float | None,
               duration_s: float) -> Comparison:
     """The verdict on every figure, the identity rows and the duty, written into both records.
     The final verdict is the last look's, at that look's boundary (the same pairs)."""
@@ -455,7 +458,7 @@ def _conclude(session: _PairedSession, design: Design, outcome: Any, budget_s: f
                      identity=identity_rows({"base": [base_rec.data], "head": [head_rec.data]}),
                      failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
                      records={"base": str(base_rec.path), "head": str(head_rec.path)},
-                     outcome={"design": design.to_dict(), "budget_s": budget_s, **outcome.to_dict()},
+                     outcome=outcome.summary(design.to_dict(), budget_s),
                      duration_s=duration_s,
                      labels={a: sorted(v) for a, v in labels.items()})
     sides = session.sides

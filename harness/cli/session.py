@@ -85,14 +85,15 @@ def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]
 
 
 def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
-    """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule.
+    """Run the plan; with a budget, keep adding rounds (repetitions) under the sequential rule
+    (the session: harness.collect.sampling; its look: each arm judged against classic).
 
     A resumed session finishes the repetitions its record had planned and adds none. Progress
     goes to stderr (none with quiet)."""
     from harness.analyze import sequential
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
     from harness.analyze.design import Design
-    from harness.collect import runner
+    from harness.collect import runner, sampling
     from harness.collect.plan import build_plan
     s = suite.settings
     annotate = _annotator(store, record.data["suite"]["settings"])
@@ -110,16 +111,19 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
 
     def progress(total: int, done_before: int) -> Any:
         return runner.NullUI() if quiet else RunnerUI(console, max(total, whole), done_before)
-    max_reps = max(min_reps, s.max_repetitions or (10_000 if budget else min_reps))
     pacer = runner.Pacer.from_runs(record.runs)
     # One set of adapters for the whole session: the models the warm-ups loaded (and what their
     # first runs compiled and cached) serve every round after them.
     engines = runner.Engines()
     compared = len(vs_classic({"suite": record.data["suite"], "runs": []}))
     design = Design.for_settings(s, compared)
+    bounds = sampling.Settings(min_reps, s.max_repetitions, budget, design.looks, compares=compared > 0)
 
     def planned() -> list[Any]:
         return build_plan(suite, int(record.data["planned_repetitions"]))
+
+    def warm_up() -> None:
+        runner.execute(build_plan(suite, 0), suite, record, annotate, engines=engines, ui=progress, pacer=pacer)
 
     def do_round(i: int) -> None:
         record.data["planned_repetitions"] = max(i + 1, int(record.data["planned_repetitions"]))
@@ -127,30 +131,28 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
         runner.execute(build_plan(suite, max(min_reps, i + 1) if resumed else i + 1), suite, record,
                        annotate, engines=engines, ui=progress, pacer=pacer)
 
+    def cleanup(interrupted: bool) -> None:
+        if interrupted:
+            # Interrupted is incomplete even when every planned run landed: a budgeted session
+            # had more rounds to judge, and the message says "complete: false".
+            record.finish(len(planned()), interrupted=True)
+        pacer.close()
+
+    # Resumed: one "round" that finishes every planned repetition.
+    rounds = sampling.Settings(1, None, None, design.looks, compared > 0) if resumed else bounds
     try:
-        # The warm-ups first: the budget is for measuring, not for loading and compiling.
-        runner.execute(build_plan(suite, 0), suite, record, annotate, engines=engines, ui=progress, pacer=pacer)
-        # Resumed: one "round" that finishes every planned repetition.
-        outcome = sequential.run(1 if resumed else min_reps, 1 if resumed else max_reps, budget,
-                                 design.looks, do_round,
-                                 lambda times, sizes: judge_vs_classic(record.data, design.at_looks(times, sizes)),
-                                 compares=compared > 0)
+        outcome = sampling.sample(rounds, warm_up, do_round,
+                                  lambda times, sizes: judge_vs_classic(record.data, design.at_looks(times, sizes)),
+                                  sequential.run, cleanup)
     except KeyboardInterrupt:
         plan = planned()
-        # Interrupted is incomplete even when every planned run landed: a budgeted session had
-        # more rounds to judge, and the message below says "complete: false".
-        record.finish(len(plan), interrupted=True)
-        n = len(record.runs)
-        print(f"harness: interrupted; {n} of {len(plan)} runs kept in {record.path} (complete: false); "
-              f"finish with: {follow_up(record.path)}", file=sys.stderr)
+        print(f"harness: interrupted; {len(record.runs)} of {len(plan)} runs kept in {record.path} "
+              f"(complete: false); finish with: {follow_up(record.path)}", file=sys.stderr)
         raise SystemExit(130) from None
-    finally:
-        pacer.close()
     if not resumed:
         last = design.at_looks(*outcome.schedule()) if outcome.looks else design   # the look it stopped at
-        record.data["sequential"] = {"design": last.to_dict(), "budget_s": budget,
-                                     "min_repetitions": min_reps, "max_repetitions": max_reps,
-                                     **outcome.to_dict()}
+        record.data["sequential"] = outcome.summary(last.to_dict(), budget, min_repetitions=min_reps,
+                                                    max_repetitions=bounds.max_rounds)
     if suite.settings.scaling and "scaling" not in record.data:
         record.data["scaling"] = runner.measure_scaling(suite)
     record.finish(len(planned()))
