@@ -112,13 +112,18 @@ def cpu_info() -> dict:
     import psutil
 
     model = _cpu_model()
-    return {
+    out = {
         "model": model,
         "arch": _or_unknown(platform.machine()),
         "logical_cores": _or_unknown(psutil.cpu_count(logical=True)),
         "physical_cores": _or_unknown(psutil.cpu_count(logical=False)),
         "apple_chip": _apple_chip(model),
     }
+    if sys.platform == "darwin":
+        from harness.collect.host.applegpu import core_counts  # it imports this module
+
+        out.update(core_counts())
+    return out
 
 
 # ---------------------------------------------------------------- gpu
@@ -203,6 +208,12 @@ def _mlx_gpu() -> tuple[str, dict]:
     return backend, {k: v for k, v in dict(info).items() if isinstance(v, (str, int, float))}
 
 
+def _apple_gpu_cores() -> int | str:
+    from harness.collect.host.applegpu import gpu_cores  # it imports this module
+
+    return gpu_cores()
+
+
 def gpu_info() -> dict:
     try:
         backend, info = _mlx_gpu()
@@ -226,6 +237,7 @@ def gpu_info() -> dict:
         "family": apple_family(arch) if arch.startswith("applegpu") else generation,
         "mlx_device_info": info or UNKNOWN,
         "nvidia": nvidia,
+        **({"gpu_cores": _apple_gpu_cores()} if sys.platform == "darwin" else {}),
         **({"cuda": cuda_stack(cuda_driver_version(), read_text("/proc/self/maps"))}
            if backend == "cuda" or isinstance(nvidia, list) else {}),
     }

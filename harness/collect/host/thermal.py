@@ -17,18 +17,25 @@ except ImportError:  # Windows
 
 import psutil
 
+from harness.collect.host import macos
 from harness.collect.host.info import UNKNOWN, nvml_devices, nvml_field, run_quiet
 
 # ---------------------------------------------------------------- thermal / power / backup
 
 def parse_pmset_therm(text: str | None) -> dict:
-    """`pmset -g therm` "CPU_Speed_Limit = 100" lines -> {key: int}; warnings as lines."""
+    """`pmset -g therm` "CPU_Speed_Limit = 100" lines -> {key: int}; recorded warning levels
+    ("Thermal Warning Level = 5") as lines. Its "Note: No ... has been recorded" lines say that
+    nothing was published (Apple silicon, mostly): they are no warning."""
     if text is None:
         return {"limits": UNKNOWN, "warnings": UNKNOWN}
     limits = {m.group(1): int(m.group(2))
               for m in re.finditer(r"^\s*(\w+)\s*=\s*(\d+)\s*$", text, re.MULTILINE)}
-    warns = [ln.strip() for ln in text.splitlines() if "warning level" in ln.lower()]
+    warns = [ln.strip() for ln in text.splitlines()
+             if "warning level" in ln.lower() and not _NOT_RECORDED.match(ln)]
     return {"limits": limits or UNKNOWN, "warnings": warns}
+
+
+_NOT_RECORDED = re.compile(r"\s*Note: No .* has been recorded", re.IGNORECASE)
 
 
 def parse_pmset_batt(text: str | None) -> str:
@@ -42,13 +49,21 @@ def parse_tmutil_status(text: str | None) -> bool | str:
 
 
 def _darwin_state() -> dict:
-    therm = parse_pmset_therm(run_quiet(["pmset", "-g", "therm"]))
+    therm_text = run_quiet(["pmset", "-g", "therm"])
+    therm = parse_pmset_therm(therm_text)
+    # pmset's answer serves the pressure's last fallback too: one pmset process, not two.
+    level, source = macos.thermal_pressure(
+        lambda argv, timeout=3.0: therm_text if argv == ["pmset", "-g", "therm"] else run_quiet(argv, timeout))
     return {
         "cpu_speed_limit": therm["limits"].get("CPU_Speed_Limit", UNKNOWN)
         if isinstance(therm["limits"], dict) else UNKNOWN,
         "pmset_therm": therm,
+        "thermal_pressure": level,
+        "thermal_pressure_source": source,
         "power_source": parse_pmset_batt(run_quiet(["pmset", "-g", "batt"])),
         "backup_running": parse_tmutil_status(run_quiet(["tmutil", "status"], timeout=5.0)),
+        "spotlight_indexing": macos.spotlight_indexing(run_quiet),
+        **macos.memory_state(run_quiet),
     }
 
 
@@ -207,8 +222,10 @@ def read_thermal_zone_files(root: str = "/sys/class/thermal") -> dict[str, str]:
 def thermal_verdict(state: dict) -> dict:
     """thermal_state()'s dict -> {"checked", "nominal", "reason"}; pure.
 
-    Not nominal: macOS CPU_Speed_Limit < 100; an NVIDIA GPU with a hot clock-event reason
-    (NVIDIA_HOT_REASONS); a Linux thermal zone at or above its lowest passive trip point.
+    Not nominal: macOS CPU_Speed_Limit < 100, or a thermal pressure other than "nominal"
+    (thermal_pressure: ProcessInfo.thermalState, powermetrics or pmset); an NVIDIA GPU with
+    a hot clock-event reason (NVIDIA_HOT_REASONS); a Linux thermal zone at or above its lowest
+    passive trip point.
     Where none of them is readable: checked False, nominal "unknown".
     """
     checked, hot, seen = False, [], []
@@ -239,6 +256,13 @@ def thermal_verdict(state: dict) -> dict:
             if z["temp_c"] >= z["passive_c"]:
                 hot.append(f"{z.get('zone')} ({z.get('type')}) {z['temp_c']:g} C >= passive trip "
                            f"{z['passive_c']:g} C")
+    pressure = state.get("thermal_pressure")
+    if pressure in macos.LEVELS:
+        checked = True
+        source = state.get("thermal_pressure_source", UNKNOWN)
+        seen.append(f"thermal pressure {pressure}")
+        if pressure != "nominal":
+            hot.append(f"thermal pressure {pressure} ({source})")
     if not checked:
         return {"checked": False, "nominal": UNKNOWN, "reason": "no thermal state readable"}
     if hot:
