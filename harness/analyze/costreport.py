@@ -17,6 +17,7 @@ from harness.analyze import costmodel as cm
 from harness.analyze import rounds
 from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import ProfileComparison, RoundSplit
+from harness.collect.models import Tensors
 from harness.core import declare
 
 EMBED = "model.embed_tokens."
@@ -106,7 +107,7 @@ class CostSection:
         return self.unavailable is None
 
 
-def target_bytes(tensors: cm.Tensors) -> Bytes:
+def target_bytes(tensors: Tensors) -> Bytes:
     untied = any(n.startswith("lm_head.") for n in tensors)
     if untied and any(n.startswith(EMBED) for n in tensors):
         sb = cm.target_bytes_per_step(tensors, embedding_prefix=EMBED)
@@ -139,7 +140,7 @@ def _quantized_estimate(tensors: dict[str, tuple[int, list[int]]], q: dict[str, 
     return total
 
 
-def drafter_bytes(tensors: cm.Tensors, quantization: dict[str, Any] | None) -> Bytes:
+def drafter_bytes(tensors: Tensors, quantization: dict[str, Any] | None) -> Bytes:
     disk = sum(b for b, _ in tensors.values())
     q = quantization or {}
     if q.get("quantized") and q.get("how") == "at load":
@@ -154,7 +155,7 @@ def drafter_bytes(tensors: cm.Tensors, quantization: dict[str, Any] | None) -> B
     return Bytes([(f"drafter weights ({len(tensors)} tensors)", disk)], disk)
 
 
-def with_borrowed(own: Bytes, target: cm.Tensors, borrows: dict[str, str]) -> Bytes:
+def with_borrowed(own: Bytes, target: Tensors, borrows: dict[str, str]) -> Bytes:
     """A drafter that reads target tensors every step (an MTP head: the target's LM head in
     full, one embedding row): their bytes from the target's table, beside its own."""
     rows, total = list(own.rows), own.total

@@ -90,7 +90,7 @@ def annotate_identity(run: dict[str, Any], store: Baselines, settings: dict[str,
 
 
 def describe(identity: dict[str, Any]) -> str:
-    st = identity.get("status", "-")
+    st: str = identity.get("status", "-")
     if st != "differs":
         return st
     s = f"differs at token {identity['first_token']}"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -72,18 +73,18 @@ class Paired:
                                    # influence values' sd), before the serial inflation
     # The dispatch probe as a covariate (covariate.adjust_for_probe), when the pairs had one:
     # None without.
-    dispatch_probe: dict | None = None
+    dispatch_probe: dict[str, Any] | None = None
     # The pairs' worker generations (suite `restart_s`; estimators.generations): how many, the
     # test of whether they differ, and whether the interval rests on them. None: one worker per
     # side for the whole check (every record before 2026-12-06).
-    generations: dict | None = None
+    generations: dict[str, Any] | None = None
     df: int | None = None          # the interval's degrees of freedom (None: n - 1)
     # The threshold the verdict was judged against (None in records written before the stopping
     # rule asked a decided figure for its size too, 2026-12-06).
     threshold: float | None = None
     # A clean reading set aside because too many of its runs were contended (analyze.contended):
     # {"reading": the verdict it was, "contended", "runs", "limit"}; None otherwise.
-    contended: dict | None = None
+    contended: dict[str, Any] | None = None
 
     @property
     def resolved(self) -> bool:
@@ -97,7 +98,7 @@ class Paired:
             return False
         return self.threshold is None or (self.detectable is not None and self.detectable <= self.threshold)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -124,7 +125,7 @@ class _Reading:
     inflation: float
     autocorr: float | None
     df: int                        # of the standard error: n - 1, or generations - 1
-    generations: dict | None = None
+    generations: dict[str, Any] | None = None
 
     @property
     def on_generations(self) -> bool:
@@ -140,7 +141,7 @@ def _readings(logs: np.ndarray, widen: float, gens: np.ndarray | None) -> tuple[
 
 
 def _mean_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | None = None,
-                  decided: dict | None = None) -> _Reading:
+                  decided: dict[str, Any] | None = None) -> _Reading:
     sd = float(logs.std(ddof=1)) * widen
     infl, r1 = serial_inflation(logs)
     se, df, gens = generations(logs * widen, blocks, sd * infl / math.sqrt(logs.size), infl, decided)
@@ -172,7 +173,7 @@ Blocks = Sequence[object] | None   # each pair's worker generation (any hashable
 
 
 def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[float], Sequence[float]] | None,
-          design: Design, blocks: Blocks = None) -> tuple[np.ndarray, float, dict | None, np.ndarray, np.ndarray | None]:
+          design: Design, blocks: Blocks = None) -> tuple[np.ndarray, float, dict[str, Any] | None, np.ndarray, np.ndarray | None]:
     """The usable pairs' log ratios (head / base), adjusted for the probe when it has one for each
     pair: (logs, widen, what the probe did, the same pairs' unadjusted log ratios, their
     generations or None)."""

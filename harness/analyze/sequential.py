@@ -21,6 +21,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from harness.analyze.paired import Paired
 
@@ -43,7 +44,7 @@ class Look:
     # The share of the budget spent when this look was taken, for its boundary (1.0: the last
     # look, which spends what is left). Records before 2026-12-06 have none.
     time: float
-    figures: dict[str, dict]        # name -> Paired.to_dict()
+    figures: dict[str, dict[str, Any]]  # name -> Paired.to_dict()
     resolved: bool
 
 
@@ -55,20 +56,20 @@ class Outcome:
     round_s: list[float] = field(default_factory=list)
 
     @property
-    def final(self) -> dict[str, dict]:
+    def final(self) -> dict[str, dict[str, Any]]:
         return self.looks[-1].figures if self.looks else {}
 
     def schedule(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(times, sizes) of the looks taken: what the last look was judged at (Design.at_looks)."""
         return tuple(lk.time for lk in self.looks), tuple(float(lk.rounds) for lk in self.looks)
 
-    def summary(self, design: dict, budget_s: float | None, **bounds: int) -> dict:
+    def summary(self, design: dict[str, Any], budget_s: float | None, **bounds: int) -> dict[str, Any]:
         """What a record keeps of the session (its "sequential" block, a comparison's
         "sequential"): the design at the look it stopped at, the budget, the caller's round
         bounds, then this outcome."""
         return {"design": design, "budget_s": budget_s, **bounds, **self.to_dict()}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "stopped": self.stopped, "stopped_because": STOPS[self.stopped],
                 "looks": [asdict(lk) for lk in self.looks],
                 "round_s": [round(x, 3) for x in self.round_s]}

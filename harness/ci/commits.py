@@ -27,6 +27,7 @@ import math
 import subprocess
 import tarfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -217,8 +218,10 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
     return out
 
 
-EXACT_FIGURES = (("rejection rate (exact)", lambda d: 1.0 - d["accepted"] / d["proposed"] if d.get("proposed") else None, 1),
-                 ("tokens/round (exact)", lambda d: d.get("emitted_per_verify"), -1))
+ExactFigure = tuple[str, Callable[[dict[str, Any]], float | None], int]   # name, value of diagnostics, worse sign
+EXACT_FIGURES: tuple[ExactFigure, ...] = (
+    ("rejection rate (exact)", lambda d: 1.0 - d["accepted"] / d["proposed"] if d.get("proposed") else None, 1),
+    ("tokens/round (exact)", lambda d: d.get("emitted_per_verify"), -1))
 
 
 def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]],

@@ -94,6 +94,7 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
     from harness.analyze.design import Design
     from harness.collect import runner, sampling
+    from harness.collect.engines import Engines
     from harness.collect.plan import build_plan
     s = suite.settings
     annotate = _annotator(store, record.data["suite"]["settings"])
@@ -114,7 +115,7 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
     pacer = runner.Pacer.from_runs(record.runs)
     # One set of adapters for the whole session: the models the warm-ups loaded (and what their
     # first runs compiled and cached) serve every round after them.
-    engines = runner.Engines()
+    engines = Engines()
     compared = len(vs_classic({"suite": record.data["suite"], "runs": []}))
     design = Design.for_settings(s, compared)
     bounds = sampling.Settings(min_reps, s.max_repetitions, budget, design.looks, compares=compared > 0)

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.collect.engines import EngineOutput, RunRequest, run_in_process
 from harness.collect.models import weights_problem
+from harness.collect.suite import Pairing
 from harness.core.declare import EngineDecl
 
 NAME = "specdec"
@@ -108,7 +109,7 @@ class SpecdecAdapter:
     """Loads each pairing once per distinct arm env (env may change how the pair loads)."""
 
     def __init__(self) -> None:
-        self._pairs: dict[tuple, Any] = {}
+        self._pairs: dict[tuple[Pairing, tuple[tuple[str, str], ...]], Any] = {}
 
     def run(self, req: RunRequest) -> EngineOutput:
         return run_in_process(req, lambda _overrides: self._generate(req))
