@@ -108,7 +108,7 @@ def _apple_chip(model: str) -> str:
     return UNKNOWN
 
 
-def cpu_info() -> dict:
+def cpu_info() -> dict[str, Any]:
     import psutil
 
     model = _cpu_model()
@@ -188,7 +188,7 @@ def apple_family(architecture: str) -> str:
     return f"G{m.group(1)}" if m else UNKNOWN
 
 
-def _mlx_gpu() -> tuple[str, dict]:
+def _mlx_gpu() -> tuple[str, dict[str, Any]]:
     """(backend, MLX's device_info for the GPU) or (backend 'none', {}) on a CPU-only MLX."""
     import mlx.core as mx
 
@@ -214,7 +214,7 @@ def _apple_gpu_cores() -> int | str:
     return gpu_cores()
 
 
-def gpu_info() -> dict:
+def gpu_info() -> dict[str, Any]:
     try:
         backend, info = _mlx_gpu()
     except ImportError:
@@ -245,7 +245,7 @@ def gpu_info() -> dict:
 
 # ---------------------------------------------------------------- memory, os, python
 
-def memory_info() -> dict:
+def memory_info() -> dict[str, Any]:
     import psutil
 
     total = psutil.virtual_memory().total
@@ -259,7 +259,7 @@ def _os_release() -> str:
     return m.group(1) if m else UNKNOWN
 
 
-def os_info() -> dict:
+def os_info() -> dict[str, Any]:
     mac = platform.mac_ver()[0] if sys.platform == "darwin" else ""
     return {
         "system": _or_unknown(platform.system()),
@@ -271,7 +271,7 @@ def os_info() -> dict:
     }
 
 
-def python_info() -> dict:
+def python_info() -> dict[str, Any]:
     return {
         "version": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -288,7 +288,7 @@ def _dist_version(name: str) -> str:
         return UNKNOWN
 
 
-def mlx_info() -> dict:
+def mlx_info() -> dict[str, Any]:
     try:
         import mlx.core as mx
     except ImportError:
@@ -326,7 +326,7 @@ def classify_blas(libraries: list[str]) -> str:
     return UNKNOWN
 
 
-def blas_info() -> dict:
+def blas_info() -> dict[str, Any]:
     """The BLAS this (the harness's) process maps. It is an engine's only for an in-process
     arm; every engine reports its own in its result (a run's engine_info.blas)."""
     scope = "harness process: in-process engines only; each run's engine_info.blas is the engine's"
@@ -346,14 +346,14 @@ def blas_info() -> dict:
 
 # ---------------------------------------------------------------- repo, harness
 
-def repo_info(repo: str | None = None) -> dict:
+def repo_info(repo: str | None = None) -> dict[str, Any]:
     """The repository under test (harness.collect.provenance.repo_info): not the harness's own."""
     from harness.collect.provenance import repo_info as _repo_info
 
     return _repo_info(repo)
 
 
-def harness_info() -> dict:
+def harness_info() -> dict[str, Any]:
     from harness.collect.provenance import harness_info as _harness_info
 
     return _harness_info()
@@ -361,18 +361,18 @@ def harness_info() -> dict:
 
 # ---------------------------------------------------------------- all of it
 
-def _safe(collector: Callable[[], dict]) -> dict:
+def _safe(collector: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return collector()
     except Exception as exc:  # one broken concern must not lose the whole record
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def collect_host(repo: str | None = None) -> dict:
+def collect_host(repo: str | None = None) -> dict[str, Any]:
     """Every section (cpu, gpu, memory, os, python, mlx, blas, repo, harness) as one dict each, and
     the host profile it matched ("profile", None when none did).
     repo: the repository under test (default: asv's, else the working directory's)."""
-    collectors: dict[str, Callable[[], dict]] = {
+    collectors: dict[str, Callable[[], dict[str, Any]]] = {
         "cpu": cpu_info, "gpu": gpu_info, "memory": memory_info, "os": os_info,
         "python": python_info, "mlx": mlx_info, "blas": blas_info,
         "repo": lambda: repo_info(repo), "harness": harness_info,

@@ -22,7 +22,7 @@ from harness.collect.host.info import UNKNOWN, nvml_devices, nvml_field, run_qui
 
 # ---------------------------------------------------------------- thermal / power / backup
 
-def parse_pmset_therm(text: str | None) -> dict:
+def parse_pmset_therm(text: str | None) -> dict[str, Any]:
     """`pmset -g therm` "CPU_Speed_Limit = 100" lines -> {key: int}; recorded warning levels
     ("Thermal Warning Level = 5") as lines. Its "Note: No ... has been recorded" lines say that
     nothing was published (Apple silicon, mostly): they are no warning."""
@@ -48,7 +48,7 @@ def parse_tmutil_status(text: str | None) -> bool | str:
     return (m.group(1) == "1") if m else UNKNOWN
 
 
-def _darwin_state() -> dict:
+def _darwin_state() -> dict[str, Any]:
     therm_text = run_quiet(["pmset", "-g", "therm"])
     therm = parse_pmset_therm(therm_text)
     # pmset's answer serves the pressure's last fallback too: one pmset process, not two.
@@ -67,8 +67,8 @@ def _darwin_state() -> dict:
     }
 
 
-def _linux_state() -> dict:
-    temps: dict | str = UNKNOWN
+def _linux_state() -> dict[str, Any]:
+    temps: dict[str, float] | str = UNKNOWN
     read = getattr(psutil, "sensors_temperatures", None)
     groups = read() if read else {}
     if groups:
@@ -101,9 +101,10 @@ def decode_throttle(mask: str) -> list[str] | str:
 def _clock_reasons(pynvml: Any, handle: Any) -> int:
     # Newer drivers call throttle reasons "clock events"; an older libnvidia-ml lacks that call.
     try:
-        return pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+        reasons: int = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
     except pynvml.NVMLError_FunctionNotFound:
-        return pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+        reasons = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+    return reasons
 
 
 def _nvidia_row(pynvml: Any, handle: Any) -> dict[str, Any]:
@@ -123,20 +124,20 @@ def _nvidia_row(pynvml: Any, handle: Any) -> dict[str, Any]:
     return row
 
 
-def nvidia_state() -> list[dict] | str:
+def nvidia_state() -> list[dict[str, Any]] | str:
     """Clocks, temperature, power and clock-event reasons per NVIDIA GPU (NVML), or "unknown"
     where NVML cannot answer."""
     return nvml_devices(_nvidia_row)
 
 
-def _section(fn) -> dict:
+def _section(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         return fn()
     except Exception as exc:  # a sensor that breaks must not stop the run
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def thermal_state() -> dict:
+def thermal_state() -> dict[str, Any]:
     """Thermal, power and backup state; every key present, "unknown" where unreadable."""
     out = {"cpu_speed_limit": UNKNOWN, "pmset_therm": UNKNOWN, "power_source": UNKNOWN,
            "backup_running": UNKNOWN, "temperatures_c": UNKNOWN, "thermal_zones": UNKNOWN,
@@ -158,7 +159,7 @@ NVIDIA_HOT_REASONS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown
                       "hw_power_brake_slowdown", "sw_power_cap")
 
 
-def parse_thermal_zones(files: dict[str, str]) -> list[dict]:
+def parse_thermal_zones(files: dict[str, str]) -> list[dict[str, Any]]:
     """Linux /sys/class/thermal text -> one dict per zone with a readable temperature.
 
     files maps paths relative to /sys/class/thermal ("thermal_zone0/temp",
@@ -166,7 +167,7 @@ def parse_thermal_zones(files: dict[str, str]) -> list[dict]:
     passive_c is the zone's lowest "passive" trip point (where the kernel starts throttling),
     None when it has none.
     """
-    zones: dict[str, dict] = {}
+    zones: dict[str, dict[str, Any]] = {}
     for path, text in files.items():
         zone, _, leaf = path.partition("/")
         if not zone.startswith("thermal_zone") or not leaf:
@@ -219,7 +220,7 @@ def read_thermal_zone_files(root: str = "/sys/class/thermal") -> dict[str, str]:
     return out
 
 
-def thermal_verdict(state: dict) -> dict:
+def thermal_verdict(state: dict[str, Any]) -> dict[str, Any]:
     """thermal_state()'s dict -> {"checked", "nominal", "reason"}; pure.
 
     Not nominal: macOS CPU_Speed_Limit < 100, or a thermal pressure other than "nominal"
@@ -273,7 +274,7 @@ def thermal_verdict(state: dict) -> dict:
 _RECENT: dict[str, Any] = {}
 
 
-def recent_thermal_state(max_age_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> dict:
+def recent_thermal_state(max_age_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """thermal_state(), reusing a nominal reading younger than max_age_s: a reading costs an
     NVML session or a pmset process, about as long as a short run. A reading that is not nominal is
     never reused; a reused one says how old it is ("reused_age_s")."""
@@ -286,10 +287,10 @@ def recent_thermal_state(max_age_s: float = 2.0, clock: Callable[[], float] = ti
     return state
 
 
-def wait_thermal(limit_s: float, *, read: Callable[[], dict] | None = None, wait: bool = True,
+def wait_thermal(limit_s: float, *, read: Callable[[], dict[str, Any]] | None = None, wait: bool = True,
                  poll_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 on_tick: Callable[[float, str], None] | None = None) -> tuple[dict, dict]:
+                 on_tick: Callable[[float, str], None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Read thermal state; while it is readable and not nominal, poll every poll_s up to
     limit_s. Returns (thermal_wait, the last thermal_state() read). wait=False: one read.
 
