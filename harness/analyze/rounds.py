@@ -194,7 +194,8 @@ def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
         if a["name"] != arm_name and var not in (a.get("env") or {}) \
                 and (a["pairing"], a["engine"], a["block"]) == (me["pairing"], me["engine"], me["block"]) \
                 and rest(a) == rest(me):
-            return a["name"]
+            twin: str = a["name"]
+            return twin
     return None
 
 
