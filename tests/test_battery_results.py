@@ -238,7 +238,8 @@ def _token(run: dict[str, Any]) -> None:
 
 OLD_RECORDS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "old record decode_ms -5": (lambda r: r["diagnostics"].update(decode_ms=-5.0), "diagnostics.decode_ms is -5"),
-    "old record ms_per_token -0.625": (_both("ms_per_token", -0.625), "diagnostics.ms_per_token is -0.625"),
+    # Version 4 kept a copy in diagnostics; the migration keeps the run's own figure only.
+    "old record ms_per_token -0.625": (_both("ms_per_token", -0.625), "ms_per_token is -0.625"),
     "old record tok/s NaN": (_both("decode_tokens_per_s", math.nan), "diagnostics.decode_tokens_per_s is nan"),
     "old record tok_s_regex nan": (_regex_nan, "diagnostics.decode_tokens_per_s is nan"),
     "old record phase_ms Infinity": (_phase_inf, "diagnostics.phase_ms.target_step is inf"),

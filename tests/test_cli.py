@@ -56,11 +56,13 @@ def test_run_end_to_end_record_and_machine_line(tmp_path: Path) -> None:
     summary = json.loads(r.stdout)                  # --json: the JSON alone on stdout
     assert summary["kind"] == "harness.summary" and summary["complete"] is True and summary["failed"] == 3
     rec = load(rec_path)
-    assert rec["schema_version"] == 4 and rec["complete"] is True and rec["finished"]
+    assert rec["schema_version"] == 5 and rec["complete"] is True and rec["finished"]
     assert len(rec["runs"]) == 3 + 3 * 2 and [r["index"] for r in rec["runs"]] == list(range(9))
     assert [r["warmup"] for r in rec["runs"][:3]] == [True] * 3
     ok = [x for x in rec["runs"] if x["arm"] != "crash"]
     assert all(x["status"] == "ok" and x["identity"]["status"] == "no_baseline" for x in ok)
+    # The engine's ms_per_token is the run's figure, kept once (not again in its diagnostics).
+    assert all(x["ms_per_token"] > 0 and "ms_per_token" not in x["diagnostics"] for x in ok)
     assert set(rec["suite"]) >= {"name", "path", "sha256", "settings", "pairings", "arms", "prompts"}
     assert set(rec["host"]) >= {"cpu", "os", "python"}
     b3 = next(a for a in summary["arms"] if a["arm"] == "b3")

@@ -94,7 +94,7 @@ def test_v1_record_migrates_to_v2_with_one_meaning_per_field(tmp_path: Path) -> 
     p = tmp_path / "v1.json"
     p.write_text(json.dumps(v1))
     v2 = Record.load(p).data
-    assert v2["schema_version"] == 4   # migrated 1 -> 2 -> 3 -> 4
+    assert v2["schema_version"] == 5   # migrated 1 -> 2 -> 3 -> 4 -> 5
     assert "models" not in v2        # not read at the time: the report reads the directories
     assert all("gate_wait_s" not in r for r in v2["runs"])
     assert v2["runs"][-1]["diagnostics"]["rounds"] == 0
@@ -316,7 +316,27 @@ def test_a_v2_record_reads_with_its_quiet_wait_renamed(tmp_path: Path) -> None:
     p = tmp_path / "v2.json"
     p.write_text(json.dumps(rec))
     v3 = Record.load(p).data
-    assert v3["schema_version"] == 4
+    assert v3["schema_version"] == 5
     assert [r.get("quiet_wait_s") for r in v3["runs"]] == waits
     assert all("gate_wait_s" not in r for r in v3["runs"])
     assert [r["ms_per_token"] for r in v3["runs"]] == [r["ms_per_token"] for r in rec["runs"]]
+
+
+def test_a_v4_record_keeps_ms_per_token_once_at_the_run_s_top_level(tmp_path: Path) -> None:
+    # Version 4 copied the engine's ms_per_token into the run beside its diagnostics' own;
+    # version 5 keeps the run's figure only, taking the diagnostics' where the run had none.
+    v4 = json.loads((REPO / "tests" / "fixtures" / "default-suite-linux-cpu.json").read_text())
+    assert v4["schema_version"] == 4
+    ok = [r for r in v4["runs"] if r["status"] == "ok"]
+    assert ok and all(r["ms_per_token"] == r["diagnostics"]["ms_per_token"] for r in ok)
+    before = [r.get("ms_per_token") for r in v4["runs"]]
+    del ok[0]["ms_per_token"]               # a hand-made run with the diagnostics' copy only
+    p = tmp_path / "v4.json"
+    p.write_text(json.dumps(v4))
+    v5 = Record.load(p).data
+    assert v5["schema_version"] == 5
+    assert all("ms_per_token" not in (r.get("diagnostics") or {}) for r in v5["runs"])
+    assert [r.get("ms_per_token") for r in v5["runs"]] == before
+    published = json.loads(schema.json_schemas()["record.schema.json"])["$defs"]
+    assert "ms_per_token" in published["Run"]["properties"]
+    assert "ms_per_token" not in published["RunDiagnostics"]["properties"]

@@ -336,6 +336,8 @@ def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
     parts = {k: {} for k in ("gate", "engine", "arm", "diagnostics")} if result is None else \
         {k: schema.to_builtins(getattr(result, k)) for k in ("gate", "engine", "arm", "diagnostics")}
     diag = parts["diagnostics"]
+    # Kept once, as the run's own figure (schema.RunDiagnostics has no ms_per_token).
+    ms_per_token = diag.pop("ms_per_token", None)
     ids = None if result is None else result.token_ids
     if out is not None:
         overrides = out.overrides
@@ -344,7 +346,7 @@ def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
         overrides = failure.overrides
     return {
         "decode_tokens_per_s": diag.get("decode_tokens_per_s"),
-        "ms_per_token": diag.get("ms_per_token"),
+        "ms_per_token": ms_per_token,
         "prefill_ms": diag.get("prefill_ms"),
         "generated_tokens": diag.get("generated_tokens", len(ids) if ids is not None else None),
         "token_ids": ids, "text": None if result is None else result.text,

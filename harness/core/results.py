@@ -167,8 +167,8 @@ def result_problem(res: Mapping[str, Any]) -> str | None:
     return _first_non_finite(res)
 
 
-# The run's copies of the engine's figures (harness.collect.runner._result_fields), checked
-# as the engine's own: a record may have been edited since.
+# The engine's figures the run keeps beside its diagnostics (harness.collect.runner._result_fields;
+# ms_per_token only there), checked as the engine's own: a record may have been edited since.
 RUN_TIMES = ("ms_per_token", "prefill_ms", "dispatch_probe_ms")
 
 

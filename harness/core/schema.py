@@ -6,7 +6,7 @@ C code), it decodes strictly with a message naming the field ("Expected `int`, g
 schema/*.schema.json, which docs/engine-contract.md describes).
 
 Producers build these types (the adapters, test fixtures); `load_record` is the one door every
-record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3 -> 4) and checks
+record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3 -> 4 -> 5) and checks
 the typed shape. Readers then see dicts of that shape (the report and its analyses read dicts).
 
 The format's history, one line per version, is docs/schema-history.md.
@@ -35,7 +35,7 @@ from harness.core import suitespec
 from harness.core.errors import UserError
 from harness.core.results import complete_timings, missing_minimum
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 RECORD_KIND = "harness.record"
 BASELINES_KIND = "harness.baselines"
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "schema"
@@ -116,9 +116,9 @@ class DrafterPhase(_S, kw_only=True):
     ms: dict[str, float] = {}
 
 
-class Diagnostics(_S, kw_only=True):
-    """Counters and timings. Minimal: a token count (or token_ids) and one of decode_ms,
-    ms_per_token, decode_tokens_per_s; everything else is optional and unlocks an analysis."""
+class RunDiagnostics(_S, kw_only=True):
+    """The engine's diagnostics as a run keeps them: all but ms_per_token, which the run keeps
+    once, at its top level (`Run.ms_per_token`, the figure every analysis reads)."""
     mode: Mode | None = None
     block_size: int | None = None
     prompt_tokens: int | None = None
@@ -127,7 +127,6 @@ class Diagnostics(_S, kw_only=True):
     probe_ms: float | None = None
     decode_ms: float | None = None              # first decode step to last token, prefill excluded
     decode_tokens_per_s: float | None = None
-    ms_per_token: float | None = None
     # The round split: the engine's own phase names in its own order, totals over decode.
     phase_ms: dict[str, float] = {}
     closure_error_ms: float | None = None       # decode_ms - sum(phase_ms)
@@ -162,6 +161,13 @@ class Diagnostics(_S, kw_only=True):
     # ms}}; stages only in profile mode, where each is synced and so its own (an MTP head: ids
     # upload, layers, LM head, sample, readback).
     drafter_split: dict[str, DrafterPhase] | None = None
+
+
+class Diagnostics(RunDiagnostics, kw_only=True):
+    """Counters and timings as the engine reports them. Minimal: a token count (or token_ids)
+    and one of decode_ms, ms_per_token, decode_tokens_per_s; everything else is optional and
+    unlocks an analysis."""
+    ms_per_token: float | None = None
 
 
 class EngineResult(_S, kw_only=True):
@@ -214,7 +220,8 @@ class Identity(_S, kw_only=True):
 
 
 class Run(_S, kw_only=True):
-    """One run as the record keeps it; the engine's parts are copied from its EngineResult."""
+    """One run as the record keeps it; the engine's parts are copied from its EngineResult
+    (its diagnostics but ms_per_token, which is the run's own field here)."""
     index: int
     status: Literal["ok", "failed"]
     arm: str | None = None            # the plan's names (every run the runner makes has them)
@@ -248,7 +255,7 @@ class Run(_S, kw_only=True):
     gate: Gate = msgspec.field(default_factory=Gate)
     engine_info: EngineInfo = msgspec.field(default_factory=EngineInfo)
     result_arm: ArmInfo = msgspec.field(default_factory=ArmInfo)
-    diagnostics: Diagnostics = msgspec.field(default_factory=Diagnostics)
+    diagnostics: RunDiagnostics = msgspec.field(default_factory=RunDiagnostics)
     load: dict[str, Any] = {}
     marks: list[str] = []
     identity: Identity | None = None
@@ -277,7 +284,7 @@ class ModelFiles(_S, kw_only=True):
 
 
 class Record(_S, kw_only=True):
-    schema_version: Literal[4]
+    schema_version: Literal[5]
     kind: Literal["harness.record"]
     session_id: str
     created: str
@@ -368,7 +375,25 @@ def migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": 4}
 
 
-MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3}
+def migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
+    """schema_version 4 -> 5: a run's ms_per_token is kept once, at its top level; the copy in
+    its diagnostics goes (the top level takes it where it has none)."""
+    def moved(r: Any) -> Any:
+        d = r.get("diagnostics") if isinstance(r, dict) else None
+        if not isinstance(d, dict) or "ms_per_token" not in d:
+            return r
+        # Copies of what changes only: every record of version 4 comes through here.
+        out = {**r, "diagnostics": {k: v for k, v in d.items() if k != "ms_per_token"}}
+        if out.get("ms_per_token") is None and d["ms_per_token"] is not None:
+            out["ms_per_token"] = d["ms_per_token"]
+        return out
+    out = {**data, "schema_version": 5}
+    if isinstance(out.get("runs"), list):
+        out["runs"] = [moved(r) for r in out["runs"]]
+    return out
+
+
+MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3, 4: migrate_v4}
 
 
 def section(d: dict[str, Any], name: str) -> dict[str, Any]:
