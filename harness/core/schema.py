@@ -409,10 +409,11 @@ def load_record(data: Any, where: str) -> dict[str, Any]:
         got = data.get("kind") if isinstance(data, dict) else None
         raise UserError(f"{where}: not a {RECORD_KIND} file (kind is {got!r})")
     check_version(data, where)
-    while data.get("schema_version") in MIGRATIONS:
-        data = MIGRATIONS[data["schema_version"]](data)
-    check(data, Record, where)
-    return data
+    record: dict[str, Any] = data
+    while record.get("schema_version") in MIGRATIONS:
+        record = MIGRATIONS[record["schema_version"]](record)
+    check(record, Record, where)
+    return record
 
 
 def check_version(data: dict[str, Any], where: str) -> None:
