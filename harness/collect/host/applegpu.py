@@ -14,14 +14,16 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+from xml.parsers.expat import ExpatError
 
 from harness.collect.host.info import UNKNOWN, run_quiet
+from harness.collect.host.ioregtext import parse_ioreg_text
 
 Run = Callable[..., "str | None"]
 
 IOREG_GPU = ["ioreg", "-r", "-d", "1", "-w", "0", "-c", "IOAccelerator", "-a"]
 GPU_CORES = ["system_profiler", "SPDisplaysDataType", "-json"]
-PERF_LEVELS = ["sysctl", "hw.perflevel0.physicalcpu", "hw.perflevel1.physicalcpu"]
+SYSCTL_HW = ["sysctl", "hw"]   # every hw.* value; a perflevel name older macOS lacks is no error
 
 
 @dataclass(frozen=True)
@@ -60,18 +62,25 @@ def _entries(root: Any) -> list[dict[str, Any]]:
     return [e for e in root if isinstance(e, dict)] if isinstance(root, list) else []
 
 
+def ioreg_entries(output: bytes | str | None) -> list[dict[str, Any]]:
+    """ioreg's entries: from its plist (`-a`, what the readers run), or from its text form (what
+    people publish; harness.collect.host.ioregtext). [] for no output or neither form."""
+    if not output:
+        return []
+    data = output.encode() if isinstance(output, str) else output
+    if data.lstrip()[:1] == b"<" or data.startswith(b"bplist"):
+        try:
+            return _entries(plistlib.loads(data))
+        except (plistlib.InvalidFileException, ExpatError, ValueError, TypeError):
+            return []    # a cut or damaged plist (ioreg killed at the timeout) reads as none
+    return parse_ioreg_text(data.decode("utf-8", errors="replace"))
+
+
 def parse_ioreg_gpu(xml_bytes: bytes | str | None) -> AppleGpu | None:
-    """`ioreg -r -d 1 -w 0 -c IOAccelerator -a` (an XML plist) -> the first accelerator's
-    PerformanceStatistics as AppleGpu; None when there is no output, it is no plist, or no
+    """`ioreg -r -d 1 -w 0 -c IOAccelerator -a` (an XML plist; the text form also reads) -> the
+    first accelerator's PerformanceStatistics as AppleGpu; None when there is no output or no
     entry has PerformanceStatistics."""
-    if not xml_bytes:
-        return None
-    data = xml_bytes.encode() if isinstance(xml_bytes, str) else xml_bytes
-    try:
-        root = plistlib.loads(data)
-    except (plistlib.InvalidFileException, ValueError, TypeError):
-        return None
-    for entry in _entries(root):
+    for entry in ioreg_entries(xml_bytes):
         stats = entry.get("PerformanceStatistics")
         if isinstance(stats, dict):
             return gpu_from_stats(stats)
@@ -79,15 +88,8 @@ def parse_ioreg_gpu(xml_bytes: bytes | str | None) -> AppleGpu | None:
 
 
 def ioreg_gpu_core_count(xml_bytes: bytes | str | None) -> int | None:
-    """The AGX accelerator's "gpu-core-count" from the same plist; None where absent."""
-    if not xml_bytes:
-        return None
-    data = xml_bytes.encode() if isinstance(xml_bytes, str) else xml_bytes
-    try:
-        root = plistlib.loads(data)
-    except (plistlib.InvalidFileException, ValueError, TypeError):
-        return None
-    for entry in _entries(root):
+    """The AGX accelerator's "gpu-core-count" from the same output; None where absent."""
+    for entry in ioreg_entries(xml_bytes):
         count = _int_or_none(entry.get("gpu-core-count"))
         if count is not None:
             return count
@@ -121,21 +123,42 @@ def parse_sysctl(text: str | None) -> dict[str, str]:
     return out
 
 
-def _int_value(values: dict[str, str], name: str) -> int | str:
+def _int_value(values: dict[str, str], name: str) -> int | None:
     try:
         return int(values[name])
     except (KeyError, ValueError):
-        return UNKNOWN
+        return None
 
 
-def parse_core_counts(text: str | None) -> dict[str, int | str]:
-    """`sysctl hw.perflevel0.physicalcpu hw.perflevel1.physicalcpu` -> performance and
-    efficiency core counts (perflevel0 is the fastest level, perflevel1 the next); "unknown"
-    for a level sysctl does not print."""
-    values = parse_sysctl(text)
-    p = _int_value(values, "hw.perflevel0.physicalcpu")
-    e = _int_value(values, "hw.perflevel1.physicalcpu")
-    return {"performance_cores": p, "efficiency_cores": e}
+def core_levels(values: dict[str, str]) -> list[tuple[str | None, int]]:
+    """(name, physical cores) per performance level, fastest first (hw.perflevel0 is the
+    fastest); the name is None where this macOS does not print hw.perflevelN.name."""
+    levels = []
+    for n in range(8):
+        count = _int_value(values, f"hw.perflevel{n}.physicalcpu")
+        if count is None:
+            break
+        levels.append((values.get(f"hw.perflevel{n}.name") or None, count))
+    return levels
+
+
+def parse_core_counts(text: str | None) -> dict[str, Any]:
+    """`sysctl hw` -> {"performance_cores", "efficiency_cores", "core_levels"}.
+
+    Levels named "Efficiency" count as efficiency cores, every other level as performance
+    cores (M5 names its fastest level "Super"). Without names (older macOS), perflevel0 is the
+    performance level and perflevel1 the efficiency one. "unknown" where sysctl printed no
+    perflevel (an Intel Mac, a failed call)."""
+    levels = core_levels(parse_sysctl(text))
+    if not levels:
+        return {"performance_cores": UNKNOWN, "efficiency_cores": UNKNOWN, "core_levels": UNKNOWN}
+    if all(name is None for name, _ in levels):
+        named = [("Performance" if i == 0 else "Efficiency", c) for i, (_, c) in enumerate(levels)]
+    else:
+        named = [(name or UNKNOWN, c) for name, c in levels]
+    return {"performance_cores": sum(c for name, c in named if name != "Efficiency"),
+            "efficiency_cores": sum(c for name, c in named if name == "Efficiency"),
+            "core_levels": {name: c for name, c in named}}
 
 
 # ---------------------------------------------------------------- readers (darwin only)
@@ -152,11 +175,12 @@ def gpu_utilization(run: Run | None = None) -> AppleGpu | None:
     return parse_ioreg_gpu(_run(run)(IOREG_GPU))
 
 
-def core_counts(run: Run | None = None) -> dict[str, int | str]:
-    """{"performance_cores", "efficiency_cores"}; "unknown" off macOS or where unreadable."""
+def core_counts(run: Run | None = None) -> dict[str, Any]:
+    """{"performance_cores", "efficiency_cores", "core_levels"}; "unknown" off macOS or where
+    unreadable."""
     if sys.platform != "darwin":
-        return {"performance_cores": UNKNOWN, "efficiency_cores": UNKNOWN}
-    return parse_core_counts(_run(run)(PERF_LEVELS))
+        return {"performance_cores": UNKNOWN, "efficiency_cores": UNKNOWN, "core_levels": UNKNOWN}
+    return parse_core_counts(_run(run)(SYSCTL_HW))
 
 
 def gpu_cores(run: Run | None = None) -> int | str:

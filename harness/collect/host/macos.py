@@ -132,8 +132,9 @@ def parse_memory_pressure(text: str | None) -> int | str:
 def parse_swapusage(text: str | None) -> dict[str, int] | str:
     """`sysctl vm.swapusage` ("total = 2048.00M  used = 1021.75M  free = 1026.25M  (encrypted)")
     -> {"total_bytes", "used_bytes", "free_bytes"}; "unknown" unless all three are there."""
-    got = {name: round(float(num) * _UNITS[unit])
-           for name, num, unit in re.findall(r"\b(total|used|free)\s*=\s*([\d.]+)([BKMGT])", text or "")}
+    # A comma decimal separator is the locale's (de_DE prints "total = 1024,00M").
+    got = {name: round(float(num.replace(",", ".")) * _UNITS[unit])
+           for name, num, unit in re.findall(r"\b(total|used|free)\s*=\s*(\d+(?:[.,]\d+)?)([BKMGT])", text or "")}
     if set(got) != {"total", "used", "free"}:
         return UNKNOWN
     return {"total_bytes": got["total"], "used_bytes": got["used"], "free_bytes": got["free"]}
