@@ -184,6 +184,12 @@ def test_backup_status():
     assert thermal.parse_tmutil_status(fixture("tmutil_status_idle.txt")) is False
 
 
+def test_power_source():
+    assert thermal.parse_pmset_batt(fixture("pmset_batt_m1.txt")) == "AC Power"
+    assert thermal.parse_pmset_batt(fixture("pmset_batt_on_battery.txt")) == "Battery Power"
+    assert thermal.parse_pmset_batt(None) == UNKNOWN
+
+
 def test_spotlight():
     assert macos.spotlight_busy([("mds_stores", 61.0), ("Finder", 3.0)]) is True
     assert macos.spotlight_busy([("mds", 4.0), ("mdworker_shared", 5.9), ("kernel_task", 80.0)]) is False
@@ -221,6 +227,7 @@ def published_mac(*, process_info=UNKNOWN):
     """A Mac whose tools answer with the published outputs."""
     return Tools({
         ("pmset", "-g", "therm"): fixture("pmset_therm_m1pro.txt"),
+        ("pmset", "-g", "batt"): fixture("pmset_batt_m1.txt"),
         ("tmutil", "status"): fixture("tmutil_status_idle.txt"),
         tuple(macos.MEMORY_SYSCTL): fixture("sysctl_memory_18core_loaded.txt"),
         tuple(applegpu.IOREG_GPU): as_plist(fixture("ioreg_gpu_m4.txt")).decode(),
@@ -238,7 +245,7 @@ def test_darwin_thermal_state(darwin, monkeypatch):
     assert state["thermal_pressure_source"] == "ProcessInfo.thermalState"
     assert state["memory_pressure"] == "warn" and state["swap_used_bytes"] == 12190419517
     assert state["backup_running"] is False and state["spotlight_indexing"] == UNKNOWN  # no ps answer
-    assert state["power_source"] == UNKNOWN and state["pmset_therm"]["warnings"] == []
+    assert state["power_source"] == "AC Power" and state["pmset_therm"]["warnings"] == []
     assert tools.calls.count("pmset") == 2          # therm once (pressure reuses it), batt once
     verdict = thermal.thermal_verdict(state)
     assert verdict == {"checked": True, "nominal": False,
