@@ -1,5 +1,6 @@
 """Thermal, power and backup state, its verdict, and the wait until it reads nominal: pmset and
-tmutil on macOS, Linux thermal zones, NVIDIA clocks and throttle reasons."""
+tmutil on macOS with macos.py's thermal pressure, memory, swap and Spotlight readings, Linux
+thermal zones, NVIDIA clocks and throttle reasons."""
 
 from __future__ import annotations
 
