@@ -38,8 +38,8 @@ test-fast: install
 	$(BIN)/python -m pytest -m host_alone
 
 # ruff, the import layering (pyproject.toml [tool.importlinter]: no package imports one above
-# it), mypy over harness/ (pyproject.toml [tool.mypy]), no module over 500 lines; then the count
-# of string-keyed record accesses, printed.
+# it), mypy --strict over harness/ (pyproject.toml [tool.mypy]), no module over 500 lines; then
+# the count of string-keyed record accesses, printed.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
