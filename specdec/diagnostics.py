@@ -45,6 +45,22 @@ STAGE_NOTES = {
 
 
 @dataclass
+class Counts:
+    """Work counted where it happens (harness.core.counters' names): each host sync next to its
+    eval or readback, each forward where a model is called. Plain ints, no syncs of their own."""
+    host_syncs: int = 0        # evaluations and scalar readbacks that wait for the device
+    target_forwards: int = 0
+    drafter_forwards: int = 0
+    target_tokens: int = 0     # positions fed to the target's forwards
+    drafter_tokens: int = 0
+
+    def since(self, before: Counts) -> dict[str, int]:
+        """What was counted after `before` (a copy taken then), by name."""
+        now, then = asdict(self), asdict(before)
+        return {k: v - then[k] for k, v in now.items()}
+
+
+@dataclass
 class RoundLog:
     offset: int          # generated-text offset (in tokens) where this round starts
     drafted: list[int]
@@ -84,6 +100,8 @@ class Diagnostics:
     # MTP drafter, profile mode: per phase ("draft_block", "accept_hook") the drafter forwards
     # and ms per stage (specdec.mtp.STEP_STAGES); default mode: forwards only.
     drafter_split: dict | None = None
+    # Work over the decode (Counts.since the end of prefill), plus the engine's own counters.
+    counters: dict[str, int] | None = None
 
     def _stages(self) -> set[str]:
         return {st for ph in (self.drafter_split or {}).values() for st in (ph.get("ms") or {})}

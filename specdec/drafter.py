@@ -13,6 +13,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
+from specdec.diagnostics import Counts
+
 Sampler = Callable[[mx.array], mx.array]  # logits [1, V] -> (ids [1], probs [1, V] | None)
 
 
@@ -46,9 +48,10 @@ class DraftModelDrafter:
     wants_hidden = False
     profiles_itself = False
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, counts: Counts | None = None):
         self.model = model
         self.cache = make_prompt_cache(model)
+        self.counts = counts if counts is not None else Counts()
         # Set when a whole block was accepted: its last draft was never fed to the drafter, so
         # the next block feeds it together with y (one forward, as mlx-lm does).
         self._pending: int | None = None
@@ -56,7 +59,10 @@ class DraftModelDrafter:
     def prefill(self, prompt: mx.array, hidden: mx.array | None = None, sample=None) -> None:
         if prompt.size > 1:
             self.model(prompt[None, :-1], cache=self.cache)
+            self.counts.drafter_forwards += 1
+            self.counts.drafter_tokens += prompt.size - 1
             mx.eval([c.state for c in self.cache])
+            self.counts.host_syncs += 1
 
     def draft_block(self, y: mx.array, n: int, sample) -> tuple[mx.array, mx.array | None]:
         ids, probs = [], []
@@ -66,6 +72,8 @@ class DraftModelDrafter:
             self._pending = None
         for _ in range(n):
             logits = self.model(x[None], cache=self.cache)[:, -1, :]
+            self.counts.drafter_forwards += 1
+            self.counts.drafter_tokens += x.size
             tok, p = sample(logits)
             mx.async_eval(tok)  # dispatch now, no host sync: the verify readout syncs
             ids.append(tok)

@@ -5,6 +5,7 @@ produces tokens and diagnostics; `cli.py` prints them.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import time
@@ -16,7 +17,7 @@ from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
 
 import specdec
 from specdec import blas, overrides
-from specdec.diagnostics import Diagnostics, RoundLog
+from specdec.diagnostics import Counts, Diagnostics, RoundLog
 from specdec.drafter import Drafter, DraftModelDrafter
 from specdec.errors import SpecdecError
 from specdec.loading import Pair, parameter_bytes
@@ -78,14 +79,18 @@ class _Sampler:
         return tok, mx.softmax(scaled, axis=-1)
 
 
-def _prefill(model, cache, ids: mx.array, hidden: bool = False) -> mx.array | None:
+def _prefill(model, cache, ids: mx.array, counts: Counts, hidden: bool = False) -> mx.array | None:
     """All but the last prompt token (the first decode forward feeds the last one); with
     `hidden`, the target's final hidden states over them ([1, L-1, d]) for an MTP drafter."""
     forward = target_parts(model)[2] if hidden else model
     parts = []
     for start in range(0, ids.size - 1, PREFILL_CHUNK):
-        out = forward(ids[None, start:min(start + PREFILL_CHUNK, ids.size - 1)], cache=cache)
+        chunk = ids[None, start:min(start + PREFILL_CHUNK, ids.size - 1)]
+        out = forward(chunk, cache=cache)
+        counts.target_forwards += 1
+        counts.target_tokens += chunk.size
         mx.eval([c.state for c in cache] + ([out] if hidden else []))
+        counts.host_syncs += 1
         if hidden:
             parts.append(out)
     if not parts:
@@ -139,11 +144,12 @@ def generate(pair: Pair, prompt: str | list[int], block: int = 3, max_tokens: in
     mx.synchronize()
     mx.reset_peak_memory()
     diag.resident_memory_bytes = int(mx.get_active_memory())
+    counts = Counts()
     with mx.stream(generation_stream):
         if speculative:
-            out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, inject, instrument)
+            out = _speculative(pair, ids, block, max_tokens, sampler, eos, diag, profile, inject, counts, instrument)
         else:
-            out = _classic(pair, ids, max_tokens, sampler, eos, diag, inject, instrument)
+            out = _classic(pair, ids, max_tokens, sampler, eos, diag, inject, counts, instrument)
     diag.peak_memory_bytes = int(mx.get_peak_memory())
     diag.model_memory_bytes = parameter_bytes(pair.target) + (parameter_bytes(pair.drafter) if speculative else 0)
     arm = {"mode": diag.mode, "requested_mode": "speculative" if block >= 2 and pair.drafter is not None else "classic",
@@ -186,17 +192,25 @@ class _InjectedWork:
         return mx.depends(out, [self.model(inp) for _ in range(due)])
 
 
+def _decode_counters(counts: Counts, at_decode: Counts) -> dict[str, int]:
+    """The decode's counts by name, and this engine's own: the prefill's host syncs."""
+    return {**counts.since(at_decode), "prefill_syncs": at_decode.host_syncs}
+
+
 def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos: set[int],
-             diag: Diagnostics, inject: _InjectedWork, instrument: bool = True) -> list[int]:
+             diag: Diagnostics, inject: _InjectedWork, counts: Counts, instrument: bool = True) -> list[int]:
     target, cache = pair.target, make_prompt_cache(pair.target)
     prompt = mx.array(ids, dtype=mx.uint32)
     t = time.perf_counter()
-    _prefill(target, cache, prompt)
+    _prefill(target, cache, prompt, counts)
     start = time.perf_counter()
     diag.prefill_ms = (start - t) * 1e3
+    at_decode = dataclasses.replace(counts)
 
     def step(y: mx.array) -> mx.array:
         logits = inject(target(y[None], cache=cache), y[None])
+        counts.target_forwards += 1
+        counts.target_tokens += 1
         return sampler(logits[:, -1, :])[0]
 
     clock = time.perf_counter if instrument else _no_clock
@@ -211,6 +225,7 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
             nxt = step(cur)
             mx.async_eval(nxt)
         tok = cur.item()
+        counts.host_syncs += 1
         t1 = clock()
         step_ms += t1 - t0
         done = tok in eos
@@ -223,23 +238,25 @@ def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos
     diag.decode_ms = ((t0 if instrument else time.perf_counter()) - start) * 1e3
     diag.generated_tokens = len(out)
     diag.phase_ms = {"target_step": step_ms * 1e3, "residual": resid_ms * 1e3}
+    diag.counters = _decode_counters(counts, at_decode)
     return out
 
 
 def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sampler: _Sampler,
                  eos: set[int], diag: Diagnostics, profile: bool, inject: _InjectedWork,
-                 instrument: bool = True) -> list[int]:
+                 counts: Counts, instrument: bool = True) -> list[int]:
     target, tcache = pair.target, make_prompt_cache(pair.target)
-    drafter: Drafter = (MTPDrafter(pair.drafter, target, profile and instrument) if pair.drafter_kind == "mtp"
-                        else DraftModelDrafter(pair.drafter))
+    drafter: Drafter = (MTPDrafter(pair.drafter, target, profile and instrument, counts) if pair.drafter_kind == "mtp"
+                        else DraftModelDrafter(pair.drafter, counts))
     if drafter.wants_hidden:
         _, lm_head, hidden_forward = target_parts(target)
     prompt = mx.array(ids, dtype=mx.uint32)
     t = time.perf_counter()
-    hidden = _prefill(target, tcache, prompt, hidden=drafter.wants_hidden)
+    hidden = _prefill(target, tcache, prompt, counts, hidden=drafter.wants_hidden)
     drafter.prefill(prompt, hidden, sampler)
     start = time.perf_counter()
     diag.prefill_ms = (start - t) * 1e3
+    at_decode = dataclasses.replace(counts)
     k1 = block - 1
     diag.proposed_by_position = [0] * k1
     diag.accepted_by_position = [0] * k1
@@ -252,6 +269,7 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         nonlocal sync_s
         s = time.perf_counter()
         mx.eval(arrays)
+        counts.host_syncs += 1
         sync_s += time.perf_counter() - s
         diag.profile_syncs += 1
 
@@ -279,14 +297,19 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
             logits = inject(lm_head(hidden), inp[None])[0]
         else:
             logits = inject(target(inp[None], cache=tcache), inp[None])[0]
+        counts.target_forwards += 1
+        counts.target_tokens += inp.size
         if sampler.temp == 0:
             verified = mx.argmax(logits, axis=-1).astype(mx.uint32)
             mx.eval(verified, drafts)
-            v_list, d_list = verified.tolist(), drafts.tolist()
+            counts.host_syncs += 1
+            v_list, d_list = verified.tolist(), drafts.tolist()  # no sync: evaluated above
             accept_mask = None
         else:
             verified, accept_mask = _rejection_sample(logits, drafts, q, sampler)
             mx.eval(verified, accept_mask, drafts)
+            counts.host_syncs += 1
+            # No sync: evaluated above.
             v_list, d_list, accept_mask = verified.tolist(), drafts.tolist(), accept_mask.tolist()
         t2 = clock()
         n = 0
@@ -339,6 +362,7 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
         n, ms = drafter.profile_syncs()
         diag.profile_syncs += n
         diag.profile_sync_ms += ms
+    diag.counters = _decode_counters(counts, at_decode)
     return out
 
 

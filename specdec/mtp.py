@@ -26,6 +26,8 @@ from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import KVCache, trim_prompt_cache
 from mlx_lm.models.llama import ModelArgs, TransformerBlock
 
+from specdec.diagnostics import Counts
+
 MODEL_TYPE = "specdec_mtp"
 # Stages of one drafter forward, in order (profile mode); the accept hook adds its cache trim.
 STEP_STAGES = ("ids_upload", "layers", "lm_head", "sample", "readback")
@@ -90,7 +92,7 @@ def load_head(model_dir: Path) -> MTPHead:
     for f in sorted(model_dir.glob("*.safetensors")):
         weights.update(mx.load(str(f)))
     head.load_weights(list(weights.items()), strict=True)
-    mx.eval(head.parameters())
+    mx.eval(head.parameters())  # at load: no sync of a generation
     return head
 
 
@@ -123,8 +125,9 @@ class MTPDrafter:
     wants_hidden = True
     profiles_itself = True
 
-    def __init__(self, head: MTPHead, target: nn.Module, profile: bool = False):
+    def __init__(self, head: MTPHead, target: nn.Module, profile: bool = False, counts: Counts | None = None):
         self.head = head
+        self.counts = counts if counts is not None else Counts()
         self.embed, self.lm_head, _ = target_parts(target)
         self.cache = [KVCache()]
         self.profile = profile
@@ -142,13 +145,14 @@ class MTPDrafter:
             return
         self._seed = self._forward(prompt[1:][None], hidden, None, sample)
         mx.eval([c.state for c in self.cache])
+        self.counts.host_syncs += 1
 
     def draft_block(self, y: mx.array, n: int, sample, started: float | None = None) -> tuple[mx.array, mx.array | None]:
         """started: the perf_counter reading where the caller's draft_block phase began (profile
         mode): the time from there to the first stage is the stage "entry"."""
         self._fed = 0
         split = self.split["draft_block"]
-        clock = self._clock = _Clock(self.profile, split, started)
+        clock = self._clock = _Clock(self.profile, split, started, self.counts)
         if n <= 0 or self._seed is None:
             clock.done()
             return mx.array([], dtype=mx.uint32), None
@@ -171,7 +175,7 @@ class MTPDrafter:
         """Append the committed tokens (accepted drafts, then the target's token) against the
         target's verify hidden states, and seed the next round from the last of them."""
         split = self.split["accept_hook"]
-        clock = self._clock = _Clock(self.profile, split, started)
+        clock = self._clock = _Clock(self.profile, split, started, self.counts)
         if self._fed:
             trim_prompt_cache(self.cache, self._fed)
             self._fed = 0
@@ -215,6 +219,8 @@ class MTPDrafter:
         c.sync([ids, hidden])
         c.lap("ids_upload")
         h = self.head(self.embed(ids), hidden, cache=self.cache[0])
+        self.counts.drafter_forwards += 1
+        self.counts.drafter_tokens += ids.size
         c.sync([h])
         c.lap("layers")
         if sample is None:
@@ -228,6 +234,7 @@ class MTPDrafter:
         c.lap("sample")
         if c.profile:
             tok.item()
+            self.counts.host_syncs += 1
         else:
             mx.async_eval(tok)  # dispatch now; the verify readout syncs
         c.lap("readback")
@@ -254,9 +261,11 @@ class _Clock:
     """Contiguous stage intervals of one clock (profile mode only): every lap ends one stage
     and starts the next, so the stages sum to the time from the first read to `done`."""
 
-    def __init__(self, profile: bool, split: _Split | None, started: float | None = None):
+    def __init__(self, profile: bool, split: _Split | None, started: float | None = None,
+                 counts: Counts | None = None):
         self.profile = profile and split is not None
         self.split = split
+        self.counts = counts
         self.t = time.perf_counter() if self.profile else 0.0
         if self.profile and started is not None:
             # The caller's phase began earlier: its bookkeeping up to here is the stage "entry".
@@ -268,6 +277,8 @@ class _Clock:
             s = time.perf_counter()
             mx.eval(arrays)
             self.split.syncs += 1
+            if self.counts is not None:
+                self.counts.host_syncs += 1
             self.split.sync_ms += (time.perf_counter() - s) * 1e3
 
     def lap(self, stage: str, now: float | None = None) -> None:

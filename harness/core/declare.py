@@ -37,6 +37,9 @@ class EngineDecl:
     phase_labels: dict[str, str] = field(default_factory=dict)   # "{block}" is the arm's block
     # Role (ROLES) -> the declared phase that plays it, e.g. {"draft": "draft_block"}.
     roles: dict[str, str] = field(default_factory=dict)
+    # The engine's own work counters (harness.core.counters: the standard ones need no
+    # declaration), name -> what it counts, in the order the report lists them.
+    counters: dict[str, str] = field(default_factory=dict)
     overrides: dict[str, str] = field(default_factory=dict)      # variable -> what it does
     override_prefixes: tuple[str, ...] = ()
     profile_var: str | None = None             # set: the engine syncs per phase (slows itself)
@@ -90,6 +93,8 @@ class EngineDecl:
         # Only when declared: records of engines without them stay as they were.
         if self.roles:
             d["roles"] = dict(self.roles)
+        if self.counters:
+            d["counters"] = dict(self.counters)
         if self.build:
             d["build"] = list(self.build)
         if self.interpreted is not None:
@@ -106,7 +111,7 @@ class EngineDecl:
     def from_dict(cls, d: dict[str, Any]) -> EngineDecl:
         return cls(name=str(d.get("name", "?")), adapter=str(d.get("adapter", "command")),
                    phases=tuple(d.get("phases") or ()), phase_labels=dict(d.get("phase_labels") or {}),
-                   roles=dict(d.get("roles") or {}),
+                   roles=dict(d.get("roles") or {}), counters=dict(d.get("counters") or {}),
                    overrides=dict(d.get("overrides") or {}),
                    override_prefixes=tuple(d.get("override_prefixes") or ()),
                    profile_var=d.get("profile_var"), numerics=str(d.get("numerics") or "unknown"),

@@ -132,6 +132,8 @@ def _diagnostics_problems(d: Mapping[str, Any], gate: Mapping[str, Any]) -> Iter
             yield _time(f"diagnostics.{k}", x, positive=k in ("decode_ms", "ms_per_token"))
     for k, x in _mapping(d.get("phase_ms")).items():
         yield _time(f"diagnostics.phase_ms.{k}", x)
+    for k, x in _mapping(d.get("counters")).items():
+        yield _count(f"diagnostics.counters.{k}", x)
     for phase, split in _mapping(d.get("drafter_split")).items():
         for k, x in _mapping(_mapping(split).get("ms")).items():
             yield _time(f"diagnostics.drafter_split.{phase}.ms.{k}", x)

@@ -157,6 +157,9 @@ class RunDiagnostics(_S, kw_only=True):
     resident_memory_bytes: int | None = None
     model_memory_bytes: int | None = None
     rounds_log: list[RoundEntry] | None = None
+    # Work counted over the decode, name -> count: harness.core.counters' standard names (host
+    # syncs, target and drafter forwards and their positions) and the engine's declared ones.
+    counters: dict[str, int] | None = None
     # Drafter forwards by phase ("draft_block", "accept_hook", ...): {"forwards": n, "ms": {stage:
     # ms}}; stages only in profile mode, where each is synced and so its own (an MTP head: ids
     # upload, layers, LM head, sample, readback).

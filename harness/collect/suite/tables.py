@@ -37,6 +37,7 @@ class EngineTable(_Table, frozen=True, kw_only=True):
     adapter: Literal["command"] = "command"
     phases: tuple[str, ...] = ()
     roles: dict[str, Name] = {}              # role -> one of the phases (harness.core.declare.ROLES)
+    counters: dict[str, Name] = {}           # its own work counters, name -> what it counts
     phase_labels: dict[str, Name] = {}
     overrides: dict[str, Name] = {}
     override_prefixes: tuple[str, ...] = ()

@@ -25,7 +25,7 @@ from harness.collect.suite.model import (
     embedded_which,
 )
 from harness.collect.suite.tables import EngineTable, PromptTable
-from harness.core import declare, redact, suitespec
+from harness.core import counters, declare, redact, suitespec
 from harness.core.declare import EngineDecl, default_engine
 from harness.core.figures import FIGURES
 
@@ -86,6 +86,9 @@ def _engines(src: str, raw: Any, base_dir: Path) -> dict[str, EngineDecl]:
         bad = declare.roles_problem(t.roles, t.phases)
         if bad is not None:
             raise fail(src, f"{k}.roles" + (f".{bad[0]}" if bad[0] else ""), bad[1])
+        bad = counters.declared_problem(t.counters)
+        if bad is not None:
+            raise fail(src, f"{k}.counters" + (f".{bad[0]}" if bad[0] else ""), bad[1])
         if t.build == ():
             raise fail(src, f"{k}.build", "empty argv list (leave `build` out when nothing is built)")
         try:
@@ -93,7 +96,8 @@ def _engines(src: str, raw: Any, base_dir: Path) -> dict[str, EngineDecl]:
         except textparse.SpecError as e:
             raise fail(src, e.key, e.what) from None
         out[name] = EngineDecl(
-            name=name, adapter=t.adapter, phases=t.phases, roles=t.roles, phase_labels=t.phase_labels,
+            name=name, adapter=t.adapter, phases=t.phases, roles=t.roles, counters=t.counters,
+            phase_labels=t.phase_labels,
             overrides=t.overrides, override_prefixes=t.override_prefixes, profile_var=t.profile_var,
             numerics=t.numerics, tools=t.tools, split_notes=t.split_notes, build=t.build or (),
             prompts={c: tuple((p.name, p.text) for p in ps) for c, ps in t.prompts.items()},
