@@ -53,6 +53,7 @@ class Counts:
     drafter_forwards: int = 0
     target_tokens: int = 0     # positions fed to the target's forwards
     drafter_tokens: int = 0
+    host_uploads: int = 0      # this engine's own: token ids copied from the host to the device
 
     def since(self, before: Counts) -> dict[str, int]:
         """What was counted after `before` (a copy taken then), by name."""
@@ -100,7 +101,7 @@ class Diagnostics:
     # MTP drafter, profile mode: per phase ("draft_block", "accept_hook") the drafter forwards
     # and ms per stage (specdec.mtp.STEP_STAGES); default mode: forwards only.
     drafter_split: dict | None = None
-    # Work over the decode (Counts.since the end of prefill), plus the engine's own counters.
+    # Work over the decode (Counts.since the end of prefill), the engine's own counters too.
     counters: dict[str, int] | None = None
 
     def _stages(self) -> set[str]:

@@ -193,8 +193,8 @@ class _InjectedWork:
 
 
 def _decode_counters(counts: Counts, at_decode: Counts) -> dict[str, int]:
-    """The decode's counts by name, and this engine's own: the prefill's host syncs."""
-    return {**counts.since(at_decode), "prefill_syncs": at_decode.host_syncs}
+    """The decode's counts by name (the standard ones and this engine's own)."""
+    return counts.since(at_decode)
 
 
 def _classic(pair: Pair, ids: list[int], max_tokens: int, sampler: _Sampler, eos: set[int],
@@ -342,6 +342,7 @@ def _speculative(pair: Pair, ids: list[int], block: int, max_tokens: int, sample
                 break
             out.append(tok)
         y = mx.array([emitted[-1]], dtype=mx.uint32)
+        counts.host_uploads += 1
         t6 = clock()
         ph["draft_block"] += t1 - t0
         ph["verify_forward"] += t2 - t1

@@ -186,6 +186,7 @@ class MTPDrafter:
             return
         split.forwards += 1
         ids = mx.array(emitted, dtype=mx.uint32)[None]
+        self.counts.host_uploads += 1
         hid = hidden[:, :len(emitted)]
         self._seed = self._forward(ids, hid, clock, sample)
         clock.done()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analyze import stats
+from harness.analyze.counters import SplitCounters, split_counters
 from harness.core import declare
 from harness.core.declare import EngineDecl
 
@@ -81,6 +82,7 @@ class RoundSplit:
     emitted_per_verify: float | None
     profile: bool
     per_run_unit_ms: list[float]      # decode ms per unit, one per run
+    counters: SplitCounters | None = None   # the engine's work counters per unit, where it counts
 
     @property
     def closure_pct(self) -> float:
@@ -133,7 +135,8 @@ def round_split(arm: str, prompt: str, runs: list[dict[str, Any]],
         closure_ms=decode - sum(c.total_ms for c in comps),
         emitted_per_verify=(tokens / sum(units)) if mode == "speculative" else None,
         profile=all(d.get("profile") for d in diags),
-        per_run_unit_ms=[float(d["decode_ms"]) / u for d, u in zip(diags, units)])
+        per_run_unit_ms=[float(d["decode_ms"]) / u for d, u in zip(diags, units)],
+        counters=split_counters(diags, block, decl))
 
 
 def all_splits(record: dict[str, Any]) -> list[RoundSplit]:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import acks as ackmod
-from harness.analyze import comparisons, contended, envdiff, paired, sequential
+from harness.analyze import comparisons, contended, counters, envdiff, paired, sequential
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
@@ -214,7 +214,7 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
             out.append(Figure(arm, comparisons.PROBE, False,
                               paired.analyze(xs, ys, design, None, pairs.blocks.get((arm, comparisons.MS_PER_TOKEN))),
                               statistics.median(xs), statistics.median(ys)))
-        out += exact_figures(base_runs, head_runs, arms)
+        out += exact_figures(base_runs, head_runs, arms) + counter_figures(base_runs, head_runs, arms)
     return out
 
 
@@ -255,6 +255,12 @@ def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any
                                 verdict, "exact at temperature 0: any change is a change")
             out.append(Figure(arm, name, True, res, bv, hv))
     return out
+
+
+def counter_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: list[str]) -> list[Figure]:
+    """Each work counter of each arm per round, exact (harness.analyze.counters)."""
+    return [Figure(c.arm, c.figure, c.gated, paired.Paired(c.runs, c.ratio, None, None, None, c.verdict, c.note),
+                   c.base, c.head) for c in counters.compare(base_runs, head_runs, arms)]
 
 
 def compare_commits(repo: Path, base: str, head: str, suite: Any, work: Path, store: Any = None,
@@ -424,8 +430,10 @@ class _PairedSession:
 
     def look(self, console: Any, t0: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> dict[str, paired.Paired]:
         design = self.design.at_looks(times, sizes)
-        figs = judge(self.record("base").runs, self.record("head").runs, self.arms, design, gated_only=True,
-                     share=self.suite.settings.watch.contended_share)
+        base, head = self.record("base").runs, self.record("head").runs
+        figs = judge(base, head, self.arms, design, gated_only=True, share=self.suite.settings.watch.contended_share)
+        # More work counted at HEAD fails the check whatever the timings: this look is the last.
+        figs = [f for f in counter_figures(base, head, self.arms) if f.failing] or figs
         if console is not None:
             console.print(f"look {design.look} of at most {design.looks} (tested at {share_text(design.alpha_per_test)} a figure) after "
                           f"{figs[0].result.n if figs else 0} pairs, {time.monotonic() - t0:.0f} s: "

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from harness.analyze import paired
 from harness.analyze.contended import contention_lines
+from harness.analyze.counters import is_counter_figure
 from harness.render import prcomment_asv, prcomment_method
 from harness.render.prinput import STATUS_WORDS, CheckMeta, ComparisonIn, FigureIn, Links
 from harness.render.verdictwords import change_cell, change_sentence, moved
@@ -77,7 +78,9 @@ def exact_row(held: Sequence[FigureIn]) -> list[str]:
     """One row for every exact figure (rejection rate, tokens per round at temperature 0) that
     is the same at HEAD as at BASE."""
     arms = list(dict.fromkeys(f.arm for f in held))
-    kinds = list(dict.fromkeys(f.figure.removesuffix(" (exact)") for f in held))
+    # The work counters fold into one kind: a row naming each would not fit.
+    kinds = list(dict.fromkeys("work counters" if is_counter_figure(f.figure)
+                               else f.figure.removesuffix(" (exact)") for f in held))
     return [f"| {' and '.join(kinds)} of {', '.join(arms)} ({len(held)} exact figures) | - | - | "
             f"none (exact at temperature 0) | unchanged |"]
 

@@ -84,7 +84,8 @@ def method_paragraph(c: ComparisonIn, meta: CheckMeta) -> str:
 
 
 GATED_NOTE = ("Gated figures (decode ms/token of every arm; rejection rate and tokens per round of every "
-              "speculative arm, exact at temperature 0: any change is a change, no statistics) decide the "
+              "speculative arm, and each work counter per round an engine reports (host syncs, forwards), "
+              "exact at temperature 0: any change is a change, no statistics) decide the "
               "check; the diagnostics say where a change sits and do not.")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.analyze import costmodel, costreport
+from harness.analyze.counters import Count, SplitCounters
 from harness.analyze.facts import Facts
 from harness.core import declare
 from harness.render import reportcost
@@ -31,8 +32,29 @@ def split_sections(fx: Facts) -> list[dict[str, Any]]:
             title += ": decoded classic (the gate declined)"
         out.append({"title": title, "table": t, "mode": mode,
                     "closure": f"Components close against the decode total to within {s.closure_pct:.3%} "
-                               f"({s.closure_ms:+.4f} ms over {what})."})
+                               f"({s.closure_ms:+.4f} ms over {what}).",
+                    "counters": counters_line(s.counters) if s.counters else ""})
     return out
+
+
+def _amount(x: float) -> str:
+    return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.2f}"
+
+
+def _count(c: Count) -> str:
+    """"2 host syncs", "1 target forward (3 tokens per forward)"."""
+    label = c.label[:-1] if c.per_unit == 1 and c.label.endswith("s") else c.label
+    each = "" if c.per_forward is None else f" ({_amount(c.per_forward)} tokens per forward)"
+    return f"{_amount(c.per_unit)} {label}{each}"
+
+
+def counters_line(c: SplitCounters) -> str:
+    """The engine's work counters per unit: "Counted per round at block 3: 2 host syncs, ..."
+    (a counter at 0 is left out)."""
+    at = f" at block {c.block}" if c.unit == "round" else ""
+    said = [_count(x) for x in c.counts if x.total]
+    return (f"Counted per {c.unit}{at}: {', '.join(said) or 'nothing'} (the engine's work counters "
+            f"over {c.units} {c.unit}s).")
 
 
 def includes(fx: Facts, arm_names: list[tuple[str, list[str]]]) -> list[str]:

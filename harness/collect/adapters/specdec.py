@@ -30,8 +30,8 @@ DECLARATION = EngineDecl(
     phases=("draft_block", "verify_forward", "accept_hook", "verify_finalize", "target_step", "residual"),
     # What the analyses read: the drafter step from draft_block, the target's verify from verify_forward.
     roles={"draft": "draft_block", "verify": "verify_forward"},
-    # Its own counter beside the standard ones (harness.core.counters), which cover decode only.
-    counters={"prefill_syncs": "host syncs over the prompt's prefill (the standard counters cover decode)"},
+    # Its own counter beside the standard ones (harness.core.counters).
+    counters={"host_uploads": "token ids copied from the host to the device (the next round's input)"},
     phase_labels={"draft_block": "`draft_block`", "verify_forward": "verify forward (T={block})",
                   "accept_hook": "accept hook", "verify_finalize": "verify finalize (rollback)",
                   "target_step": "target step (T=1)", "residual": "residual",

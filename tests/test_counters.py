@@ -1,0 +1,96 @@
+"""Work counters: the contract (declared and reported), per round in the round split, and two
+sides of a check compared exactly, beside the timing verdicts."""
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from harness.analyze import counters
+from harness.analyze.design import Design
+from harness.ci import commits
+from harness.core import counters as core
+from harness.core.declare import EngineDecl
+from harness.core.results import result_problem
+from harness.core.schema import EngineResult
+from harness.render.roundsec import counters_line
+
+DESIGN = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
+
+
+def _run(arm, prompt, rep, syncs, rounds=10, mode="speculative", temp=0.0, ms=20.0):
+    return {"arm": arm, "prompt": prompt, "repetition": rep, "status": "ok", "ms_per_token": ms,
+            "result_arm": {"temp": temp},
+            "diagnostics": {"mode": mode, "rounds": rounds if mode == "speculative" else 0,
+                            "generated_tokens": 24, "decode_ms": ms * 24,
+                            "counters": {"host_syncs": syncs, "target_forwards": rounds,
+                                         "target_tokens": 3 * rounds, "host_uploads": rounds}}}
+
+
+def _side(syncs, jitter=0):
+    return [_run("block3", p, rep, syncs + (rep % 2) * jitter) for rep in range(3) for p in ("a", "b")]
+
+
+def test_an_added_sync_per_round_is_worse_exactly_and_fails_the_check():
+    changes = {c.figure: c for c in counters.compare(_side(10), _side(30), ["block3"])}
+    c = changes["host syncs/round (exact)"]
+    assert (c.verdict, c.base, c.head, c.gated) == ("worse", 1.0, 3.0, True)
+    assert changes["target forwards/round (exact)"].verdict == "unchanged"
+    assert changes["host uploads/round (exact)"].verdict == "unchanged"   # an engine's own counter
+    figs = commits.judge(_side(10), _side(30), ["block3"], DESIGN)
+    fig = next(f for f in figs if f.figure == "host syncs/round (exact)")
+    assert fig.gated and fig.failing and fig.result.ratio == 3.0
+    cmp = commits.Comparison("a" * 40, "b" * 40, DESIGN, figs, [], {}, {}, {}, 1.0)
+    assert cmp.exit_status == commits.FAIL and "block3 host syncs/round (exact) +200.0%" in cmp.headline()
+
+
+def test_fewer_syncs_are_improved_and_the_same_counts_unchanged():
+    assert {c.verdict for c in counters.compare(_side(10), _side(10), ["block3"])} == {"unchanged"}
+    fewer = {c.figure: c.verdict for c in counters.compare(_side(20), _side(10), ["block3"])}
+    assert fewer["host syncs/round (exact)"] == "improved"
+
+
+def test_runs_of_one_side_that_count_differently_are_shown_not_gated():
+    c = next(c for c in counters.compare(_side(10, jitter=1), _side(10), ["block3"])
+             if c.figure.startswith("host syncs"))
+    assert c.verdict == "inconclusive" and not c.gated and "nondeterministic" in c.note
+
+
+def test_no_counters_no_figure_and_classic_counts_per_token():
+    bare = [{**r, "diagnostics": {k: v for k, v in r["diagnostics"].items() if k != "counters"}} for r in _side(10)]
+    assert counters.compare(bare, bare, ["block3"]) == []
+    classic = [_run("classic", "a", rep, 24, mode="classic") for rep in range(2)]
+    (c, *_) = counters.compare(classic, classic, ["classic"])
+    assert c.figure == "host syncs/token (exact)" and c.base == 1.0
+    # Sampled runs are no exact figure.
+    assert counters.compare([_run("b", "a", 0, 5, temp=0.7)], [_run("b", "a", 0, 9, temp=0.7)], ["b"]) == []
+
+
+def test_the_round_split_says_the_counters_per_round():
+    diags = [r["diagnostics"] for r in _side(20)]
+    sc = counters.split_counters(diags, 3, EngineDecl(name="x", counters={"host_uploads": "ids up"}))
+    assert sc is not None and sc.unit == "round" and sc.units == 60
+    assert [c.name for c in sc.counts] == ["host_syncs", "target_forwards", "host_uploads"]
+    assert counters_line(sc) == ("Counted per round at block 3: 2 host syncs, 1 target forward "
+                                 "(3 tokens per forward), 1 host upload (the engine's work counters over 60 rounds).")
+    assert counters.split_counters([{**diags[0], "counters": None}, diags[1]], 3) is None
+
+
+def test_a_reported_counter_must_be_a_count():
+    res = {"token_ids": [1, 2], "diagnostics": {"decode_ms": 1.0, "counters": {"host_syncs": -1}}}
+    assert result_problem(res) == "diagnostics.counters.host_syncs is -1, a count must be a whole number >= 0"
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"token_ids": [1], "diagnostics": {"counters": {"host_syncs": 1.5}}}, EngineResult)
+
+
+@pytest.mark.parametrize("declared, key", [({"host_syncs": "x"}, "host_syncs"), ({"Bad-Name": "x"}, "Bad-Name"),
+                                           ({"kv_copies": ""}, "kv_copies"), (["kv_copies"], "")])
+def test_declared_counters_are_new_names_with_what_they_count(declared, key):
+    bad = core.declared_problem(declared)
+    assert bad is not None and bad[0] == key
+    assert core.declared_problem({"kv_copies": "KV rows copied"}) is None
+
+
+def test_a_declaration_keeps_its_counters_in_the_record():
+    d = EngineDecl(name="x", counters={"kv_copies": "KV rows copied"})
+    assert EngineDecl.from_dict(d.to_dict()).counters == {"kv_copies": "KV rows copied"}
+    assert "counters" not in EngineDecl(name="y").to_dict()   # older records' shape kept
