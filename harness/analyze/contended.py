@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from harness.analyze import paired
+from harness.analyze import paired, spoiled
 
 # Past a quarter of its runs contended, a verdict no longer rests on the quiet ones: the Huber
 # location (estimators.huber_location) sets aside a few disturbed pairs, but with a quarter or
@@ -33,7 +33,9 @@ RERUN = "not a clean verdict; rerun on a quiet host"
 
 
 def is_contended(run: Mapping[str, Any]) -> bool:
-    return "contended" in (run.get("marks") or [])
+    """Marked contended by the watch, or set aside for its host (analyze.spoiled: a backup,
+    battery power, thermal pressure, another process's GPU work): judged alike everywhere."""
+    return "contended" in (run.get("marks") or []) or bool(spoiled.reasons(run))
 
 
 def share_limit(settings: Mapping[str, Any] | Any) -> float:
@@ -55,14 +57,21 @@ def count(runs: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
 
 def sides_info(sides: Mapping[str, Iterable[Mapping[str, Any]]], settings: Mapping[str, Any] | Any) -> dict[str, Any]:
     """Each side's contended and measured runs, the share a side may have, the watch's
-    threshold, and the sides over the share (in the order given)."""
+    threshold, and the sides over the share (in the order given); where runs were set aside for
+    their host (analyze.spoiled), "set_aside": {side: {"runs", "reasons": {code: runs}}}."""
     limit = share_limit(settings)
     watch = settings.get("watch") if isinstance(settings, Mapping) else getattr(settings, "watch", None)
     pct = watch.get("threshold_pct") if isinstance(watch, Mapping) else getattr(watch, "threshold_pct", None)
-    counted = {name: count(runs) for name, runs in sides.items()}
-    return {"limit": limit, "threshold_pct": pct,
-            "sides": {n: {"contended": c, "runs": m} for n, (c, m) in counted.items()},
-            "over": [n for n, (c, m) in counted.items() if m and c / m > limit]}
+    listed = {name: list(runs) for name, runs in sides.items()}
+    counted = {name: count(runs) for name, runs in listed.items()}
+    out: dict[str, Any] = {"limit": limit, "threshold_pct": pct,
+                           "sides": {n: {"contended": c, "runs": m} for n, (c, m) in counted.items()},
+                           "over": [n for n, (c, m) in counted.items() if m and c / m > limit]}
+    # Only where a host reason occurs, so a record without one reads as before.
+    host = {n: {"runs": spoiled.set_aside_runs(rs), "reasons": spoiled.counts(rs)} for n, rs in listed.items()}
+    if any(h["runs"] for h in host.values()):
+        out["set_aside"] = {n: h for n, h in host.items() if h["runs"]}
+    return out
 
 
 def contention_lines(info: Mapping[str, Any] | None) -> list[str]:
@@ -78,7 +87,8 @@ def contention_lines(info: Mapping[str, Any] | None) -> list[str]:
                      f"({sides[n]['contended'] / sides[n]['runs']:.0%})" for n in order)
     pct = info.get("threshold_pct")
     pct_s = f"{pct:g}" if isinstance(pct, (int, float)) else "?"
-    return [f"contended: {said};",
+    what = "contended or set aside" if info.get("set_aside") else "contended"
+    return [f"{what}: {said};",
             f"  over the {info['limit']:.0%} a side may have ([watch] contended_share);",
             f"  [watch] threshold_pct = {pct_s} marks a run contended: rerun on a quiet host"]
 

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from harness.analyze import spoiled
 from harness.analyze.compare import ComponentChange
 from harness.analyze.facts import Facts
 from harness.analyze.summary import ArmSummary
@@ -16,6 +17,7 @@ from harness.core import declare
 
 WARMUP, FAILED = "warmup", "failed"
 CONTENDED, QUIET_TIMEOUT = "contended", "quiet"
+HOST = "host"      # set aside for the host it ran on (analyze.spoiled)
 
 
 @dataclass(frozen=True)
@@ -24,11 +26,12 @@ class RunGroup:
 
     arm: str
     prompt: str
-    kind: str                  # left out: WARMUP, FAILED; flagged: CONTENDED, QUIET_TIMEOUT
+    kind: str                  # left out: WARMUP, FAILED; flagged: CONTENDED, HOST, QUIET_TIMEOUT
     runs: tuple[int, ...]      # their indices, in record order
     error: str | None = None   # FAILED: the first run's error
     set_aside: bool = False    # FAILED: the first run was set aside on load (its error says so)
     gate_timeout_s: float | None = None   # QUIET_TIMEOUT: the first run's quiet-gate limit
+    reasons: tuple[str, ...] = ()         # HOST: analyze.spoiled's codes these runs share
 
 
 def left_out(fx: Facts) -> list[RunGroup]:
@@ -56,8 +59,9 @@ def left_out(fx: Facts) -> list[RunGroup]:
 
 
 def flagged(fx: Facts) -> list[RunGroup]:
-    """Measured runs kept in the figures but flagged: contended, or run after the quiet gate
-    gave up; grouped by flag (contended first), then arm and prompt."""
+    """Measured runs kept in the figures but flagged: contended, set aside for the host (one
+    group per set of reasons), or run after the quiet gate gave up; grouped by flag (contended
+    first), then arm and prompt."""
     found: dict[tuple[str, str, str], tuple[float | None, list[int]]] = {}
     quiet = fx.settings.get("quiet") or {}
     for r in fx.rec["runs"]:
@@ -66,13 +70,16 @@ def flagged(fx: Facts) -> list[RunGroup]:
             continue
         if "contended" in marks:
             found.setdefault((r["arm"], r["prompt"], CONTENDED), (None, []))[1].append(r["index"])
+        if why := spoiled.reasons(r):
+            found.setdefault((r["arm"], r["prompt"], " ".join((HOST,) + why)), (None, []))[1].append(r["index"])
         if "quiet_gate_timeout" in marks:
             # The run's own limit: an unset [quiet] timeout_s is sized to each run.
             gave = ((r.get("load") or {}).get("quiet_gate") or {}).get("timeout_s", quiet.get("timeout_s"))
             limit = float(gave) if isinstance(gave, (int, float)) else None
             found.setdefault((r["arm"], r["prompt"], QUIET_TIMEOUT), (limit, []))[1].append(r["index"])
     order = {a: i for i, a in enumerate(fx.arm_order)}
-    return [RunGroup(arm, prompt, kind, tuple(idx), gate_timeout_s=limit)
+    return [RunGroup(arm, prompt, kind.split()[0], tuple(idx), gate_timeout_s=limit,
+                     reasons=tuple(kind.split()[1:]))
             for (arm, prompt, kind), (limit, idx) in sorted(
                 found.items(), key=lambda kv: (kv[0][2], order.get(kv[0][0], 0), kv[0][1]))]
 

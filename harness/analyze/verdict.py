@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.analyze import contended, rounds
+from harness.analyze import contended, rounds, spoiled
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
 
@@ -131,6 +131,9 @@ def _marks(runs: list[dict[str, Any]], ok: list[dict[str, Any]], settings: dict[
         out.append("unstable")
     if "contended" in run_marks:
         out.append("contended")
+    # Set aside for the host (a backup, battery, thermal pressure, the GPU): each reason a mark.
+    host = {why for r in runs if not r.get("warmup") for why in spoiled.reasons(r)}
+    out += [why for why in spoiled.REASONS if why in host]
     if any(n == 1 for n in per_prompt_runs):
         out.append("1 run")
     if len(ok) < len(runs):

@@ -27,6 +27,7 @@ from harness.collect.baselines import BaselineStore
 from harness.collect.files import check_directory
 from harness.collect.suite import DEFAULT_SUITE
 from harness.core.errors import UserError
+from harness.render.hostwords import set_aside_lines
 
 NAME = "compare-commits"
 
@@ -87,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     out = Console() if Console().is_terminal else Console(width=200)
     records = {side: json.loads(Path(p).read_text(encoding="utf-8")) for side, p in c.records.items()}
     # A side contended past its share, then waiting that took the check: said first.
-    for line in contention_lines(c.notes.get("contention")) + check_waiting_lines(records, c.duration_s):
+    # Runs set aside for their host (a backup, battery, thermal pressure, GPU) are named next.
+    for line in (contention_lines(c.notes.get("contention")) + set_aside_lines(c.notes.get("contention"))
+                 + check_waiting_lines(records, c.duration_s)):
         out.print(line, markup=False, highlight=False)
     diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
     out.print(envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), markup=False,

@@ -133,13 +133,14 @@ def session_summary(record: Any) -> tuple[termsummary.SessionSummary, list[Any]]
     from harness.analyze.contended import contention_lines, record_info
     from harness.analyze.summary import summarize, waiting_lines
     from harness.analyze.verdict import judge
+    from harness.render.hostwords import set_aside_lines
     data = record.data
     rows = summarize(data)
     settings = data["suite"].get("settings") or {}
     s = termsummary.SessionSummary(
         judgement=judge(data), rows=rows, record_path=str(record.path),
         planned_runs=data.get("planned_runs"), recorded_runs=len(data["runs"]),
-        first=contention_lines(record_info(data)) + waiting_lines(data),
+        first=contention_lines(info := record_info(data)) + set_aside_lines(info) + waiting_lines(data),
         spread_limit=float(settings.get("spread_threshold") or 0.04))
     return s, rows
 

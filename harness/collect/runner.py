@@ -1,17 +1,20 @@
 """Executes a plan: cooldown with the quiet gate, thermal check, contention watch, adapter, record.
 
 Before a measured run the runner cools down for clamp(cooldown_ratio x the previous run's
-wall_s, cooldown_s, cooldown_cap_s) while the quiet gate samples foreign CPU: on a quiet host
+wall_s, cooldown_s, cooldown_cap_s) while the quiet gate samples foreign CPU (and the GPU,
+where the host reports it: host/gpuload.py): on a quiet host
 the run starts when the cooldown ends; after a busy sample it waits on until the host has been
 quiet for settle_s, at most timeout_s (both sized to the arm's previous run where the suite
-leaves them unset: host/quiet.py, gate_limits). Where thermal state is readable it keeps cooling until it reads nominal.
+leaves them unset: host/quiet.py, gate_limits). Where thermal state is readable it keeps cooling
+until it reads nominal (NVIDIA clocks, macOS thermal pressure), at most thermal_limit_s.
 During the run the contention watch samples about 20 times, paced from the previous run of the
 same arm and densely from the run's start (host/quiet.py, watch_interval), in a process of its
 own (host/watcher.py) so that an in-process engine's GIL cannot starve it. A `Pacer` holds that
 waiting state, so several drivers can share it.
 
 Each run is wrapped in load snapshots (before/after), the quiet gate's verdict, the
-contention watch's samples and a thermal reading, then appended to the record at once.
+contention watch's samples, a thermal reading and, where the host reports one, the GPU read
+while our engine is idle just before and after it, then appended to the record at once.
 Labels and identity are analyses, so the runner does not import them: the caller passes an
 `annotate` function that adds them to each run before it is recorded.
 """
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.collect.engines import EngineFailure, Engines, RunRequest
+from harness.collect.host import gpuload as host_gpu
 from harness.collect.host import load as host_load
 from harness.collect.host import quiet as host_quiet
 from harness.collect.host import thermal as host_thermal
@@ -237,6 +241,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
     waits = _wait_before(planned, s, pacer, ui, left)
     ui.status(f"{arm.name} on {prompt.name}" + (" (warm-up)" if planned.warmup else ""), left())
     before = host_load.load_snapshot()
+    gpu_before = host_gpu.before_run(waits.quiet, host_gpu.read)
     started = now_iso()
     out, failure, wall_s, contention = _measure(engines, RunRequest(arm=arm, pairing=pairing, prompt=prompt,
                                                                     settings=s), s, pacer)
@@ -244,6 +249,8 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
     if probe_ms is not None:   # timed after the run, inside the same call: not the run's time
         wall_s = max(0.0, wall_s - probe_ms / 1e3)
     after = host_load.load_snapshot()
+    # Another process's GPU work, read while our engine is idle on either side (host/gpuload.py).
+    gpu = host_gpu.after_run(gpu_before, host_gpu.read)
     marks = waits.marks
     if (contention.get("contended_fraction") or 0.0) > s.contention_threshold:
         marks.append("contended")
@@ -262,7 +269,8 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
         **_result_fields(out, failure),
         "dispatch_probe_ms": probe_ms,
         "load": {"before": before, "after": after, "quiet_gate": waits.quiet, "contention": contention,
-                 "thermal": waits.thermal, "thermal_wait": waits.thermal_wait},
+                 "thermal": waits.thermal, "thermal_wait": waits.thermal_wait,
+                 **({"gpu": gpu} if gpu is not None else {})},
         "marks": marks,
     }
     pacer.note(run)
@@ -296,7 +304,7 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
         lim = host_quiet.gate_limits(s.quiet.settle_s, s.quiet.timeout_s, pacer.expected_wall_s(planned.arm))
         quiet = dict(host_quiet.QuietGate(threshold_pct=s.quiet.threshold_pct, settle_s=lim.settle_s,
                                           timeout_s=lim.timeout_s,
-                                          sampler=pacer.foreign_sampler()).wait(cooldown, tick))
+                                          sampler=pacer.foreign_sampler(), gpu=host_gpu.read).wait(cooldown, tick))
         quiet.update(lim.to_dict(), enabled=True)
         quiet_wait = float(quiet.get("waited_s") or 0.0)
         if quiet.get("timed_out"):

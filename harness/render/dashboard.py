@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.analyze import spoiled
 from harness.analyze.series import ArmSeries, Change, Commit, HostView, SiteData
 from harness.analyze.verdict import ArmVerdict
 from harness.render.svgchart import SPARK, series_svg
@@ -25,7 +26,8 @@ if TYPE_CHECKING:   # imported where used: `harness --help` need not load them
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "dashboard"
 
 # Run marks that make a commit's figures unfit to publish or compare (shown as flags).
-FLAG_MARKS = ("contended", "unstable", "1 run", "failed", "quiet timeout", "quick", "no cooldown")
+FLAG_MARKS = ("contended", "unstable", "1 run", "failed", "quiet timeout", "quick", "no cooldown",
+              *spoiled.REASONS)   # a run set aside for its host: backup, battery, thermal, gpu-busy
 
 
 def environment(user_dir: Path | None = None) -> jinja2.Environment:

@@ -17,6 +17,7 @@ from harness.analyze import paired
 from harness.analyze.contended import contention_lines
 from harness.analyze.counters import is_counter_figure
 from harness.render import prcomment_asv, prcomment_method
+from harness.render.hostwords import set_aside_lines
 from harness.render.prinput import STATUS_WORDS, CheckMeta, ComparisonIn, FigureIn, Links
 from harness.render.verdictwords import change_cell, change_sentence, moved
 
@@ -113,7 +114,8 @@ def visible(c: ComparisonIn, meta: CheckMeta, links: Links | None) -> list[str]:
            f"### Benchmark check on {meta.machine}: {st} (`{c.head[:8]}` against `{c.base[:8]}`)", "",
            f"**{headline(c)}**", ""]
     # A side contended past its share, and waiting that took the check, are said before any figure.
-    for said in (contention_lines(c.notes.get("contention")), meta.waiting):
+    for said in (contention_lines(c.notes.get("contention")), set_aside_lines(c.notes.get("contention")),
+                 meta.waiting):
         if said:
             out += [" ".join(x.strip() for x in said), ""]
     if c.notes.get("environment"):        # what differs between the sides comes before the figures

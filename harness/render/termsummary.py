@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
+from harness.analyze import spoiled
 from harness.analyze.design import share_text
 from harness.analyze.summary import ArmSummary
 from harness.analyze.verdict import ArmVerdict, Judgement
+from harness.render import hostwords
 from harness.render import verdictwords as W
 from harness.render.finding import verdict_sentence
 
@@ -32,7 +34,10 @@ FLAGS = {"unstable": ("U", "unstable: a prompt's spread over {spread}"),
          "failed": ("F", "runs failed"),
          "quiet timeout": ("T", "the quiet gate timed out"),
          "quick": ("Q", "quick session (smoke test)"),
-         "no cooldown": ("N", "no cooldown between runs")}
+         "no cooldown": ("N", "no cooldown between runs"),
+         # Runs set aside for their host (analyze.spoiled), judged as contended runs.
+         **{m: (c, f"{m}: {hostwords.LEGEND[m]}") for m, c in (
+             (spoiled.BACKUP, "B"), (spoiled.BATTERY, "P"), (spoiled.THERMAL, "H"), (spoiled.GPU_BUSY, "G"))}}
 DO_NOT_PUBLISH = ("!", "do not publish these figures")
 
 

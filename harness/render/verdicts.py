@@ -12,6 +12,7 @@ from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.analyze.overridepairs import one_override_pairs
 from harness.analyze.verdict import Judgement
 from harness.core.schema import section
+from harness.render import hostwords
 from harness.render.finding import finding
 from harness.render.format import names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
@@ -53,7 +54,8 @@ def left_out_table(fx: Facts) -> Table:
 
 
 def flags_table(fx: Facts) -> Table:
-    """Runs and rows kept in the figures but flagged: contended runs, quiet-gate timeouts, rows
+    """Runs and rows kept in the figures but flagged: contended runs, runs set aside for their
+    host (its reasons' legend in the row), quiet-gate timeouts, rows
     whose spread is past the suite's threshold."""
     t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "flag"])
     s = fx.settings
@@ -62,6 +64,8 @@ def flags_table(fx: Facts) -> Table:
         if g.kind == runnotes.CONTENDED:
             why = (f"contended: a foreign process above {watch_pct}% CPU in more than "
                    f"{pct(s['contention_threshold'], 0)} of the watch's samples; the row is do not publish")
+        elif g.kind == runnotes.HOST:
+            why = hostwords.reasons_text(g.reasons)
         else:
             why = ("the quiet gate gave up after "
                    + (f"{g.gate_timeout_s:g} s" if g.gate_timeout_s is not None else "its timeout")

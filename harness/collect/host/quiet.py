@@ -14,6 +14,7 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+from harness.collect.host import gpuload
 from harness.collect.host.load import ForeignCpuSampler, busy_threshold, min_window_for, over_threshold
 from harness.collect.host.processes import Namer, ProcessSampler
 
@@ -71,8 +72,12 @@ class QuietGate:
     with no earlier readings) decides nothing; the gate then samples again once it is long
     enough.
 
+    Where the host reports GPU utilization (gpu: a reader, host/gpuload.py), each sample reads
+    the GPU too: our engine is idle now, so a reading at or over gpu_limit_pct is another
+    process's work and the sample is busy. The result's "gpu" holds those readings.
+
     Seams for tests: sampler (ForeignSample readings), process_sampler (the naming scan's
-    Reading lists), clock and sleep.
+    Reading lists), gpu, clock and sleep.
     """
 
     def __init__(self, threshold_pct: float = 15.0, settle_s: float = 3.0,
@@ -80,9 +85,11 @@ class QuietGate:
                  exclude_pids: Iterable[int] | None = None, *,
                  sampler: Any = None, process_sampler: Any = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, cpus: int | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep, cpus: int | None = None,
+                 gpu: gpuload.Reader | None = None, gpu_limit_pct: float = gpuload.GPU_BUSY_PCT) -> None:
         self.threshold_pct = threshold_pct
         self.busy_at_pct = busy_threshold(threshold_pct, cpus)
+        self._gpu = (gpu, gpu_limit_pct)
         self.settle_s = settle_s
         self.timeout_s = timeout_s
         self.interval_s = interval_s
@@ -112,6 +119,8 @@ class QuietGate:
         st: dict[str, Any] = {"samples": 0, "busy": 0, "short": 0, "fmax": 0.0, "last": None, "wmin": None}
         last_busy: float | None = None
         at_end = True      # the next decision is the one scheduled at the cooldown's end
+        gpu = gpuload.GateGpu(*self._gpu)
+        st["gpu"] = gpu
         self.sampler.prime()
         next_t = min(start + self.interval_s, cool_end)
         while True:
@@ -120,7 +129,9 @@ class QuietGate:
             s = self.sampler.sample(self.min_window_s, self.threshold_pct)
             now = self._clock()
             conclusive = s.window_s > 0 and s.window_s >= self.min_window_s - 1e-9
-            is_busy = conclusive and s.foreign_pct >= self.busy_at_pct
+            cpu_busy = conclusive and s.foreign_pct >= self.busy_at_pct
+            gpu_busy = gpu.sample()
+            is_busy = cpu_busy or gpu_busy
             if conclusive:
                 st["samples"] += 1
                 st["last"] = s.foreign_pct
@@ -129,9 +140,12 @@ class QuietGate:
                 if is_busy:
                     st["busy"] += 1
                     last_busy = now
-                namer.on_sample(is_busy, now)
+                namer.on_sample(cpu_busy, now)   # names CPU offenders only
             else:
                 st["short"] += 1
+                if gpu_busy:      # a busy GPU decides, whatever the CPU window
+                    st["busy"] += 1
+                    last_busy = now
             if now >= cool_end - 1e-9:
                 settled = last_busy is None or now - last_busy >= self.settle_s - 1e-9
                 if conclusive and not is_busy and settled:
@@ -143,7 +157,7 @@ class QuietGate:
                     return self._result(namer, now, start, cooldown_s, max(0.0, now - cool_end), True, st)
                 at_end = False
                 target = [now + self.interval_s, deadline]
-                if not conclusive:
+                if not conclusive and not gpu_busy:
                     target.append(now + max(1e-3, self.min_window_s - s.window_s))
                 elif last_busy is not None and not is_busy:
                     target.append(last_busy + self.settle_s)
@@ -163,7 +177,8 @@ class QuietGate:
                 **namer.result(), "threshold_pct": self.threshold_pct, "busy_at_pct": self.busy_at_pct,
                 "settle_s": self.settle_s,
                 "timeout_s": self.timeout_s, "interval_s": self.interval_s,
-                "min_window_s": round(self.min_window_s, 4), "sampler": "foreign_cpu"}
+                "min_window_s": round(self.min_window_s, 4), "sampler": "foreign_cpu",
+                **({"gpu": g} if (g := st["gpu"].result()) is not None else {})}
 
 
 # ---------------------------------------------------------------- contention watch

@@ -1,0 +1,71 @@
+"""A run's reasons to be set aside for the host it ran on, from the readings the runner recorded.
+
+Besides another process's CPU (the runner's "contended" mark), a lab Mac can spoil a run in
+ways the contention watch does not see: a Time Machine backup, battery power (macOS lowers the
+clocks), thermal pressure above nominal (the run went ahead after the bounded thermal wait),
+or another process's GPU work. A run with any of these reasons counts as contended wherever a
+verdict is made (analyze.contended.is_contended): past the suite's contended share a clean
+verdict becomes inconclusive, exactly as for contention.
+
+Reason codes (short, for flags; the legend's words are the renderers'):
+  backup    a backup was running when the run started (`tmutil status`)
+  battery   the host drew from its battery when the run started (`pmset -g batt`)
+  thermal   thermal pressure above nominal when the run started (macos.thermal_pressure)
+  gpu-busy  the GPU busy while our engine was idle, just before or just after the run
+
+Pure functions of recorded runs; Linux and NVIDIA records carry none of these readings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+BACKUP, BATTERY, THERMAL, GPU_BUSY = "backup", "battery", "thermal", "gpu-busy"
+REASONS = (BACKUP, BATTERY, THERMAL, GPU_BUSY)   # in the order they are said
+BATTERY_SOURCE = "Battery Power"                 # pmset -g batt: "Now drawing from 'Battery Power'"
+PRESSURE_ABOVE_NOMINAL = ("fair", "serious", "critical")
+
+
+def _gpu_busy(gpu: Any) -> bool:
+    """load.gpu: the idle readings either side of the run, and the limit they were held to."""
+    if not isinstance(gpu, Mapping):
+        return False
+    limit = gpu.get("limit_pct")
+    if not isinstance(limit, (int, float)) or isinstance(limit, bool):
+        return False
+    for side in ("before", "after"):
+        g = gpu.get(side)
+        pct = g.get("device_pct") if isinstance(g, Mapping) else None
+        if isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct >= limit:
+            return True
+    return False
+
+
+def reasons(run: Mapping[str, Any]) -> tuple[str, ...]:
+    """The run's reasons to be set aside (REASONS' codes, in that order); () for none."""
+    load = run.get("load")
+    if not isinstance(load, Mapping):
+        return ()
+    thermal = load.get("thermal")
+    th: Mapping[str, Any] = thermal if isinstance(thermal, Mapping) else {}
+    found = {BACKUP: th.get("backup_running") is True,
+             BATTERY: th.get("power_source") == BATTERY_SOURCE,
+             THERMAL: th.get("thermal_pressure") in PRESSURE_ABOVE_NOMINAL,
+             GPU_BUSY: _gpu_busy(load.get("gpu"))}
+    return tuple(r for r in REASONS if found[r])
+
+
+def counts(runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many measured runs have each reason (only the reasons found, in REASONS' order)."""
+    n = dict.fromkeys(REASONS, 0)
+    for r in runs:
+        if isinstance(r, Mapping) and not r.get("warmup"):
+            for why in reasons(r):
+                n[why] += 1
+    return {k: v for k, v in n.items() if v}
+
+
+def set_aside_runs(runs: Iterable[Mapping[str, Any]]) -> int:
+    """Measured runs with at least one reason."""
+    return sum(1 for r in runs if isinstance(r, Mapping) and not r.get("warmup") and reasons(r))

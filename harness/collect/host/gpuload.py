@@ -1,0 +1,103 @@
+"""Another process's GPU work, where the platform reports GPU utilization (Apple silicon:
+IOAccelerator's "Device Utilization %", host/applegpu.py); None elsewhere, and then nothing here
+adds a key to a run.
+
+The quiet gate reads the GPU with every sample: while our engine is idle any utilization is
+another process's, and a sample at or over GPU_BUSY_PCT is busy (the gate waits). During a run
+the device utilization is ours and theirs together and nothing separates them on Apple silicon
+(one GPU, no per-process counters without root), so the contention rule reads the GPU while
+our engine is idle on either side of the run: the gate's last reading just before it, and one
+taken AFTER_SETTLE_S after it ends. Either at or over the limit: analyze.spoiled's "gpu-busy".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+# An idle Mac's GPU reads a few percent (the window server compositing a display); another
+# compute job reads 90-100. 20 sits between them.
+GPU_BUSY_PCT = 20.0
+# The driver's utilization covers a short recent window: past it, our own run's tail is gone.
+AFTER_SETTLE_S = 0.25
+
+Reader = Callable[[], Any]   # () -> applegpu.AppleGpu | None
+
+
+def read() -> Any:
+    """This host's GPU reading now (applegpu.AppleGpu), None where there is none; a reader
+    that breaks reads as none (a sensor must not stop a run)."""
+    from harness.collect.host.applegpu import gpu_utilization
+    try:
+        return gpu_utilization()
+    except Exception:
+        return None
+
+
+def as_dict(g: Any) -> dict[str, Any]:
+    return dict(g.to_dict()) if hasattr(g, "to_dict") else dict(g)
+
+
+def busy(g: Any, limit_pct: float = GPU_BUSY_PCT) -> bool:
+    """A reading (AppleGpu or its dict) at or over limit_pct of device utilization."""
+    pct = g.get("device_pct") if isinstance(g, dict) else getattr(g, "device_pct", None)
+    return isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct >= limit_pct
+
+
+class GateGpu:
+    """The quiet gate's GPU samples: one reading per gate sample, until the reader gives None
+    (no GPU reading on this host: it is not asked again)."""
+
+    def __init__(self, reader: Reader | None, limit_pct: float = GPU_BUSY_PCT) -> None:
+        self.reader, self.limit_pct = reader, limit_pct
+        self.samples = self.busy_samples = 0
+        self.pct_max: float | None = None
+        self.last: Any = None
+
+    def sample(self) -> bool:
+        """Read once; whether this reading is busy."""
+        if self.reader is None:
+            return False
+        g = self.reader()
+        if g is None:
+            self.reader = None
+            return False
+        self.samples += 1
+        self.last = g
+        pct = getattr(g, "device_pct", None)
+        if isinstance(pct, (int, float)):
+            self.pct_max = pct if self.pct_max is None else max(self.pct_max, pct)
+        hit = busy(g, self.limit_pct)
+        self.busy_samples += hit
+        return hit
+
+    def result(self) -> dict[str, Any] | None:
+        """{"samples", "busy_samples", "device_pct_max", "limit_pct", "last"}; None unread."""
+        if not self.samples:
+            return None
+        return {"samples": self.samples, "busy_samples": self.busy_samples, "device_pct_max": self.pct_max,
+                "limit_pct": self.limit_pct, "last": as_dict(self.last)}
+
+
+def before_run(quiet: dict[str, Any], reader: Reader | None = None) -> dict[str, Any] | None:
+    """The GPU reading just before a run: the quiet gate's last, or (the gate off) one read now;
+    None where the host gives none."""
+    gate = quiet.get("gpu")
+    if isinstance(gate, dict) and isinstance(gate.get("last"), dict):
+        return dict(gate["last"])
+    g = (reader or read)()
+    return None if g is None else as_dict(g)
+
+
+def after_run(before: dict[str, Any] | None, reader: Reader | None = None,
+              limit_pct: float = GPU_BUSY_PCT, settle_s: float = AFTER_SETTLE_S,
+              sleep: Callable[[float], None] = time.sleep) -> dict[str, Any] | None:
+    """The run's GPU readings while our engine is idle: `before` (before_run's) and one read
+    settle_s after the run: the record's load.gpu. None where there was no reading before."""
+    if before is None:
+        return None
+    sleep(settle_s)
+    after = (reader or read)()
+    return {"limit_pct": limit_pct, "settle_s": settle_s, "before": before,
+            "after": None if after is None else as_dict(after)}

@@ -1,0 +1,54 @@
+"""The words for runs set aside for their host (harness.analyze.spoiled): the reason codes'
+legend, and the lines the PR comment and the terminal say before any figure. The same words in
+every output; the report's flags table takes its row from `reasons_text`."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from harness.analyze import spoiled
+
+# Each reason code's words: what the host was doing when the run started.
+LEGEND = {spoiled.BACKUP: "a backup was running",
+          spoiled.BATTERY: "the host ran on battery power",
+          spoiled.THERMAL: "thermal pressure above nominal",
+          spoiled.GPU_BUSY: "another process used the GPU just before or after"}
+WIDTH = 80
+
+
+def legend(codes: Iterable[str]) -> str:
+    """"backup: a backup was running; battery: the host ran on battery power" for these codes."""
+    return "; ".join(f"{c}: {LEGEND.get(c, c)}" for c in codes)
+
+
+def reasons_text(codes: Iterable[str]) -> str:
+    """The report's flag for one group of runs: "set aside (battery, thermal): the host ran on
+    battery power; thermal pressure above nominal; judged as contended runs"."""
+    cs = list(codes)
+    return (f"set aside ({', '.join(cs)}): " + "; ".join(LEGEND.get(c, c) for c in cs)
+            + "; judged as contended runs")
+
+
+def set_aside_lines(info: Mapping[str, Any] | None, width: int = WIDTH) -> list[str]:
+    """From analyze.contended.sides_info's "set_aside": e.g.
+    "set aside for the host: 12 of 24 runs of head (battery 12), 3 of 24 runs of base
+    (gpu-busy 3); judged as contended runs (docs/lab-hosts.md); battery: the host ran on
+    battery power; ...", wrapped to `width`; [] when no run was set aside."""
+    aside = (info or {}).get("set_aside")
+    if not aside:
+        return []
+    assert info is not None
+    sides = info.get("sides") or {}
+    parts, codes = [], []
+    for name, h in aside.items():
+        runs = (sides.get(name) or {}).get("runs")
+        counted = ", ".join(f"{c} {n}" for c, n in h["reasons"].items())
+        parts.append(f"{h['runs']} of {runs} runs of {name} ({counted})" if runs
+                     else f"{h['runs']} runs of {name} ({counted})")
+        codes += [c for c in h["reasons"] if c not in codes]
+    order = [c for c in spoiled.REASONS if c in codes]
+    text = (f"set aside for the host: {', '.join(parts)}; judged as contended runs "
+            f"(docs/lab-hosts.md); {legend(order)}")
+    return textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)
