@@ -24,6 +24,7 @@ from harness.analyze import paired
 from harness.analyze.design import Design
 from harness.analyze.rounds import RoundSplit, all_splits, median_range
 from harness.core.errors import UserError
+from harness.core.runs import measured_ok
 
 
 def pairing_key(p: dict[str, Any]) -> tuple[str, str, str]:
@@ -177,7 +178,7 @@ def _contention(runs: list[dict[str, Any]]) -> tuple[int, int]:
 
 
 def _split_runs(recs: tuple[dict[str, Any], ...], arm: str, prompt: str) -> list[dict[str, Any]]:
-    return [r for rec in recs for r in rec["runs"] if not r.get("warmup") and r.get("status") == "ok"
+    return [r for rec in recs for r in rec["runs"] if measured_ok(r)
             and r.get("arm") == arm and r.get("prompt") == prompt]
 
 
@@ -222,7 +223,7 @@ class Throughput:
 def _measured(rec: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:
     """(arm, prompt, repetition) -> the measured ok run with a ms/token."""
     return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r
-            for r in rec["runs"] if not r.get("warmup") and r.get("status") == "ok"
+            for r in rec["runs"] if measured_ok(r)
             and isinstance(r.get("ms_per_token"), (int, float)) and r["ms_per_token"] > 0}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.analyze import contended, paired
 from harness.analyze.design import Design
+from harness.core.runs import measured_ok_runs
 
 Run = dict[str, Any]
 Key = tuple[str, str, int]           # (arm, prompt, repetition)
@@ -22,10 +23,6 @@ MS_PER_TOKEN = "ms/token"
 MS_PER_ROUND = "ms/round"
 PHASE = "phase ms/round: "
 PROBE = "dispatch probe ms"   # the covariate's own pairs (harness.collect.host.probe): shown, not gated
-
-
-def _ok(runs: list[Run]) -> list[Run]:
-    return [r for r in runs if not r.get("warmup") and r.get("status") == "ok"]
 
 
 def _rounds(r: Run) -> float | None:
@@ -54,7 +51,7 @@ def run_figures(r: Run) -> dict[str, float]:
 
 
 def _by_key(runs: list[Run]) -> dict[Key, Run]:
-    return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r for r in _ok(runs)}
+    return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r for r in measured_ok_runs(runs)}
 
 
 Pairs = tuple[list[float], list[float]]

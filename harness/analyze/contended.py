@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from harness.analyze import paired, spoiled
+from harness.core.runs import is_ok
 
 # Past a quarter of its runs contended, a verdict no longer rests on the quiet ones: the Huber
 # location (estimators.huber_location) sets aside a few disturbed pairs, but with a quarter or
@@ -129,7 +130,7 @@ def pair_counts(base: Iterable[Mapping[str, Any]], head: Iterable[Mapping[str, A
     prompt and repetition (comparisons.pair_sessions' pairs)."""
     def keyed(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str | None, int], Mapping[str, Any]]:
         return {(r.get("prompt"), int(r.get("repetition", 0))): r for r in measured(runs)
-                if r.get("arm") == arm and r.get("status") == "ok"}
+                if r.get("arm") == arm and is_ok(r)}
     b, h = keyed(base), keyed(head)
     both = [x for k in set(b) & set(h) for x in (b[k], h[k])]
     return sum(map(is_contended, both)), len(both)

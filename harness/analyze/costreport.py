@@ -19,6 +19,7 @@ from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import ProfileComparison, RoundSplit
 from harness.collect.models import Tensors
 from harness.core import declare
+from harness.core.runs import is_ok
 
 EMBED = "model.embed_tokens."
 
@@ -272,7 +273,7 @@ def _peak(profile: dict[str, Any] | None) -> Peak:
 
 def _result_arm(record: dict[str, Any], arm: str) -> dict[str, Any]:
     for r in record["runs"]:
-        if r["arm"] == arm and r.get("status") == "ok":
+        if r["arm"] == arm and is_ok(r):   # warm-ups too: any ok run says how the arm ran
             return r.get("result_arm") or {}
     return {}
 

@@ -21,6 +21,7 @@ from typing import Any
 from harness.analyze import stats
 from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import by_arm_prompt
+from harness.core.runs import is_ok
 
 # A first-use cost above this share of the decode time of the runs it fell in is flagged.
 FIRST_USE_SHARE = 0.05
@@ -165,7 +166,7 @@ def _probe(record: dict[str, Any], width: int, pairing: str | None) -> tuple[flo
 
 def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
     """Per speculative arm and prompt whose engine logs verify ms and KV length per round."""
-    every = [r for r in record["runs"] if r.get("status") == "ok"]
+    every = [r for r in record["runs"] if is_ok(r)]   # warm-ups too: a shape's first use may be theirs
     out = []
     for (arm, prompt), runs in by_arm_prompt(record, every).items():
         logs = [((r.get("diagnostics") or {}).get("rounds_log") or [], r) for r in runs

@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.analyze import acceptance, compare, contended, rounds, stats
 from harness.core import declare
+from harness.core.runs import is_ok
 
 KV_BIN = 8       # KV lengths grouped in bins of this many tokens: fine enough to see a slope
 FIRST_USE, REPEAT = "first use", "repeat"
@@ -119,7 +120,7 @@ class FigureData:
 
 def _ms(run: dict[str, Any]) -> float | None:
     x = run.get("ms_per_token")
-    if run.get("status") == "ok" and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0:
+    if is_ok(run) and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0:
         return float(x)
     return None
 
@@ -160,7 +161,7 @@ def _curve(arm: str, width: int, kind: str, xs: list[dict[str, Any]]) -> KvCurve
 
 
 def kv_curves(record: dict[str, Any]) -> tuple[KvCurve, ...]:
-    every = [r for r in record["runs"] if r.get("status") == "ok"]
+    every = [r for r in record["runs"] if is_ok(r)]   # warm-ups too: a shape's first use may be theirs
     by_arm: dict[str, list[dict[str, Any]]] = {}
     for (arm, _), rs in rounds.by_arm_prompt(record, every).items():
         by_arm.setdefault(arm, []).extend(rs)

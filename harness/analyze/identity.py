@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from harness.core.runs import is_ok, measured_ok
+
 CONTEXT_BYTES = 24
 
 
@@ -81,7 +83,7 @@ def compare_output(ours_ids: list[int] | None, ours_text: str | None,
 
 def annotate_identity(run: dict[str, Any], store: Baselines, settings: dict[str, Any]) -> dict[str, Any]:
     """Fill a run's "identity" field against its own baseline."""
-    if run.get("status") != "ok":
+    if not is_ok(run):
         run["identity"] = {"status": "not_compared", "reason": "run failed"}
     else:
         run["identity"] = compare_output(run.get("token_ids"), run.get("text"),
@@ -127,7 +129,7 @@ def record_baselines(record: dict[str, Any], entries: Mapping[str, dict[str, Any
             groups.setdefault(run_key(r, settings), []).append(r)
     outcomes: list[BaselineOutcome] = []
     for key, runs in groups.items():
-        ok = [r for r in runs if r["status"] == "ok" and r.get("token_ids") is not None]
+        ok = [r for r in runs if measured_ok(r) and r.get("token_ids") is not None]
         if len(ok) < 2:
             outcomes.append(BaselineOutcome(key, "inconclusive",
                                             f"{len(ok)} usable run(s) of {len(runs)}; need 2 that agree"))
@@ -179,7 +181,7 @@ def classic_comparisons(record: dict[str, Any]) -> dict[tuple[str, str], dict[st
     is not a valid reference (see the module docstring).
     """
     arms = {a["name"]: a for a in record["suite"]["arms"]}
-    ok = [r for r in record["runs"] if r["status"] == "ok" and not r.get("warmup") and r.get("token_ids") is not None]
+    ok = [r for r in record["runs"] if measured_ok(r) and r.get("token_ids") is not None]
     classic_out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in ok:
         a = arms.get(r["arm"], {})
@@ -217,7 +219,7 @@ def _outputs(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[s
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for rec in records:
         for r in rec.get("runs", []):
-            if r.get("status") == "ok" and r.get("token_ids") is not None:
+            if is_ok(r) and r.get("token_ids") is not None:   # warm-ups too: any output compares
                 out.setdefault((r["arm"], r["prompt"]), []).append(r)
     return out
 

@@ -18,6 +18,7 @@ from harness.analyze import stats
 from harness.analyze.counters import SplitCounters, split_counters
 from harness.core import declare
 from harness.core.declare import EngineDecl
+from harness.core.runs import measured_ok_runs
 
 
 def profile_var(record: dict[str, Any], arm: str) -> str | None:
@@ -31,10 +32,6 @@ def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) ->
     return var is not None and var in overrides
 
 
-def measured_ok(record: dict[str, Any]) -> list[dict[str, Any]]:
-    return [r for r in record["runs"] if not r.get("warmup") and r.get("status") == "ok"]
-
-
 def by_arm_prompt(record: dict[str, Any], runs: list[dict[str, Any]] | None = None,
                   keep_empty: bool = False) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Runs (default: the measured ok ones) by (arm, prompt), in suite order, so a table reads
@@ -43,7 +40,7 @@ def by_arm_prompt(record: dict[str, Any], runs: list[dict[str, Any]] | None = No
     for a in record["suite"]["arms"]:
         for p in record["suite"]["prompts"]:
             out[(a["name"], p["name"])] = []
-    for r in measured_ok(record) if runs is None else runs:
+    for r in measured_ok_runs(record["runs"]) if runs is None else runs:
         out.setdefault((r["arm"], r["prompt"]), []).append(r)
     return out if keep_empty else {k: v for k, v in out.items() if v}
 

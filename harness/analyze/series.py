@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.analyze import acks as ackmod
 from harness.analyze.verdict import DECLINED, ArmVerdict, judge
+from harness.core.runs import measured_ok
 
 MS_PER_TOKEN = "ms_per_token"
 
@@ -130,7 +131,7 @@ def commit_view(record: dict[str, Any], name: str, page: str, sha: str | None = 
 
 def _ms_per_token(record: dict[str, Any], arm: str) -> list[float]:
     return [float(r["ms_per_token"]) for r in record.get("runs", [])
-            if r.get("arm") == arm and not r.get("warmup") and r.get("status") == "ok"
+            if r.get("arm") == arm and measured_ok(r)
             and isinstance(r.get("ms_per_token"), (int, float))]
 
 

@@ -18,6 +18,7 @@ from harness.analyze.identity import classic_comparisons, describe
 from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
+from harness.core.runs import measured_ok, measured_ok_runs
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
 
@@ -82,7 +83,7 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
     out: list[ArmSummary] = []
     for (arm_name, prompt), runs in groups.items():
         a = arms.get(arm_name, {"pairing": "?", "engine": "?", "block": 0})
-        ok = [r for r in runs if r["status"] == "ok"]
+        ok = measured_ok_runs(runs)
         s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
                        block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
                        contended=sum("contended" in (r.get("marks") or []) for r in runs),
@@ -153,11 +154,11 @@ def _classic_for(s: ArmSummary, rows: list[ArmSummary], targets: dict[str, str])
 def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]],
               settings: dict[str, Any], targets: dict[str, str]) -> None:
     def tps(row: ArmSummary) -> list[float]:
-        return _vals([r for r in groups[(row.arm, row.prompt)] if r["status"] == "ok"], "decode_tokens_per_s")
+        return _vals(measured_ok_runs(groups[(row.arm, row.prompt)]), "decode_tokens_per_s")
 
     def by_rep(row: ArmSummary) -> dict[int, float]:
         return {int(r.get("repetition", 0)): float(r["ms_per_token"]) for r in groups[(row.arm, row.prompt)]
-                if r["status"] == "ok" and isinstance(r.get("ms_per_token"), (int, float))}
+                if measured_ok(r) and isinstance(r.get("ms_per_token"), (int, float))}
 
     # The smallest detectable change is the paired one (harness.analyze.paired): runs of the same
     # repetition ran next to each other; it is the change caught with 80% power, not a half-width.

@@ -17,6 +17,7 @@ from typing import Any
 from harness.analyze import contended, rounds, spoiled
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
+from harness.core.runs import is_ok, measured_ok, measured_ok_runs
 
 # What an arm's verdict can be. The first four are the paired reading's (arm over classic,
 # ms/token: "slower" is the paired "worse").
@@ -162,7 +163,7 @@ def judge(record: dict[str, Any]) -> Judgement:
     for a in arms:
         name = a["name"]
         runs = [r for r in measured if r.get("arm") == name]
-        ok = [r for r in runs if r.get("status") == "ok"]
+        ok = measured_ok_runs(runs)
         mine = [s for s in rows if s.arm == name]
         tps = [s.tok_s_median for s in mine if s.tok_s_median]
         spreads = [s.spread for s in mine if s.spread is not None]
@@ -187,7 +188,7 @@ def judge(record: dict[str, Any]) -> Judgement:
         else:
             outcome = INCONCLUSIVE if reading.contended else _FROM_PAIRED.get(reading.verdict, INCONCLUSIVE)
         pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.get("arm") == classic["name"]
-                                                  and r.get("status") == "ok"]
+                                                  and measured_ok(r)]
         out.append(ArmVerdict(
             arm=name, outcome=outcome, classic=classic["name"] if classic else None, reading=reading,
             threshold=float(settings.get("threshold") or 0.10), runs=len(ok), failed=len(runs) - len(ok),
@@ -196,6 +197,6 @@ def judge(record: dict[str, Any]) -> Judgement:
             do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, record, spread, [s.runs for s in mine]),
             contended_runs=sum(map(contended.is_contended, pair_runs)), paired_runs=len(pair_runs)))
     return Judgement(arms=out, paired_when=when, complete=bool(record.get("complete", True)),
-                     measured=len(measured), failed=sum(r.get("status") != "ok" for r in measured),
+                     measured=len(measured), failed=sum(not is_ok(r) for r in measured),
                      contended=sum(map(contended.is_contended, measured)))
 

@@ -45,6 +45,7 @@ from harness.core import declare
 from harness.core.declare import EngineDecl
 from harness.core.errors import UserError
 from harness.core.redact import is_secret_name
+from harness.core.runs import is_ok, measured_ok
 
 try:
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -287,7 +288,7 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
     classic_mpt: dict[tuple[str | None, int | None], float | None] = {}   # (prompt, repetition): ms_per_token
     if classic_arm is not None:
         classic_mpt = {(r.get("prompt"), r.get("repetition")): r.get("ms_per_token")
-                       for r in by_arm[classic_arm.name] if r.get("status") == "ok"}
+                       for r in by_arm[classic_arm.name] if measured_ok(r)}
     for a in arms:
         runs = by_arm[a.name]
         lab = a.label
@@ -297,7 +298,7 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
                 m[mk] = m.get(mk, 0) + 1
         marks[lab] = m
         run_labels[lab] = sorted({r.get("label") or "unlabelled" for r in runs})
-        failed = [r for r in runs if r.get("status") != "ok"]
+        failed = [r for r in runs if not is_ok(r)]
         if not runs:
             errors[lab] = "no measured runs of this arm in the record"
             continue

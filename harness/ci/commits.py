@@ -47,6 +47,7 @@ from harness.collect.record import Record
 from harness.collect.worker import Worker
 from harness.core import interrupt
 from harness.core.errors import UserError
+from harness.core.runs import is_ok, measured_ok
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
 EXIT_WORDS = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
@@ -176,7 +177,7 @@ class Comparison:
 def _failed_by_arm(record: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in record.runs:
-        if not r.get("warmup") and r.get("status") != "ok":
+        if not r.get("warmup") and not is_ok(r):
             out[r["arm"]] = out.get(r["arm"], 0) + 1
     return out
 
@@ -235,7 +236,7 @@ def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any
         for name, value, worse_sign in EXACT_FIGURES:
             sides, counted = [], 0
             for runs in (base_runs, head_runs):
-                ok = [r for r in runs if r.get("arm") == arm and not r.get("warmup") and r.get("status") == "ok"
+                ok = [r for r in runs if r.get("arm") == arm and measured_ok(r)
                       and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None)]
                 xs = [value(r.get("diagnostics") or {}) for r in ok]
                 sides.append({round(float(x), 12) for x in xs if x is not None})
@@ -302,7 +303,7 @@ def refuse_if_nothing_ran(session: Any, suite: Any, warmup: bool) -> None:
     sides: the suite or the engine command is broken for both commits, so there is nothing to
     judge, and measuring on would spend the whole budget to say "inconclusive"."""
     runs = [r for side in ("base", "head") for r in session.record(side).runs if bool(r.get("warmup")) == warmup]
-    if runs and all(r.get("status") != "ok" for r in runs):
+    if runs and not any(map(is_ok, runs)):
         first = runs[0].get("error") or "no error recorded"
         what = "warm-up" if warmup else "measured"
         raise UserError(f"every {what} run failed on both sides (the first: {first}); check the suite "

@@ -38,6 +38,7 @@ from harness.ci.commits import Comparison, compare_commits
 from harness.ci.commitsout import summary_json
 from harness.collect.files import check_output, check_writable, marked, write_output
 from harness.core.errors import UserError
+from harness.core.runs import is_ok
 from harness.render import prcomment
 from harness.render.prinput import CheckMeta, Links
 
@@ -179,7 +180,7 @@ def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
     out = {}
     for side, rec in records.items():
         runs = [r for r in rec.get("runs", []) if not r.get("warmup")]
-        out[side] = {"runs": len(runs), "failed": sum(r.get("status") != "ok" for r in runs),
+        out[side] = {"runs": len(runs), "failed": sum(not is_ok(r) for r in runs),
                      "contended": sum("contended" in (r.get("marks") or []) for r in runs),
                      "quiet_gate_timeouts": sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs)}
     return out

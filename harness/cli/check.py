@@ -20,6 +20,7 @@ from harness.cli.output import (
 )
 from harness.cli.session import identity_session, new_session
 from harness.core.errors import UserError
+from harness.core.runs import is_ok
 
 NAME = "check"
 
@@ -58,15 +59,15 @@ def identity_lines(record: Any, baselines: Path, width: int) -> list[str]:
     from harness.analyze.identity import describe
     from harness.render.termsummary import wrap
     runs = [r for r in record.runs if not r.get("warmup")]
-    same = sum(r["status"] == "ok" and (r.get("identity") or {}).get("status") == "identical" for r in runs)
+    same = sum(is_ok(r) and (r.get("identity") or {}).get("status") == "identical" for r in runs)
     head = (f"all {len(runs)} outputs identical" if same == len(runs) else
             f"{same} of {len(runs)} outputs identical")
     out = wrap(f"identity against own baselines ({baselines}): {head}", width)
     for r in runs:
         ident = r.get("identity") or {}
-        if r["status"] == "ok" and ident.get("status") == "identical":
+        if is_ok(r) and ident.get("status") == "identical":
             continue
-        what = describe(ident) if r["status"] == "ok" else f"failed: {r.get('error')}"
+        what = describe(ident) if is_ok(r) else f"failed: {r.get('error')}"
         out += wrap(f"  {r['arm']} on {r['prompt']}: {what}", width, indent="    ")
     out += wrap("speed is not judged here: one run per arm and prompt, no warm-up "
                 "(`harness run` judges it)", width)

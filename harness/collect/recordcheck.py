@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.core.errors import UserError
 from harness.core.results import run_problem, scrub_non_finite
+from harness.core.runs import is_ok
 
 SET_ASIDE = "set_aside"
 SET_ASIDE_PREFIX = "set aside on load: "
@@ -53,7 +54,7 @@ def set_aside_bad_runs(data: dict[str, Any]) -> list[str]:
         problem = run_problem(r)
         if problem is None:
             continue
-        if r.get("status") == "ok":
+        if is_ok(r):
             r.update(status="failed", error=SET_ASIDE_PREFIX + problem)
             r["marks"] = [*(r.get("marks") or []), "failed", SET_ASIDE]
             out.append(f"run {r.get('index')} ({r.get('arm')} on {r.get('prompt')}) set aside: {problem}")

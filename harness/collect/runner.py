@@ -39,6 +39,7 @@ from harness.collect.suite import Suite
 from harness.core import interrupt, schema
 from harness.core.errors import UserError
 from harness.core.results import result_problem
+from harness.core.runs import is_ok
 
 UIFactory = Callable[[int, int], Any]   # (total runs, done before) -> a context-managed UI
 Annotate = Callable[[dict[str, Any]], dict[str, Any]]
@@ -201,7 +202,7 @@ def execute(plan: list[PlannedRun], suite: Suite, record: Record, annotate: Anno
         with ui(len(plan), len(plan) - len(todo)) as shown:
             for i, planned in enumerate(todo):
                 interrupt.check()
-                history = [r for r in record.runs if r["status"] == "ok"]
+                history = [r for r in record.runs if is_ok(r)]   # warm-ups too: the estimate's fallback
                 eta = estimate_remaining_s(todo[i:], history, suite, pacer)
                 run = run_one(planned, suite, engines, shown, eta, pacer)
                 run = annotate(run)
