@@ -38,12 +38,15 @@ test-fast: install
 	$(BIN)/python -m pytest -m host_alone
 
 # ruff, the import layering (pyproject.toml [tool.importlinter]: no package imports one above
-# it), mypy --strict over harness/ (pyproject.toml [tool.mypy]), no module over 500 lines; then
-# the count of string-keyed record accesses, printed.
+# it), mypy --strict over harness/ (pyproject.toml [tool.mypy]), the workflow files against
+# GitHub's workflow schema (check-jsonschema's vendored copy, no download: actionlint's Python
+# wrapper downloads its binary as it installs), no module over 500 lines; then the count of
+# string-keyed record accesses, printed.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_module_size.py
 	$(BIN)/python scripts/studies/count_record_keys.py
 

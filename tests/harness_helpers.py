@@ -221,10 +221,19 @@ window.addEventListener('load', function () {
 </script>"""
 
 
+# Where macOS installs Google Chrome (an app bundle, not on PATH); GitHub's macOS runners have it.
+MAC_CHROME = "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"
+
+
 def chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
             return shutil.which(name)
+    if os.path.exists(MAC_CHROME):
+        return MAC_CHROME
+    if sys.platform == "darwin":   # `make chromium` installs one on Debian only
+        pytest.skip(f"no Google Chrome at {MAC_CHROME}: the dashboard test drives a headless "
+                    "browser; install Google Chrome to run it")
     pytest.fail("no headless Chromium on PATH: install one with `make chromium`")
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +276,33 @@ def test_thermal_wait_cools_until_the_pressure_reads_nominal_within_its_limit() 
     assert wait["nominal"] is False and wait["waited_s"] == pytest.approx(5.0)     # bounded
     assert "thermal pressure serious" in wait["reason"]
     assert spoiled.reasons({"load": {"thermal": state}}) == ("thermal",)
+
+
+# ---------------------------------------------------------------- the workflows
+
+def test_workflows_pass_the_schema_check_make_lint_runs_and_a_broken_one_fails(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("check-jsonschema")
+    check = [str(exe), "--builtin-schema", "vendor.github-workflows"]
+    ours = sorted(str(p) for p in (REPO / ".github" / "workflows").glob("*.yml"))
+    assert any(p.endswith("macos.yml") for p in ours)
+    r = subprocess.run(check + ours, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    bad = tmp_path / "bad.yml"
+    bad.write_text("name: x\non: push\njobs:\n  a:\n    runs_on: macos-14\n    steps:\n      - run: make test\n")
+    r = subprocess.run(check + [str(bad)], capture_output=True, text=True)
+    assert r.returncode != 0 and "'runs-on' is a required property" in r.stdout
+    mac = (REPO / ".github" / "workflows" / "macos.yml").read_text()
+    assert "runs-on: macos-14" in mac and "make test" in mac
+    assert "vendor.github-workflows .github/workflows/*.yml" in (REPO / "Makefile").read_text()
+
+
+def test_dashboard_tests_find_chrome_where_macos_installs_it_or_skip_saying_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness_helpers
+    monkeypatch.setattr(harness_helpers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(harness_helpers.sys, "platform", "darwin")
+    monkeypatch.setattr(harness_helpers.os.path, "exists", lambda p: p == harness_helpers.MAC_CHROME)
+    assert harness_helpers.chromium() == "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"
+    monkeypatch.setattr(harness_helpers.os.path, "exists", lambda p: False)
+    with pytest.raises(pytest.skip.Exception, match="no Google Chrome at /Applications/"):
+        harness_helpers.chromium()
