@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from harness_helpers import REPO, command_arm, write_suite
+from harness_helpers import REPO, cli_in_process, command_arm, write_suite
 from test_host_load import BUSY_R, FakeClock, ScriptedForeign, ScriptedProcesses
 
 from harness.analyze import comparisons, contended, spoiled
@@ -306,3 +306,19 @@ def test_dashboard_tests_find_chrome_where_macos_installs_it_or_skip_saying_why(
     monkeypatch.setattr(harness_helpers.os.path, "exists", lambda p: False)
     with pytest.raises(pytest.skip.Exception, match="no Google Chrome at /Applications/"):
         harness_helpers.chromium()
+
+
+def test_run_summary_names_the_runs_set_aside_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(runner.host_thermal, "recent_thermal_state",
+                        lambda: {**MAC_THERMAL, "power_source": "Battery Power"})
+    monkeypatch.setattr(runner.host_gpu, "read", lambda: None)
+    suite = write_suite(tmp_path, [command_arm("a")], repetitions=2)
+    r = cli_in_process(["run", str(suite), "--record", str(tmp_path / "r.json")], tmp_path, monkeypatch, capsys)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert lines[0] == "contended or set aside: 2 of 2 runs of a (100%);"
+    said = " ".join(x.strip() for x in lines[:8])
+    assert "set aside for the host: 2 of 2 runs of a (battery 2); judged as contended runs" in said
+    assert all(json.loads((tmp_path / "r.json").read_text())["runs"][i]["load"]["thermal"]["power_source"]
+               == "Battery Power" for i in (0, 1))
