@@ -91,6 +91,18 @@ class Phases(_Figures):
         return _s.samples_for(cache, "phase_ms_per_round", f"{arm}|{phase}")
 
 
+class Counters(_Figures):
+    """Every arm: each work counter its engine reports, per round (classic decode: per token)."""
+
+    params = [_s.LABELS, list(_s.COUNTERS)]
+    param_names = ["arm", "counter"]
+
+    @_figure("count/round", "counter_per_round")
+    def track_counter_per_round(self, cache: dict[str, Any], arm: str, counter: str) -> dict[str, Any]:
+        """Host syncs, target or drafter forwards, or the engine's own counter, per round."""
+        return _s.samples_for(cache, "counter_per_round", f"{arm}|{counter}")
+
+
 # What `import *` gives asv to discover: a suite without speculative arms has no rounds, and
 # asv rejects a parameterized benchmark with an empty parameter list.
-__all__ = ["Decode", *(["Rounds", "Phases"] if _s.SPEC_LABELS else [])]
+__all__ = ["Decode", "Counters", *(["Rounds", "Phases"] if _s.SPEC_LABELS else [])]

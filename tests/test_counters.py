@@ -94,3 +94,46 @@ def test_a_declaration_keeps_its_counters_in_the_record():
     d = EngineDecl(name="x", counters={"kv_copies": "KV rows copied"})
     assert EngineDecl.from_dict(d.to_dict()).counters == {"kv_copies": "KV rows copied"}
     assert "counters" not in EngineDecl(name="y").to_dict()   # older records' shape kept
+
+
+def test_the_nightly_charts_each_counter_per_round_and_judges_it_exactly():
+    from harness.ci import asvsession as session
+    from harness.ci.history import series_info
+    from harness.core.figures import is_exact
+    arms = [session.ArmSpec("block3", "block3", 3, (), (), ("host_uploads",))]
+    assert session.declared_counters(arms) == ["host_syncs", "target_forwards", "drafter_forwards", "host_uploads"]
+    runs = [{**r, "warmup": False, "identity": {"status": "identical"}, "marks": []} for r in _side(20)]
+    f = session.figures_from_record({"runs": runs}, arms)
+    assert f["figures"]["counter_per_round"]["block3|host_syncs"] == [2.0] * 6
+    assert f["figures"]["counter_per_round"]["block3|host_uploads"] == [1.0] * 6
+    assert "block3|drafter_forwards" in f["skip"]["counter_per_round"]   # not reported: n/a, never 0
+    info = series_info("x", "bench_engine.Counters.track_counter_per_round", ("block3", "host_syncs"), None)
+    assert info.figure == "counter_per_round:host_syncs" and is_exact(info.figure, 0.0)
+    assert not is_exact(info.figure, 0.7)
+
+
+def test_bisect_follows_a_counter_exactly(tmp_path):
+    """Each probe of a counter is decisive: the first commit with more host syncs is found."""
+    import subprocess
+
+    from harness.ci import bisect as bis
+    from harness.core.errors import UserError
+    repo = tmp_path / "r"
+    repo.mkdir()
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    run("init", "-q", "-b", "main")
+    shas = []
+    for i in range(5):
+        (repo / "f").write_text(str(i))
+        run("add", "f")
+        run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", str(i))
+        shas.append(run("rev-parse", "HEAD"))
+    syncs = {s: (10 if i < 3 else 30) for i, s in enumerate(shas)}   # commit 3 adds a sync per round
+
+    def compare(repo_, lo, mid, suite, work, **kw):
+        figs = commits.judge(_side(syncs[lo]), _side(syncs[mid]), ["block3"], DESIGN)
+        return commits.Comparison(lo, mid, DESIGN, figs, [], {}, {}, {}, 1.0)
+    b = bis.bisect(repo, shas[0], shas[4], "block3", "counter_per_round:host_syncs", None, tmp_path, compare=compare)
+    assert b.first_bad == shas[3] and all(p.verdict in ("worse", "unchanged") for p in b.probes)
+    with pytest.raises(UserError):
+        bis.bisect(repo, shas[0], shas[4], "block3", "host uploads/token (exact)", None, tmp_path, compare=compare)

@@ -86,6 +86,11 @@ def figure_names(figure: str, benchmark: str | None = None) -> list[str]:
         names.append("phase_ms_per_round:" + figure.split(": ", 1)[1])
     if figure.startswith("phase_ms_per_round:"):
         names.append("phase ms/round: " + figure.split(":", 1)[1])
+    # A work counter: its check figure and its nightly id (analyze/counters.py, asvbench's Counters).
+    if figure.endswith(("/round (exact)", "/token (exact)")) and not figure.startswith("tokens/"):
+        names.append("counter_per_round:" + figure.rsplit("/", 1)[0].replace(" ", "_"))
+    if figure.startswith("counter_per_round:"):
+        names.append(figure.split(":", 1)[1].replace("_", " ") + "/round (exact)")
     if benchmark:
         names.append(benchmark)
     return list(dict.fromkeys(names))

@@ -41,7 +41,7 @@ from typing import Any
 
 from harness.analyze.memory import run_memory
 from harness.collect.record import Record
-from harness.core import declare
+from harness.core import counters, declare
 from harness.core.declare import EngineDecl
 from harness.core.errors import UserError
 from harness.core.redact import is_secret_name
@@ -74,6 +74,7 @@ FIGURE_VERSIONS = {
     "phase_ms_per_round": 1,
     "rejection_rate": 1,
     "round_cost_classic_steps": 1,
+    "counter_per_round": 1,
 }
 FIGURES = tuple(FIGURE_VERSIONS)
 
@@ -85,6 +86,7 @@ class ArmSpec:
     block: int
     overrides: tuple[str, ...]
     phases: tuple[str, ...] = ()   # the round phases its engine declares, in round order
+    counters: tuple[str, ...] = ()   # the work counters its engine declares beside the standard ones
 
 
 def suite_path() -> Path:
@@ -141,7 +143,8 @@ def arm_specs(suite: dict[str, Any], environ: dict[str, str] | None = None) -> l
         env = {**inherited, **{k: str(v) for k, v in (a.get("env") or {}).items()}}
         names = override_names(env, prefixes, ignore)
         label = a["name"] + (f" [not shipping: {', '.join(names)}]" if names else "")
-        specs.append(ArmSpec(a["name"], label, int(a.get("block", 1)), tuple(names), decl.phases))
+        specs.append(ArmSpec(a["name"], label, int(a.get("block", 1)), tuple(names), decl.phases,
+                             tuple(decl.counters)))
     return specs
 
 
@@ -149,6 +152,15 @@ def declared_phases(arms: list[ArmSpec]) -> list[str]:
     """Every phase a speculative arm's engine declares, first-seen order: the dashboard's phase
     parameter (asv fixes parameters before any session runs, so only declared phases chart)."""
     return list(dict.fromkeys(p for a in arms if a.block > 1 for p in a.phases))
+
+
+# The standard counters charted per arm (positions are said per forward in the report instead).
+CHARTED_COUNTERS = (counters.HOST_SYNCS, counters.TARGET_FORWARDS, counters.DRAFTER_FORWARDS)
+
+
+def declared_counters(arms: list[ArmSpec]) -> list[str]:
+    """The dashboard's counter parameter: the standard charted ones, then every arm's engine's own."""
+    return list(dict.fromkeys([*CHARTED_COUNTERS, *(c for a in arms for c in a.counters)]))
 
 
 def suite_digest(suite: dict[str, Any]) -> str:
@@ -277,6 +289,7 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
     measured = [r for r in record.get("runs", []) if not r.get("warmup")]
     figs: dict[str, dict[str, list[float]]] = {f: {} for f in FIGURES}
     figs["phase_ms_per_round"] = {}
+    charted = declared_counters(arms)
     skip: dict[str, dict[str, str]] = {f: {} for f in FIGURES}
     errors: dict[str, str] = {}
     marks: dict[str, dict[str, int]] = {}
@@ -319,6 +332,7 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
             skip["identity_mismatches"][lab] = ("no baseline for this arm in the baselines file: "
                                                 "record one with `harness baseline record`")
         _round_figures(a, runs, classic_mpt if classic_arm is not None else None, figs, skip, errors)
+        _counter_figures(lab, runs, charted, figs, skip)
     return {"figures": figs, "skip": skip, "errors": errors, "marks": marks, "labels": run_labels}
 
 
@@ -371,6 +385,21 @@ def _round_figures(a: ArmSpec, runs: list[dict[str, Any]],
         figs["round_cost_classic_steps"][lab] = cost
 
 
+def _counter_figures(lab: str, runs: list[dict[str, Any]], charted: list[str],
+                     figs: dict[str, dict[str, list[float]]], skip: dict[str, dict[str, str]]) -> None:
+    """Each work counter per round (classic decode: per token), one sample per run; n/a where a
+    run did not report it."""
+    diags = [r.get("diagnostics") or {} for r in runs]
+    units = [int(d.get("rounds") or 0) if d.get("mode") == "speculative" else int(d.get("generated_tokens") or 0)
+             for d in diags]
+    for name in charted:
+        key = f"{lab}|{name}"
+        if all(u > 0 and name in (d.get("counters") or {}) for d, u in zip(diags, units)):
+            figs["counter_per_round"][key] = [float(d["counters"][name]) / u for d, u in zip(diags, units)]
+        else:
+            skip["counter_per_round"][key] = f"the engine reported no {name!r} counter in every run"
+
+
 def samples_for(cache: dict[str, Any], figure: str, key: str) -> dict[str, Any]:
     """asv's repeated-measurement shape for one figure and arm. An arm that failed raises (asv:
     failed on this commit); a figure that does not apply is skipped (asv: n/a)."""
@@ -392,3 +421,4 @@ ARMS = arm_specs(SUITE)
 LABELS = [a.label for a in ARMS]
 SPEC_LABELS = [a.label for a in ARMS if a.block > 1]
 PHASES = declared_phases(ARMS)
+COUNTERS = declared_counters(ARMS)

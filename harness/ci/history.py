@@ -56,7 +56,7 @@ class SeriesInfo:
 def series_info(name: str, benchmark: str, params: tuple[str, ...], unit: str | None) -> SeriesInfo:
     m = re.search(r"\.track_(\w+)$", benchmark)
     fid = m.group(1) if m else benchmark
-    if fid == "phase_ms_per_round" and len(params) > 1:
+    if fid in ("phase_ms_per_round", "counter_per_round") and len(params) > 1:
         fid = f"{fid}:{params[1]}"
     arm = params[0].split(" [", 1)[0] if params else ""
     return SeriesInfo(name, benchmark, arm, fid, unit)

@@ -14,6 +14,7 @@ FIGURES: dict[str, str] = {
     "memory_mib": MEASURED,
     "identity_mismatches": EXACT,
     "rejection_rate": EXACT_AT_TEMP0,
+    "counter_per_round": EXACT_AT_TEMP0,      # an engine's work counter (harness.core.counters)
 }
 
 # Figures divided by classic decode's ms/token of the same session: they move when classic's own
