@@ -70,8 +70,8 @@ def test_the_round_split_says_the_counters_per_round():
     sc = counters.split_counters(diags, 3, EngineDecl(name="x", counters={"host_uploads": "ids up"}))
     assert sc is not None and sc.unit == "round" and sc.units == 60
     assert [c.name for c in sc.counts] == ["host_syncs", "target_forwards", "host_uploads"]
-    assert counters_line(sc) == ("Counted per round at block 3: 2 host syncs, 1 target forward "
-                                 "(3 tokens per forward), 1 host upload (the engine's work counters over 60 rounds).")
+    assert counters_line(sc) == ("Counted per round at block 3, over 60 rounds: 2 host syncs, "
+                                 "1 target forward of 3 tokens, 1 host upload.")
     assert counters.split_counters([{**diags[0], "counters": None}, diags[1]], 3) is None
 
 

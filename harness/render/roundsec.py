@@ -42,19 +42,18 @@ def _amount(x: float) -> str:
 
 
 def _count(c: Count) -> str:
-    """"2 host syncs", "1 target forward (3 tokens per forward)"."""
+    """"2 host syncs", "1 target forward of 3 tokens"."""
     label = c.label[:-1] if c.per_unit == 1 and c.label.endswith("s") else c.label
-    each = "" if c.per_forward is None else f" ({_amount(c.per_forward)} tokens per forward)"
+    each = "" if c.per_forward is None else f" of {_amount(c.per_forward)} token{'' if c.per_forward == 1 else 's'}"
     return f"{_amount(c.per_unit)} {label}{each}"
 
 
 def counters_line(c: SplitCounters) -> str:
-    """The engine's work counters per unit: "Counted per round at block 3: 2 host syncs, ..."
-    (a counter at 0 is left out)."""
+    """The engine's work counters per unit: "Counted per round at block 3, over 32 rounds: 2 host
+    syncs, 1 target forward of 3 tokens, ..." (a counter at 0 is left out)."""
     at = f" at block {c.block}" if c.unit == "round" else ""
     said = [_count(x) for x in c.counts if x.total]
-    return (f"Counted per {c.unit}{at}: {', '.join(said) or 'nothing'} (the engine's work counters "
-            f"over {c.units} {c.unit}s).")
+    return f"Counted per {c.unit}{at}, over {c.units} {c.unit}s: {', '.join(said) or 'nothing'}."
 
 
 def includes(fx: Facts, arm_names: list[tuple[str, list[str]]]) -> list[str]:
