@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.core import counters as core
 from harness.core.declare import EngineDecl
+from harness.core.runs import measured_ok
 
 EXACT_NOTE = "exact at temperature 0: any change is a change"
 NONDETERMINISTIC = "nondeterministic: runs of one side differ (not exact here; not gated)"
@@ -101,7 +102,7 @@ def _side(runs: list[dict[str, Any]], arm: str) -> dict[str, list[dict[str, Any]
     """An arm's measured ok runs at temperature 0, by prompt."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
-        if r.get("arm") == arm and not r.get("warmup") and r.get("status") == "ok" \
+        if r.get("arm") == arm and measured_ok(r) \
                 and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None):
             out.setdefault(str(r.get("prompt")), []).append(r.get("diagnostics") or {})
     return out
