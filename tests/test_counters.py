@@ -137,3 +137,69 @@ def test_bisect_follows_a_counter_exactly(tmp_path):
     assert b.first_bad == shas[3] and all(p.verdict in ("worse", "unchanged") for p in b.probes)
     with pytest.raises(UserError):
         bis.bisect(repo, shas[0], shas[4], "block3", "host uploads/token (exact)", None, tmp_path, compare=compare)
+
+
+SUITE = """
+name = "counters"
+[engines.mine]
+command = ["{python}", "-c", "pass"]
+counters = %s
+[[pairings]]
+name = "p"
+target = "t"
+[[arms]]
+name = "a"
+pairing = "p"
+engine = "mine"
+[[prompts]]
+name = "x"
+text = "hello"
+"""
+
+
+def test_a_suite_declares_an_engines_own_counters(tmp_path):
+    from harness.collect.suite import load_suite
+    from harness.core.errors import UserError
+    (tmp_path / "t").mkdir()
+    p = tmp_path / "suite.toml"
+    p.write_text(SUITE % '{ kv_copies = "KV rows copied on rollback" }')
+    assert load_suite(p).engines["mine"].counters == {"kv_copies": "KV rows copied on rollback"}
+    p.write_text(SUITE % '{ host_syncs = "mine" }')
+    with pytest.raises(UserError, match=r"engines\.mine\.counters\.host_syncs.*standard counter"):
+        load_suite(p)
+
+
+def test_a_counter_failing_at_the_first_look_ends_the_sampling():
+    """A check's look gives only the counter that got worse when there is one, whatever the
+    timings read: that figure needs no more data, so a check with a budget stops at its first
+    look (and the final verdict, over every figure, fails on it)."""
+    from types import SimpleNamespace
+
+    from harness.analyze import sequential
+    # Timings too noisy to resolve anything: per-run ms/token all over the place on both sides.
+    base = [{**r, "ms_per_token": 10.0 + 7 * (i % 3)} for i, r in enumerate(_side(10))]
+    head = [{**r, "ms_per_token": 12.0 - 5 * (i % 2)} for i, r in enumerate(_side(30))]
+    records = {"base": SimpleNamespace(runs=base), "head": SimpleNamespace(runs=head)}
+    session = SimpleNamespace(design=Design(threshold=0.10, alpha=0.05, looks=4, figures=1),
+                              record=records.get, arms=["block3"],
+                              suite=SimpleNamespace(settings=SimpleNamespace(watch=SimpleNamespace(contended_share=1.0))))
+    figs = commits._PairedSession.look(session, None, 0.0, (0.25,), (3.0,))
+    assert list(figs) == ["block3 host syncs/round (exact)"] and figs["block3 host syncs/round (exact)"].resolved
+    rounds: list[int] = []
+    out = sequential.run(2, 50, 600.0, 4, rounds.append, lambda t, s: figs,
+                         clock=lambda: 1000.0 + 200.0 * len(rounds))
+    assert out.stopped == "resolved" and len(out.looks) == 1
+    # Without the added syncs the same look reads the timings, unresolved here.
+    records["head"] = SimpleNamespace(runs=[{**r, "ms_per_token": r["ms_per_token"]} for r in base])
+    assert "block3 ms/token" in commits._PairedSession.look(session, None, 0.0, (0.25,), (3.0,))
+
+
+def test_a_readback_added_without_its_count_fails_specdecs_own_guard(tmp_path):
+    from test_counters_e2e import ON_DEVICE
+    from test_specdec_counters import REPO, _sync_calls
+    text = (REPO / "specdec/drafter.py").read_text()
+    bad = tmp_path / "drafter.py"
+    bad.write_text(text.replace(ON_DEVICE, "            tok.item()\n"))
+    lines = bad.read_text().splitlines()
+    uncounted = [n for n, _ in _sync_calls(bad) if "host_syncs += 1" not in "\n".join(lines[n - 1:n + 3])]
+    assert len(uncounted) == 1
