@@ -203,3 +203,11 @@ def test_a_readback_added_without_its_count_fails_specdecs_own_guard(tmp_path):
     lines = bad.read_text().splitlines()
     uncounted = [n for n, _ in _sync_calls(bad) if "host_syncs += 1" not in "\n".join(lines[n - 1:n + 3])]
     assert len(uncounted) == 1
+
+
+def test_asvs_row_of_a_counter_is_matched_to_the_checks_figure():
+    from types import SimpleNamespace
+
+    from harness.render.prcomment_asv import figure_of
+    row = SimpleNamespace(name="bench_engine.Counters.track_counter_per_round('block3 [not shipping: X]', 'host_syncs')")
+    assert figure_of(row) == ("block3", "host syncs/round (exact)")
