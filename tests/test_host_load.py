@@ -8,6 +8,7 @@ clock, so they assert exact waits without depending on this host's timing.
 """
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -136,12 +137,14 @@ def test_the_watch_process_sees_a_foreign_process_and_counts_our_child_as_ours(f
 
 
 def _hold_the_gil(seconds: float) -> None:
-    """A decode loop that never gives the GIL back of its own accord (pure Python)."""
+    """A decode loop that holds the GIL through long C calls, as an engine's native calls that do
+    not release it: sorting ~70 ms at a time, so another thread gets in only between calls
+    (a pure-Python loop hands the GIL over every 5 ms, and on a loaded host that was enough)."""
+    data = list(range(300_000))
+    random.Random(0).shuffle(data)
     end = time.perf_counter() + seconds
-    x = 0
     while time.perf_counter() < end:
-        for i in range(200):
-            x += i
+        sorted(data)
 
 
 def test_an_engine_holding_the_gil_starves_a_thread_watch_but_not_the_watch_process():
