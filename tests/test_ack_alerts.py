@@ -23,8 +23,8 @@ from asv_scratch import commit_all, git
 from harness_helpers import REPO, asv_project, cli_in_process, one_line
 
 from harness.analyze import acks as ackmod
-from harness.analyze.changes import Point, analyze_series
-from harness.ci.acks import load_acks
+from harness.analyze.changepoints import Point, analyze_series
+from harness.ci.ackfile import load_acks
 from harness.ci.history import Found, History, SeriesInfo, acknowledge_alerts, file_alerts
 
 SOURCE = REPO / "reports" / "20261205-032041-mtp-study-h200.json"

@@ -8,7 +8,7 @@ import pytest
 from asv_scratch import commit_all, git
 
 from harness.analyze.acks import Ack, figure_names, find, parse
-from harness.ci.acks import acks_for_check, load_acks
+from harness.ci.ackfile import acks_for_check, load_acks
 from harness.core.errors import UserError
 
 

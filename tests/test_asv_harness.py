@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.ci import asvtool, machine, nightly, prcheck
+from harness.ci import asvtool, machine, nightly, pullrequest
 from harness.core.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -191,7 +191,7 @@ def _cmp(verdict_change, noise=0.01, n=24, identity=None, head_fail=False):
 
     from harness.analyze.design import Design
     from harness.analyze.identity import IdentityRow
-    from harness.ci import commits
+    from harness.ci import twocommits
 
     rng = np.random.default_rng(0)
     design = Design(threshold=0.10, alpha=0.05, looks=4, figures=2)
@@ -206,9 +206,9 @@ def _cmp(verdict_change, noise=0.01, n=24, identity=None, head_fail=False):
             head.append(_run(arm, rep, h, mode="speculative" if arm != "classic" else "classic",
                              rounds=16 if arm != "classic" else 0, phase={"verify_forward": h * 10},
                              status="failed" if head_fail and arm == "classic" else "ok"))
-    figs = commits.judge(base, head, ["classic", "block3-inexact"], design)
+    figs = twocommits.judge(base, head, ["classic", "block3-inexact"], design)
     fails = {"base": {}, "head": {"classic": n} if head_fail else {}}
-    return commits.Comparison("a" * 40, "b" * 40, design, figs,
+    return twocommits.Comparison("a" * 40, "b" * 40, design, figs,
                               identity or [IdentityRow("classic", "p", "identical", "24 head runs vs base")],
                               fails, {"base": "rb.json", "head": "rh.json"},
                               {"rounds": n, "stopped": "resolved", "stopped_because": "every compared figure resolved"},
@@ -243,11 +243,11 @@ def _inconclusive(detectable, lo, hi, threshold=0.02):
     """A Comparison whose one gated figure is inconclusive with these readings."""
     from harness.analyze import paired
     from harness.analyze.design import Design
-    from harness.ci import commits
+    from harness.ci import twocommits
 
     res = paired.Paired(80, 1.0, lo, hi, detectable, "inconclusive")
-    fig = commits.Figure("classic", "ms/token", True, res)
-    return commits.Comparison("a" * 40, "b" * 40, Design(threshold=threshold), [fig], [],
+    fig = twocommits.Figure("classic", "ms/token", True, res)
+    return twocommits.Comparison("a" * 40, "b" * 40, Design(threshold=threshold), [fig], [],
                               {"base": {}, "head": {}}, {}, {"stopped": "budget"}, 60.0)
 
 
@@ -297,7 +297,7 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     rows = asvtool.parse_compare(COMPARE_OUT)
     meta = {"machine": "m1-ultra", "host": {"chip": "Apple M1 Ultra"}, "command": "harness pr-check main HEAD",
             "duration_s": 600.0, "load": {"base": {"runs": 48, "failed": 0, "contended": 1, "quiet_gate_timeouts": 0}}}
-    md = prcheck.render_markdown(c, meta, rows, COMPARE_OUT)
+    md = pullrequest.render_markdown(c, meta, rows, COMPARE_OUT)
     lines = md.splitlines()
     assert lines[0] == "<!-- harness-pr-check:m1-ultra -->" and ": FAIL (" in lines[1]
     assert lines[3].startswith("**HEAD is 30.") and "% slower on classic ms/token (+" in lines[3]
@@ -311,7 +311,7 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     assert "<summary>asv over the same samples (Mann-Whitney U): 1 regression, 2 untouched, 1 not comparable" in md
     assert "Environment:" not in shown and "Environment: no difference in what the records hold" in md
     c.notes["environment"] = [{"what": "mlx", "a": "0.32.4", "b": "0.33.0"}]
-    md = prcheck.render_markdown(c, meta, rows, COMPARE_OUT)
+    md = pullrequest.render_markdown(c, meta, rows, COMPARE_OUT)
     lines = md.splitlines()
     assert lines[5].startswith("Environment: 1 difference, listed first: mlx 0.32.4 -> 0.33.0")
     assert "| field | base | head |\n|---|---|---|\n| mlx | 0.32.4 | 0.33.0 |" in md
@@ -501,9 +501,9 @@ def test_vendor_dashboard_points_index_at_local_copies(tmp_path):
 
 
 def test_a_check_takes_its_false_alarm_level_from_the_command_line():
-    suite = prcheck.load_check_suite(REPO / "benchmarks" / "suite.toml", None, None, 0.01)
+    suite = pullrequest.load_check_suite(REPO / "benchmarks" / "suite.toml", None, None, 0.01)
     assert suite.settings.alpha == 0.01
-    assert prcheck.load_check_suite(REPO / "benchmarks" / "suite.toml", None, None).settings.alpha == 0.05
+    assert pullrequest.load_check_suite(REPO / "benchmarks" / "suite.toml", None, None).settings.alpha == 0.05
     for bad in ("0", "0.7", "-1"):
         r = _cli("compare-commits", "main", "HEAD", "--alpha", bad)
         assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
@@ -512,7 +512,7 @@ def test_a_check_takes_its_false_alarm_level_from_the_command_line():
 
 def test_rejection_rate_and_tokens_per_round_are_judged_exactly():
     from harness.analyze.design import Design
-    from harness.ci import commits
+    from harness.ci import twocommits
 
     def runs(accepted, jitter=False):
         out = []
@@ -524,15 +524,15 @@ def test_rejection_rate_and_tokens_per_round_are_judged_exactly():
         return out
 
     design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
-    same = {f.figure: f for f in commits.judge(runs(20), runs(20), ["block3"], design)}
+    same = {f.figure: f for f in twocommits.judge(runs(20), runs(20), ["block3"], design)}
     assert same["rejection rate (exact)"].result.verdict == "unchanged" and same["rejection rate (exact)"].gated
     # One more rejected draft per run at head: worse, with no statistics, and the check fails.
-    figs = commits.judge(runs(20), runs(19), ["block3"], design)
+    figs = twocommits.judge(runs(20), runs(19), ["block3"], design)
     by = {f.figure: f for f in figs}
     assert by["rejection rate (exact)"].result.verdict == "worse"
     assert by["tokens/round (exact)"].result.verdict == "worse"
-    c = commits.Comparison("a" * 40, "b" * 40, design, figs, [], {}, {"base": "b", "head": "h"}, {}, 1.0)
-    assert c.exit_status == commits.FAIL and "rejection rate (exact)" in c.headline()
+    c = twocommits.Comparison("a" * 40, "b" * 40, design, figs, [], {}, {"base": "b", "head": "h"}, {}, 1.0)
+    assert c.exit_status == twocommits.FAIL and "rejection rate (exact)" in c.headline()
     # Runs of one side that differ: not exact on this host; shown, not gated.
-    noisy = {f.figure: f for f in commits.judge(runs(20, jitter=True), runs(20), ["block3"], design)}
+    noisy = {f.figure: f for f in twocommits.judge(runs(20, jitter=True), runs(20), ["block3"], design)}
     assert not noisy["rejection rate (exact)"].gated and "nondeterministic" in noisy["rejection rate (exact)"].result.note

@@ -41,10 +41,10 @@ def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any measuring or bisection that starts fails the test: every refusal comes before."""
     def boom(*a, **k):
         raise AssertionError("measuring started before the one-line error")
-    import harness.ci.prcheck
+    import harness.ci.pullrequest
     import harness.cli.bisect
     import harness.cli.compare_commits
-    for mod, name in ((harness.ci.prcheck, "compare_commits"), (harness.cli.compare_commits, "compare_commits"),
+    for mod, name in ((harness.ci.pullrequest, "compare_commits"), (harness.cli.compare_commits, "compare_commits"),
                       (harness.cli.bisect, "bisect")):
         monkeypatch.setattr(mod, name, boom)
 
@@ -217,9 +217,8 @@ def test_schema_write_replaces_its_own_files(tmp_path, monkeypatch, capsys) -> N
 
 
 def test_pr_check_output_carries_its_marker_and_is_replaced_next_time(tmp_path, monkeypatch, capsys) -> None:
-    import harness.ci.prcheck as prcheck
     from harness.analyze.design import Design
-    from harness.ci import commits
+    from harness.ci import pullrequest, twocommits
     proj = asv_project(tmp_path)
     runs = [{"arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
              "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
@@ -227,9 +226,9 @@ def test_pr_check_output_carries_its_marker_and_is_replaced_next_time(tmp_path, 
     design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
     recs = {side: str(_file(tmp_path, f"{side}.json", json.dumps({"kind": "harness.record", "runs": runs})))
             for side in ("base", "head")}
-    c = commits.Comparison("a" * 40, "b" * 40, design, commits.judge(runs, runs, ["classic"], design), [], {}, recs,
+    c = twocommits.Comparison("a" * 40, "b" * 40, design, twocommits.judge(runs, runs, ["classic"], design), [], {}, recs,
                            {"rounds": 8, "stopped": "resolved", "stopped_because": "resolved"}, 10.0)
-    monkeypatch.setattr(prcheck, "compare_commits", lambda *a, **k: c)
+    monkeypatch.setattr(pullrequest, "compare_commits", lambda *a, **k: c)
     md, js = tmp_path / "comment.md", tmp_path / "check.json"
     for _ in range(2):
         r = cli_in_process(_pr(tmp_path, "--output", str(md), "--json", str(js)), proj, monkeypatch, capsys)
@@ -240,7 +239,7 @@ def test_pr_check_output_carries_its_marker_and_is_replaced_next_time(tmp_path, 
 
 
 def test_render_missing_keeps_a_readme_the_index_did_not_write(tmp_path, capsys) -> None:
-    from harness.ci.reports import render_missing
+    from harness.ci.reportfiles import render_missing
     d = _record(tmp_path, "records/r.json").parent
     readme = _file(d, "README.md", NOTES)
     assert render_missing(d) == 1

@@ -1,4 +1,4 @@
-"""Change points of a nightly series (harness.analyze.changes), on series with known truth, and
+"""Change points of a nightly series (harness.analyze.changepoints), on series with known truth, and
 what their alerts say (harness.ci.history)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.analyze.changes import Point, Step, analyze_series, benjamini_hochberg
+from harness.analyze.changepoints import Point, Step, analyze_series, benjamini_hochberg
 from harness.ci.history import Found, History, SeriesInfo, alert_markdown
 
 ORDER = [f"c{i:02d}" for i in range(30)]

@@ -12,7 +12,7 @@ from pathlib import Path
 from harness_helpers import cli_in_process, command_arm, git, one_commit_repo, tree_command, write_suite
 
 from harness.analyze import envdiff
-from harness.ci.commits import compare_commits
+from harness.ci.twocommits import compare_commits
 from harness.collect.provenance import harness_version
 from harness.collect.suite import load_suite
 

@@ -1,4 +1,4 @@
-"""harness.ci.reports.figures_for: the figures a pr-check or history page draws."""
+"""harness.ci.reportfiles.figures_for: the figures a pr-check or history page draws."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from harness_helpers import REPO
 
-from harness.ci.reports import figures_for
+from harness.ci.reportfiles import figures_for
 from harness.core.schema import load_record
 
 REPORTS = REPO / "reports"

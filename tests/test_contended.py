@@ -15,8 +15,8 @@ from harness_helpers import cli_in_process, command_arm, one_commit_repo, tree_c
 from harness.analyze import comparisons, contended, paired
 from harness.analyze.design import Design
 from harness.analyze.summary import sequential_lines
-from harness.ci import commits, prcheck
-from harness.ci.commitsout import summary_json
+from harness.ci import pullrequest, twocommits
+from harness.ci.twocommits_summary import summary_json
 from harness.collect import runner
 from harness.collect.suite import load_suite
 from harness.core.errors import UserError
@@ -59,17 +59,17 @@ def test_only_clean_verdicts_past_the_share_are_set_aside(verdict, busy, kept):
 def test_paired_check_on_contended_runs_exits_inconclusive_and_says_so_everywhere():
     base, head = _sides(0.30, busy=20)
     d = Design(threshold=0.1)
-    figs = commits.judge(base, head, ["a"], d)
-    c = commits.Comparison("b" * 40, "h" * 40, d, figs, [], {}, {"base": "b", "head": "h"}, {"rounds": 24}, 60.0)
+    figs = twocommits.judge(base, head, ["a"], d)
+    c = twocommits.Comparison("b" * 40, "h" * 40, d, figs, [], {}, {"base": "b", "head": "h"}, {"rounds": 24}, 60.0)
     c.notes["contention"] = contended.sides_info({"head": head, "base": base}, SETTINGS)
-    assert c.exit_status == commits.INCONCLUSIVE == 3
+    assert c.exit_status == twocommits.INCONCLUSIVE == 3
     head_line = c.headline()
     assert head_line.startswith("inconclusive: a ms/token worse (+2") or head_line.startswith("inconclusive: a ms/token worse (+3")
     assert head_line.endswith("but 40 of 48 runs were contended: not a clean verdict; rerun on a quiet host")
     row = summary_json(c)["figures"][0]
     assert row["verdict"] == "inconclusive" and row["contended"]["reading"] == "worse"
     assert summary_json(c)["contention"]["over"] == ["head", "base"]
-    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check",
+    md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check",
                                      "duration_s": 60.0}).splitlines()
     assert md[3].startswith("**1 inconclusive: a ms/token, read slower (+2") and md[3].endswith(
         "but 40 of 48 runs contended.**")
@@ -80,11 +80,11 @@ def test_paired_check_on_contended_runs_exits_inconclusive_and_says_so_everywher
 def test_the_same_runs_quiet_fail_and_the_suites_share_decides():
     base, head = _sides(0.30, busy=0)
     d = Design(threshold=0.1)
-    quiet = commits.Comparison("b" * 40, "h" * 40, d, commits.judge(base, head, ["a"], d), [], {},
+    quiet = twocommits.Comparison("b" * 40, "h" * 40, d, twocommits.judge(base, head, ["a"], d), [], {},
                                {}, {}, 1.0)
-    assert quiet.exit_status == commits.FAIL and quiet.headline().startswith("FAIL: a ms/token +")
+    assert quiet.exit_status == twocommits.FAIL and quiet.headline().startswith("FAIL: a ms/token +")
     base, head = _sides(0.30, busy=20)
-    lenient = commits.judge(base, head, ["a"], d, share=0.9)
+    lenient = twocommits.judge(base, head, ["a"], d, share=0.9)
     assert lenient[0].result.verdict == "worse" and lenient[0].result.contended is None
 
 

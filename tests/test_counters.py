@@ -7,7 +7,7 @@ import pytest
 
 from harness.analyze import counters
 from harness.analyze.design import Design
-from harness.ci import commits
+from harness.ci import twocommits
 from harness.core import counters as core
 from harness.core.declare import EngineDecl
 from harness.core.results import result_problem
@@ -36,11 +36,11 @@ def test_an_added_sync_per_round_is_worse_exactly_and_fails_the_check():
     assert (c.verdict, c.base, c.head, c.gated) == ("worse", 1.0, 3.0, True)
     assert changes["target forwards/round (exact)"].verdict == "unchanged"
     assert changes["host uploads/round (exact)"].verdict == "unchanged"   # an engine's own counter
-    figs = commits.judge(_side(10), _side(30), ["block3"], DESIGN)
+    figs = twocommits.judge(_side(10), _side(30), ["block3"], DESIGN)
     fig = next(f for f in figs if f.figure == "host syncs/round (exact)")
     assert fig.gated and fig.failing and fig.result.ratio == 3.0
-    cmp = commits.Comparison("a" * 40, "b" * 40, DESIGN, figs, [], {}, {}, {}, 1.0)
-    assert cmp.exit_status == commits.FAIL and "block3 host syncs/round (exact) +200.0%" in cmp.headline()
+    cmp = twocommits.Comparison("a" * 40, "b" * 40, DESIGN, figs, [], {}, {}, {}, 1.0)
+    assert cmp.exit_status == twocommits.FAIL and "block3 host syncs/round (exact) +200.0%" in cmp.headline()
 
 
 def test_fewer_syncs_are_improved_and_the_same_counts_unchanged():
@@ -131,10 +131,10 @@ def test_bisect_follows_a_counter_exactly(tmp_path):
     syncs = {s: (10 if i < 3 else 30) for i, s in enumerate(shas)}   # commit 3 adds a sync per round
 
     def compare(repo_, lo, mid, suite, work, **kw):
-        figs = commits.judge(_side(syncs[lo]), _side(syncs[mid]), ["block3"], DESIGN)
-        return commits.Comparison(lo, mid, DESIGN, figs, [], {}, {}, {}, 1.0)
+        figs = twocommits.judge(_side(syncs[lo]), _side(syncs[mid]), ["block3"], DESIGN)
+        return twocommits.Comparison(lo, mid, DESIGN, figs, [], {}, {}, {}, 1.0)
     b = bis.bisect(repo, shas[0], shas[4], "block3", "counter_per_round:host_syncs", None, tmp_path, compare=compare)
-    assert b.first_bad == shas[3] and all(p.verdict in ("worse", "unchanged") for p in b.probes)
+    assert b.first_bad == shas[3] and all(p.verdict in ("worse", "unchanged") for p in b.trials)
     with pytest.raises(UserError):
         bis.bisect(repo, shas[0], shas[4], "block3", "host uploads/token (exact)", None, tmp_path, compare=compare)
 
@@ -183,7 +183,7 @@ def test_a_counter_failing_at_the_first_look_ends_the_sampling():
     session = SimpleNamespace(design=Design(threshold=0.10, alpha=0.05, looks=4, figures=1),
                               record=records.get, arms=["block3"],
                               suite=SimpleNamespace(settings=SimpleNamespace(watch=SimpleNamespace(contended_share=1.0))))
-    figs = commits._PairedSession.look(session, None, 0.0, (0.25,), (3.0,))
+    figs = twocommits._PairedSession.look(session, None, 0.0, (0.25,), (3.0,))
     assert list(figs) == ["block3 host syncs/round (exact)"] and figs["block3 host syncs/round (exact)"].resolved
     rounds: list[int] = []
     out = sequential.run(2, 50, 600.0, 4, rounds.append, lambda t, s: figs,
@@ -191,7 +191,7 @@ def test_a_counter_failing_at_the_first_look_ends_the_sampling():
     assert out.stopped == "resolved" and len(out.looks) == 1
     # Without the added syncs the same look reads the timings, unresolved here.
     records["head"] = SimpleNamespace(runs=[{**r, "ms_per_token": r["ms_per_token"]} for r in base])
-    assert "block3 ms/token" in commits._PairedSession.look(session, None, 0.0, (0.25,), (3.0,))
+    assert "block3 ms/token" in twocommits._PairedSession.look(session, None, 0.0, (0.25,), (3.0,))
 
 
 def test_a_readback_added_without_its_count_fails_specdecs_own_guard(tmp_path):

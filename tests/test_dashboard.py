@@ -3,7 +3,7 @@ an alerts directory written by the nightly's own code, then opened in headless C
 
 The records are committed ones (reports/*.json): three sessions of linux-cpu at three commits of
 this repository (its block3 arm declined: the engine's gate chose classic decode) and three of
-h200 at one commit. The nightly's change points are found by harness.analyze.changes over those
+h200 at one commit. The nightly's change points are found by harness.analyze.changepoints over those
 records' ms/token and filed by harness.ci.history (state, Markdown, feed); one is acknowledged
 before the night (never alerted), one after its alert was filed.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from harness_helpers import REPO, chromium_argv, console_errors, git, probe_page
 
-from harness.analyze.changes import Point, analyze_series
-from harness.ci.acks import load_acks
+from harness.analyze.changepoints import Point, analyze_series
+from harness.ci.ackfile import load_acks
 from harness.ci.history import Found, History, file_alerts, series_info
 from harness.ci.site import write_changes
 

@@ -12,10 +12,10 @@ import pytest
 from harness_helpers import REPO
 
 from harness.analyze import drafterstep
-from harness.ci import reports as report_cli
+from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.render import mdtable
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 
 RECORD = REPO / "tests" / "fixtures" / "report" / "record.json"
 NO_USER_TEMPLATES = REPO / "tests" / "fixtures" / "report" / "no-such-templates"

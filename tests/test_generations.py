@@ -16,8 +16,8 @@ from harness_helpers import REPO, command_arm, one_commit_repo, write_suite
 
 from harness.analyze import comparisons, paired
 from harness.analyze.design import Design
-from harness.ci import prcheck
-from harness.ci.commits import Comparison, compare_commits, judge
+from harness.ci import pullrequest
+from harness.ci.twocommits import Comparison, compare_commits, judge
 from harness.collect.suite import load_suite
 from harness.core.errors import UserError
 
@@ -102,9 +102,9 @@ def test_pairs_carry_their_generations_and_the_comment_says_what_they_did():
     assert fig.result.generations["used"] and fig.result.df == 7
     c = Comparison("b" * 40, "h" * 40, D, [fig], [], {}, {"base": "b", "head": "h"}, {"rounds": 320}, 1.0)
     meta = {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0}
-    assert "restarted every" not in prcheck.render_markdown(c, meta)   # no restart_s: a crash restart
+    assert "restarted every" not in pullrequest.render_markdown(c, meta)   # no restart_s: a crash restart
     c.notes = {"restart_s": 20.0}
-    md = prcheck.render_markdown(c, meta)
+    md = pullrequest.render_markdown(c, meta)
     assert "restarted every 20 s during the check (`restart_s`), so the pairs came from 8 worker generations" in md
     assert "rather than reading as a change: c ms/token (7 degrees of freedom)." in md
     # One run that names no generation: that figure is judged on its pairs alone.
@@ -120,7 +120,7 @@ def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
     assert c.notes["generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
     assert c.notes["restart_s"] == 1e-6
     assert c.notes["check_duty"]["restarts"] == 3 and c.notes["check_duty"]["restart_wall_s"] > 0
-    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0})
+    md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0})
     assert "3 restarts of both workers took" in md, md
     for side in ("base", "head"):
         rec = json.loads(Path(c.records[side]).read_text())

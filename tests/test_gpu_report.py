@@ -15,10 +15,10 @@ from harness_helpers import REPO, md_section, write_record
 from harness.analyze import costmodel as cm
 from harness.analyze import roofline as rl
 from harness.analyze.gpustack import gpu_stack, is_gpu_device, library_version
-from harness.ci import reports as report_cli
+from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.render import mdtable
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 from harness.render.reportcost import roofline_sentence
 
 H200 = "tests/fixtures/report/h200-older.json"   # an H200 record made before host.gpu.cuda existed

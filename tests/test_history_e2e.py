@@ -10,7 +10,7 @@ each is a real `harness run` of that commit's tree, its samples stored as asv re
 own Results class (what the nightly's `asv run` stores, without building an environment per
 commit). On them: the change points name the range that holds commit 17 and nothing else, one
 alert is filed and not filed again over a week of further nights (each measured the same way),
-the bisection (paired probes of the real commits) finds commit 17, and an acknowledgement of it
+the bisection (paired trials of the real commits) finds commit 17, and an acknowledgement of it
 silences the alert and shows its reason in the PR comment and in the report.
 """
 
@@ -29,7 +29,7 @@ import pytest
 from asv_scratch import commit_all, git
 from harness_helpers import REPO, clean_env, harness_argv, last_json
 
-from harness.ci.acks import acks_for_check, acks_path, load_acks
+from harness.ci.ackfile import acks_for_check, acks_path, load_acks
 from harness.ci.asvtool import load_config
 from harness.ci.history import alert_title, detect, file_alerts, suite_table
 
@@ -205,8 +205,8 @@ def test_bisect_finds_the_commit_from_the_ranges_ends(lab):
     out = last_json(r.stdout)
     assert out["first_bad"] == shas[17], r.stdout
     # The confirming probe (16 vs 20), then 18 and 17: each printed with its verdict.
-    assert [p["probe"] for p in out["probes"]] == [shas[20], shas[18], shas[17]]
-    assert all(p["verdict"] == "worse" for p in out["probes"]) and r.stdout.count("probe ") == 3
+    assert [p["commit"] for p in out["trials"]] == [shas[20], shas[18], shas[17]]
+    assert all(p["verdict"] == "worse" for p in out["trials"]) and r.stdout.count("trial ") == 3
 
 
 def test_an_acknowledgement_silences_the_alert_and_shows_its_reason(lab, tmp_path):
@@ -221,13 +221,13 @@ def test_an_acknowledgement_silences_the_alert_and_shows_its_reason(lab, tmp_pat
     # The PR comment: a check of 16..17 whose classic ms/token is worse reads pass, with the reason.
     from test_asv_harness import _cmp
 
-    from harness.ci import prcheck
+    from harness.ci import pullrequest
     c = _cmp(1.3)
     acks, covered = acks_for_check(repo, repo / "benchmarks" / "acknowledgements.toml", shas[16], shas[17])
     assert covered == [shas[17]]
     c.apply_acks(acks, covered)
     assert c.exit_status == 0 and c.headline().startswith("pass") and REASON in c.headline()
-    md = prcheck.render_markdown(c, {"machine": MACHINE, "host": {}, "command": "harness pr-check", "duration_s": 1.0})
+    md = pullrequest.render_markdown(c, {"machine": MACHINE, "host": {}, "command": "harness pr-check", "duration_s": 1.0})
     row = next(x for x in md.splitlines() if x.startswith("| classic ms/token |"))
     assert row.endswith("| slower, acknowledged |") and "% slower on classic ms/token (+" in md.splitlines()[3]
     assert md.splitlines()[3].count(", acknowledged") == 1 and "- classic ms/token +" in md and REASON in md

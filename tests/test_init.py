@@ -119,8 +119,10 @@ def test_asv_discovers_the_same_names_here_and_in_an_initialised_repository(tmp_
     assert "bench_specdec.Phases.track_phase_ms_per_round" in names
     repo = _fresh(tmp_path)
     _init(repo)
-    # One classic command arm: the figures of every arm, no rounds (asv rejects empty params).
-    assert _discover(repo / "benchmarks", tmp_path) == ["bench_engine.Decode.track_identity_mismatches",
+    # One classic command arm: the figures of every arm, no rounds (asv rejects empty params); the
+    # standard work counters are charted for every engine (n/a where one reports none).
+    assert _discover(repo / "benchmarks", tmp_path) == ["bench_engine.Counters.track_counter_per_round",
+                                                        "bench_engine.Decode.track_identity_mismatches",
                                                         "bench_engine.Decode.track_memory_mib",
                                                         "bench_engine.Decode.track_ms_per_token"]
 
@@ -131,7 +133,7 @@ def test_pr_check_takes_the_suite_from_the_config(tmp_path):
     (repo / "benchmarks" / "suite.toml").rename(repo / "benchmarks" / "lab.toml")
     conf_path = repo / "asv.conf.json"
     conf_path.write_text(conf_path.read_text().replace('"benchmarks/suite.toml"', '"benchmarks/lab.toml"'))
-    from harness.ci.prcheck import suite_file
+    from harness.ci.pullrequest import suite_file
     assert suite_file(asvtool.load_config(conf_path), None) == repo / "benchmarks" / "lab.toml"
     conf_path.write_text(conf_path.read_text().replace('"benchmarks/lab.toml"', '"benchmarks/gone.toml"'))
     with pytest.raises(UserError, match="harness_suite.*gone.toml.*not found"):

@@ -22,8 +22,8 @@ from test_host_load import BUSY_R, FakeClock, ScriptedForeign, ScriptedProcesses
 from harness.analyze import comparisons, contended, spoiled
 from harness.analyze.design import Design
 from harness.analyze.verdict import judge
-from harness.ci import commits, prcheck
-from harness.ci import reports as report_cli
+from harness.ci import pullrequest, twocommits
+from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.collect import runner
 from harness.collect.host import gpuload, thermal
@@ -31,7 +31,7 @@ from harness.collect.host.applegpu import AppleGpu
 from harness.collect.host.quiet import QuietGate
 from harness.collect.suite import load_suite
 from harness.render import hostwords, termsummary
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 
 SETTINGS = {"watch": {"threshold_pct": 15.0, "contended_share": 0.25}}
 LINUX_THERMAL = {"power_source": "unknown", "backup_running": "unknown", "power_plugged": True}
@@ -150,22 +150,22 @@ def test_report_flags_set_aside_runs_with_their_reasons_and_the_terminal_its_cod
 
 # ---------------------------------------------------------------- the PR comment
 
-def _check(why: str | None, spoiled_n: int) -> tuple[commits.Comparison, list[str]]:
+def _check(why: str | None, spoiled_n: int) -> tuple[twocommits.Comparison, list[str]]:
     rng = np.random.default_rng(1)
     base = _runs(24, 10.0, spoiled_n, rng, "a", why)
     head = _runs(24, 13.0, spoiled_n, rng, "a", why)
     d = Design(threshold=0.1)
-    c = commits.Comparison("b" * 40, "h" * 40, d, commits.judge(base, head, ["a"], d), [], {},
+    c = twocommits.Comparison("b" * 40, "h" * 40, d, twocommits.judge(base, head, ["a"], d), [], {},
                            {"base": "b", "head": "h"}, {"rounds": 24}, 60.0)
     c.notes["contention"] = contended.sides_info({"head": head, "base": base}, SETTINGS)
-    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check",
+    md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check",
                                      "duration_s": 60.0})
     return c, md.splitlines()
 
 
 def test_pr_comment_says_which_runs_were_set_aside_and_why_before_any_figure() -> None:
     c, md = _check("battery", 3)            # under the share: the verdict stands, the runs are named
-    assert c.exit_status == commits.FAIL and c.figures[0].result.verdict == "worse"
+    assert c.exit_status == twocommits.FAIL and c.figures[0].result.verdict == "worse"
     said = " ".join(md[:8])
     assert "set aside for the host: 3 of 24 runs of head (battery 3), 3 of 24 runs of base (battery 3)" in said
     assert "battery: the host ran on battery power" in said
@@ -177,7 +177,7 @@ def test_pr_comment_says_which_runs_were_set_aside_and_why_before_any_figure() -
 @pytest.mark.parametrize("why", list(SPOILERS))
 def test_pr_check_on_runs_set_aside_past_the_share_is_inconclusive(why: str) -> None:
     c, md = _check(why, 20)
-    assert c.exit_status == commits.INCONCLUSIVE == 3
+    assert c.exit_status == twocommits.INCONCLUSIVE == 3
     assert c.figures[0].result.contended["reading"] == "worse"
     said = " ".join(md[:10])
     assert "contended or set aside: 20 of 24 runs of head" in said

@@ -22,12 +22,12 @@ import pytest
 from scipy.stats import false_discovery_control
 
 from harness.analyze import stats, summary
-from harness.analyze.changes import benjamini_hochberg
+from harness.analyze.changepoints import benjamini_hochberg
 from harness.analyze.design import Design
 from harness.analyze.facts import Facts
 from harness.analyze.overridepairs import one_override_pairs
 from harness.analyze.paired import bh_selected, p_value
-from harness.ci.reports import inputs_for
+from harness.ci.reportfiles import inputs_for
 from harness.core.schema import load_record
 from harness.render.verdictwords import times
 

@@ -161,11 +161,11 @@ def _no_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any check, bisection or asv run that starts fails the test: every case must stop before."""
     def boom(*a, **k):
         raise AssertionError("measuring (or asv) started before the one-line error")
-    import harness.ci.prcheck
+    import harness.ci.pullrequest
     import harness.cli.bisect
     import harness.cli.compare_commits
     import harness.cli.dashboard
-    for mod, name in ((harness.ci.prcheck, "compare_commits"), (harness.cli.compare_commits, "compare_commits"),
+    for mod, name in ((harness.ci.pullrequest, "compare_commits"), (harness.cli.compare_commits, "compare_commits"),
                       (harness.cli.bisect, "bisect"), (harness.cli.dashboard, "run_asv")):
         monkeypatch.setattr(mod, name, boom)
 
@@ -247,26 +247,26 @@ def test_check_output_lets_a_command_replace_its_own_json(tmp_path) -> None:
 def _stub_comparison(tmp_path: Path):
     """What compare_commits returns, from synthetic paired runs judged by the real code."""
     from harness.analyze.design import Design
-    from harness.ci import commits
+    from harness.ci import twocommits
     runs = []
     for rep in range(8):
         runs.append({"arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
                      "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
                      "identity": {"status": "identical"}, "marks": []})
     design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
-    figs = commits.judge(runs, runs, ["classic"], design)
+    figs = twocommits.judge(runs, runs, ["classic"], design)
     recs = {}
     for side in ("base", "head"):
         recs[side] = str(_text(tmp_path, f"{side}.json", json.dumps({"kind": "harness.record", "runs": runs})))
-    return commits.Comparison("a" * 40, "b" * 40, design, figs, [], {}, recs,
+    return twocommits.Comparison("a" * 40, "b" * 40, design, figs, [], {}, recs,
                               {"rounds": 8, "stopped": "resolved", "stopped_because": "resolved"}, 10.0)
 
 
 def test_pr_check_replaces_its_earlier_outputs_after_the_check(tmp_path, monkeypatch, capsys) -> None:
-    import harness.ci.prcheck as prcheck
+    from harness.ci import pullrequest
     proj = asv_project(tmp_path)
     c = _stub_comparison(tmp_path)
-    monkeypatch.setattr(prcheck, "compare_commits", lambda *a, **k: c)
+    monkeypatch.setattr(pullrequest, "compare_commits", lambda *a, **k: c)
     md = _text(tmp_path, "comment.md", "the last check's comment\n\n<!-- written by harness pr-check; replaced on the next run -->\n")
     js = _text(tmp_path, "check.json", json.dumps({"kind": "harness.pr-check", "exit_status": 1}))
     r = cli_in_process(["pr-check", "HEAD~1", "HEAD", "--suite", str(SUITE), "--no-asv", "--output", str(md),

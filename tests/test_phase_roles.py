@@ -19,12 +19,12 @@ import pytest
 from harness_helpers import REPO, md_section, write_record
 
 from harness.analyze import costreport, rounds
-from harness.ci import reports as report_cli
+from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.core import declare
 from harness.core.errors import UserError
 from harness.core.schema import load_record
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 
 RECORD = REPO / "tests" / "fixtures" / "report" / "record.json"
 NO_USER_TEMPLATES = REPO / "tests" / "fixtures" / "report" / "no-such-templates"

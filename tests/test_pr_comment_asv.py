@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.analyze.design import Design
-from harness.ci import asvtool, commits, prcheck
+from harness.ci import asvtool, pullrequest, twocommits
 from harness.core.errors import UserError
 from harness.core.schema import load_record
 from harness.render import prcomment
@@ -35,7 +35,7 @@ def _runs(path: Path) -> dict:
 _SIDES = (_runs(BASE), _runs(HEAD))
 
 
-def _check(plant: dict[str, float] | None = None) -> commits.Comparison:
+def _check(plant: dict[str, float] | None = None) -> twocommits.Comparison:
     """The two records judged as pr-check judges its sides, each arm's head ms/token times
     `plant[arm]` (a change of known size on real run-to-run noise)."""
     base, head = _SIDES
@@ -43,12 +43,12 @@ def _check(plant: dict[str, float] | None = None) -> commits.Comparison:
     runs = [{**r, "ms_per_token": r["ms_per_token"] * (plant or {}).get(r["arm"], 1.0)}
             if isinstance(r.get("ms_per_token"), float) else r for r in head["runs"]]
     design = Design(threshold=0.10, figures=len(arms))
-    return commits.Comparison("b" * 40, "h" * 40, design, commits.judge(base["runs"], runs, arms, design),
+    return twocommits.Comparison("b" * 40, "h" * 40, design, twocommits.judge(base["runs"], runs, arms, design),
                               [], {}, {"base": str(BASE), "head": str(HEAD)},
                               {"rounds": 3, "stopped_because": "every planned run was made"}, 300.0)
 
 
-def _asv_table(c: commits.Comparison) -> str:
+def _asv_table(c: twocommits.Comparison) -> str:
     """asv compare's table over the same figures, its cells as asv prints them (raw floats), its
     classic ms/token called worse where the pairs could not see it, block3's ms/round left
     unflagged."""
@@ -65,7 +65,7 @@ def _asv_table(c: commits.Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _comment(c: commits.Comparison, links: Links | None = None) -> str:
+def _comment(c: twocommits.Comparison, links: Links | None = None) -> str:
     table = _asv_table(c)
     return prcomment.comment(c, META, asvtool.parse_compare(table), table, links)
 
@@ -75,7 +75,7 @@ def _comment(c: commits.Comparison, links: Links | None = None) -> str:
 def test_a_resolved_slowdown_is_said_with_its_size_and_interval():
     c = _check({"classic": 1.35})
     classic = next(f for f in c.gated if f.arm == "classic")
-    assert classic.result.verdict == "worse" and c.exit_status == commits.FAIL
+    assert classic.result.verdict == "worse" and c.exit_status == twocommits.FAIL
     lo, hi = classic.result.lo - 1, classic.result.hi - 1
     head = prcomment.headline(c)
     assert head.startswith(f"HEAD is {classic.result.ratio - 1:.1%} slower on classic ms/token "
@@ -84,7 +84,7 @@ def test_a_resolved_slowdown_is_said_with_its_size_and_interval():
 
 
 def test_the_json_summary_carries_the_comments_sentence():
-    from harness.ci.commitsout import summary_json
+    from harness.ci.twocommits_summary import summary_json
     c = _check({"classic": 1.35})
     assert summary_json(c)["finding"] == prcomment.headline(c)
     assert summary_json(c)["headline"].startswith("FAIL: classic ms/token +")   # machines' word kept
@@ -93,14 +93,14 @@ def test_the_json_summary_carries_the_comments_sentence():
 def test_a_resolved_speedup_is_said_as_faster():
     c = _check({"classic": 0.7})
     head = prcomment.headline(c)
-    assert c.exit_status != commits.FAIL
+    assert c.exit_status != twocommits.FAIL
     assert head.startswith("HEAD is ") and "% faster on classic ms/token (-" in head
 
 
 def test_unchanged_figures_are_counted_with_the_threshold_they_were_judged_against():
     c = _check({"classic": 1.05, "mtp-block3": 1.03, "mtp-block3-profiled": 1.01})
     c.figures = [f for f in c.figures if f.result.verdict == "unchanged" or not f.gated]
-    assert c.exit_status == commits.PASS
+    assert c.exit_status == twocommits.PASS
     n = len(c.gated)
     assert prcomment.headline(c) == f"{n} figures unchanged within ±10%."
 
@@ -108,7 +108,7 @@ def test_unchanged_figures_are_counted_with_the_threshold_they_were_judged_again
 def test_what_the_host_could_not_see_is_never_called_unchanged():
     c = _check()
     unsure = [f for f in c.gated if f.result.verdict == "inconclusive"]
-    assert unsure and c.exit_status == commits.INCONCLUSIVE
+    assert unsure and c.exit_status == twocommits.INCONCLUSIVE
     head = prcomment.headline(c)
     assert f"; {len(unsure)} inconclusive: " in head
     mtp = next(f for f in unsure if f.arm == "mtp-block3")
@@ -141,7 +141,7 @@ def test_broken_outputs_and_runs_failing_at_head_only_are_said_after_the_figures
     c = _check({"classic": 0.7})
     c.identity = [IdentityRow("classic", "p", "differs", "1 of 3 head runs: differs at token 3")]
     c.failures = {"head": {"mtp-block3": 1}}
-    assert c.exit_status == commits.FAIL
+    assert c.exit_status == twocommits.FAIL
     head = prcomment.headline(c)
     assert head.startswith("HEAD is ") and "% faster on classic ms/token" in head
     assert head.endswith("; runs fail at HEAD only: mtp-block3; 1 arm/prompt output no longer "
@@ -181,7 +181,7 @@ def test_the_default_suite_shows_at_most_25_lines():
             for r in runs if r["repetition"] >= 4]
     arms = [a["name"] for a in data["suite"]["arms"]]
     design = Design(threshold=0.10, figures=len(arms))
-    c = commits.Comparison("b" * 40, "h" * 40, design, commits.judge(base, head, arms, design), [], {},
+    c = twocommits.Comparison("b" * 40, "h" * 40, design, twocommits.judge(base, head, arms, design), [], {},
                            {"base": str(path), "head": str(path)}, {"rounds": 9}, 60.0)
     shown = prcomment.visible_lines(_comment(c, Links("https://ci.example/r", "https://bench.example/")))
     assert len(arms) == 5 and len(shown) <= 25, "\n".join(shown)
@@ -230,17 +230,17 @@ def test_asv_gives_the_reason_where_the_pairs_resolved_a_change_it_did_not_flag(
 # --- links: set once in asv.conf.json, or per check -------------------------------------------
 
 def test_links_come_from_the_option_else_the_config_and_fill_in_the_check():
-    conf = asvtool.AsvConfig(REPO / "asv.conf.json", {prcheck.REPORT_URL_KEY: "https://ci.example/{machine}/{head}",
-                                                      prcheck.DASHBOARD_URL_KEY: "https://bench.example/"})
-    links = prcheck.check_links(conf, None, None)
-    assert prcheck.filled(links, "b" * 40, "h" * 40, "h200") == Links(f"https://ci.example/h200/{'h' * 40}",
+    conf = asvtool.AsvConfig(REPO / "asv.conf.json", {pullrequest.REPORT_URL_KEY: "https://ci.example/{machine}/{head}",
+                                                      pullrequest.DASHBOARD_URL_KEY: "https://bench.example/"})
+    links = pullrequest.check_links(conf, None, None)
+    assert pullrequest.filled(links, "b" * 40, "h" * 40, "h200") == Links(f"https://ci.example/h200/{'h' * 40}",
                                                                      "https://bench.example/")
-    assert prcheck.check_links(conf, "https://x/{base}", "") == Links("https://x/{base}", None)
+    assert pullrequest.check_links(conf, "https://x/{base}", "") == Links("https://x/{base}", None)
     with pytest.raises(UserError, match="names 'sha'; a link may name only {base}, {head}, {machine}"):
-        prcheck.check_links(conf, "https://x/{sha}", None)
-    bad = asvtool.AsvConfig(REPO / "asv.conf.json", {prcheck.DASHBOARD_URL_KEY: 3})
+        pullrequest.check_links(conf, "https://x/{sha}", None)
+    bad = asvtool.AsvConfig(REPO / "asv.conf.json", {pullrequest.DASHBOARD_URL_KEY: 3})
     with pytest.raises(UserError, match="key 'harness_dashboard_url' must be a URL string"):
-        prcheck.check_links(bad, None, None)
+        pullrequest.check_links(bad, None, None)
 
 
 # --- asv's rows: each benchmark once ----------------------------------------------------------
@@ -265,7 +265,7 @@ def _two_env_table() -> str:
 
 
 def test_each_benchmark_is_kept_once_from_the_environment_pr_check_measured():
-    rows = prcheck.measured_rows(asvtool.parse_compare(_two_env_table()))
+    rows = pullrequest.measured_rows(asvtool.parse_compare(_two_env_table()))
     assert len(rows) == len(BENCHES) and {r.env for r in rows} == {EXISTING}
     assert rows[0].mark == "+"
 
@@ -276,6 +276,6 @@ def test_asv_compare_is_asked_for_the_measured_environment_only(monkeypatch, tmp
     def fake_run(args, conf, machine_file=None, env=None, echo=True, timeout_s=None):
         seen.append(list(args))
         return asvtool.AsvRun(list(args), 0, _two_env_table())
-    monkeypatch.setattr(prcheck, "run_asv", fake_run)
-    rows, _ = prcheck.asv_rows(None, tmp_path / "m.json", M, "b0e27ff4", "dc71bf9c", 1.1)
+    monkeypatch.setattr(pullrequest, "run_asv", fake_run)
+    rows, _ = pullrequest.asv_rows(None, tmp_path / "m.json", M, "b0e27ff4", "dc71bf9c", 1.1)
     assert "--python=same" in seen[0] and len(rows) == len(BENCHES)

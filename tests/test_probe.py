@@ -15,8 +15,8 @@ from harness_helpers import REPO, command_arm, write_suite
 
 from harness.analyze import comparisons, covariate, estimators, paired
 from harness.analyze.design import Design
-from harness.ci import prcheck
-from harness.ci.commits import Comparison, judge
+from harness.ci import pullrequest
+from harness.ci.twocommits import Comparison, judge
 from harness.collect import runner
 from harness.collect.engines import Engines
 from harness.collect.plan import build_plan
@@ -119,7 +119,7 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     assert figs[comparisons.PROBE].gated is False and figs[comparisons.PROBE].result.n == 60
     # The check's comment says the pairs were adjusted, and which figures.
     c = Comparison("b" * 40, "h" * 40, D, list(figs.values()), [], {}, RECS, {"rounds": 60, "stopped_because": "budget"}, 1.0)
-    md = prcheck.render_markdown(c, META)
+    md = pullrequest.render_markdown(c, META)
     assert "the dispatch probe, `dispatch_probe = true`); for c ms/token the part" in md
     assert "| c dispatch probe ms |" in md
     # One run without a reading (a probe that could not run): that figure is judged without it.
@@ -127,12 +127,12 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     assert comparisons.pair_sessions(base, head).probes == {}
     assert judge(base, head, ["c"], D)[0].result.dispatch_probe is None
     c = Comparison("b" * 40, "h" * 40, D, judge(base, head, ["c"], D), [], {}, RECS, {"rounds": 60}, 1.0)
-    assert "dispatch probe" not in prcheck.render_markdown(c, META)
+    assert "dispatch probe" not in pullrequest.render_markdown(c, META)
     # The head's worker does the same fixed work 30% faster all through: the comment warns of it.
     head = [{**r, "dispatch_probe_ms": r["dispatch_probe_ms"] * 0.7} for r in head[:7] + head[8:]]
     figs = judge(base[:7] + base[8:], head, ["c"], D)
     assert figs[0].result.dispatch_probe["why"] == "the probe itself moved"
-    md = prcheck.render_markdown(Comparison("b" * 40, "h" * 40, D, figs, [], {}, RECS, {"rounds": 59}, 1.0), META)
+    md = pullrequest.render_markdown(Comparison("b" * 40, "h" * 40, D, figs, [], {}, RECS, {"rounds": 59}, 1.0), META)
     assert "**The dispatch probe itself moved (-3" in md and "that is a per-process effect" in md
 
 

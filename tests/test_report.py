@@ -19,10 +19,10 @@ from harness_helpers import REPO, md_section, one_line, run_cli, write_record
 
 from harness.analyze import stats
 from harness.analyze.labels import annotate_label
-from harness.ci import reports as report_cli
+from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.render import mdtable
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 
 FX = REPO / "tests" / "fixtures" / "report"
 RECORD = "tests/fixtures/report/record.json"
@@ -581,7 +581,7 @@ def test_every_committed_record_renders_byte_identically_to_its_committed_markdo
 def test_the_report_uses_the_profile_stored_in_the_record_not_this_machines(tmp_path: Path, monkeypatch) -> None:
     # A record made on a host whose profile this checkout does not ship renders with the
     # profile the record carries (its peak and name), and a record without one is matched here.
-    from harness.ci import reports
+    from harness.ci import reportfiles
 
     monkeypatch.chdir(REPO)
     src = REPO / "tests" / "fixtures" / "report" / "record.json"
@@ -590,11 +590,11 @@ def test_the_report_uses_the_profile_stored_in_the_record_not_this_machines(tmp_
                                "peak_bandwidth_source": "vendor sheet", "match": {}}
     p = tmp_path / "r.json"
     p.write_text(json.dumps(data))
-    md = rp.render(reports.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
+    md = rp.render(reportfiles.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
     assert "host profile lab-box-9: 123 GB/s (vendor sheet)" in md
     data["host"]["profile"] = None      # matched nothing when it was made: unknown peak, no guess
     p.write_text(json.dumps(data))
-    md = rp.render(reports.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
+    md = rp.render(reportfiles.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
     assert "no host profile matches this host: unknown peak" in md
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.analyze import runnotes
 from harness.analyze.facts import Facts
 from harness.analyze.overridepairs import env_diff, one_override_pairs
-from harness.ci.reports import inputs_for, load_record
+from harness.ci.reportfiles import inputs_for, load_record
 from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"

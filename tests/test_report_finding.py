@@ -13,10 +13,10 @@ from harness_helpers import REPO, run_cli
 
 from harness.analyze import verdict as V
 from harness.analyze.verdict import judge
-from harness.ci import reports
+from harness.ci import reportfiles
 from harness.cli.report import backfill
 from harness.core.schema import load_record
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 from harness.render import verdictwords as W
 
 RECORDS = sorted((REPO / "reports").glob("*.json"))
@@ -34,7 +34,7 @@ def _at_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 def rendered(path: Path, figures: bool = False) -> str:
     """The record's report; figures: with its figure links (drawing them takes seconds a record)."""
     rel = str(path.relative_to(REPO))
-    ctx = reports.report_files(rel, None, path.with_suffix(".md"), backfill())[0] if figures else reports.context_for(rel, backfill=backfill())
+    ctx = reportfiles.report_files(rel, None, path.with_suffix(".md"), backfill())[0] if figures else reportfiles.context_for(rel, backfill=backfill())
     return rp.render(ctx, "record", user_dir=NO_USER_TEMPLATES)
 
 

@@ -14,13 +14,13 @@ from harness_helpers import REPO, write_suite
 
 from harness.analyze import rounds
 from harness.analyze.labels import label_run
-from harness.ci import reports as report_cli
+from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.collect.engines import CommandAdapter, EngineFailure, RunRequest
 from harness.collect.record import Record
 from harness.collect.suite import load_suite
 from harness.core import declare, schema
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 
 V1 = REPO / "tests" / "fixtures" / "report" / "record.json"
 

@@ -20,12 +20,12 @@ from harness_helpers import REPO
 from harness.analyze import verdict as V
 from harness.analyze.series import SiteData, commit_view, host_series
 from harness.analyze.verdict import ArmVerdict, judge
-from harness.ci import reports
+from harness.ci import reportfiles
 from harness.cli import output
 from harness.cli.report import backfill
 from harness.core.schema import load_record
 from harness.render import dashboard, termsummary
-from harness.render import report as rp
+from harness.render import reportcontext as rp
 from harness.render import verdictwords as W
 from harness.render.dashboard import badge
 
@@ -87,7 +87,7 @@ def _named(arm: str, text: str) -> bool:
 def _report(data: dict[str, Any], tmp: Path) -> str:
     path = tmp / "record.json"
     path.write_text(json.dumps(data))
-    return rp.render(reports.context_for(str(path), backfill=backfill()), "record", user_dir=NO_USER_TEMPLATES)
+    return rp.render(reportfiles.context_for(str(path), backfill=backfill()), "record", user_dir=NO_USER_TEMPLATES)
 
 
 def _arms_rows(md: str) -> dict[str, list[str]]:

@@ -84,15 +84,15 @@ def test_compare_commits_whose_quiet_gate_timed_out_says_so_before_any_figure(tm
 def test_pr_comment_says_the_waiting_right_under_the_headline():
     from harness.analyze.paired import Design
     from harness.analyze.summary import check_waiting_lines
-    from harness.ci import prcheck
-    from harness.ci.commits import Comparison
+    from harness.ci import pullrequest
+    from harness.ci.twocommits import Comparison
     runs = [{"wall_s": 0.1, "quiet_wait_s": 30.0, "cooldown_s": 0.0, "marks": ["quiet_gate_timeout"]}]
     rec = {"duty": {"session_wall_s": 70.0, "waiting_s": 30.0}, "runs": runs,
            "suite": {"settings": {"quiet": {"timeout_s": 30.0}}}}
     waiting = check_waiting_lines({"base": rec, "head": rec}, 62.0)
     assert waiting[0] == "waited 60 s of 62 s for a quiet machine (2 quiet-gate timeouts);"
     c = Comparison("b" * 40, "h" * 40, Design(), [], [], {}, {"base": "b", "head": "h"}, {"rounds": 2}, 62.0)
-    md = prcheck.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 62.0,
+    md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 62.0,
                                      "waiting": waiting}).splitlines()
     assert md[3].startswith("**") and md[5].startswith("waited 60 s of 62 s for a quiet machine")
     assert "[quiet] timeout_s = 30 governs it" in md[5]

@@ -13,7 +13,7 @@ The file (default benchmarks/acknowledgements.toml, asv.conf.json key
 
 An entry covers a change when one of the change's commits is among its commits and both
 patterns match. A figure answers to its display name ("ms/token", "phase ms/round: verify"),
-its id ("ms_per_token") and its asv benchmark name. Pure: ci/acks.py reads the file and
+its id ("ms_per_token") and its asv benchmark name. Pure: ci/ackfile.py reads the file and
 resolves the commits with git.
 """
 

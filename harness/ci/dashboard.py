@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.ci.asvtool import AsvConfig
-from harness.ci.reports import Backfill
+from harness.ci.reportfiles import Backfill
 from harness.core.errors import UserError
 
 
@@ -181,7 +181,7 @@ def publish_harness(conf: AsvConfig, records: str | Path | None = None, alerts: 
     """The harness's pages (html/harness/: verdicts, series, change points, records) beside
     asv's, linked from asv's index. `records`: a records directory (flat, or one per machine);
     `alerts`: the nightly's alerts directory (one per machine)."""
-    from harness.ci.acks import acks_path, load_acks
+    from harness.ci.ackfile import acks_path, load_acks
     from harness.ci.site import Sources, build_site, link_from_asv, ms_benchmark
 
     rec = Path(records).expanduser() if records else default_records(conf)

@@ -1,4 +1,4 @@
-"""The nightly series of one host: change points (harness.analyze.changes), and alerts for new
+"""The nightly series of one host: change points (harness.analyze.changepoints), and alerts for new
 ones, once each.
 
 Series: every asv figure of the results directory (one benchmark at one parameter combination:
@@ -32,7 +32,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from harness.analyze import acks as ackmod
-from harness.analyze.changes import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
+from harness.analyze.changepoints import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
 from harness.analyze.design import share_text
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
 from harness.collect.files import write_text_atomic

@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.ci.acks import acks_path, load_acks
+from harness.ci.ackfile import acks_path, load_acks
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
 from harness.ci.build import check_asv_builds
 from harness.ci.dashboard import publish_harness
 from harness.ci.history import alert_title, detect, file_alerts, notify_command, suite_table
-from harness.ci.reports import Backfill, render_missing
+from harness.ci.reportfiles import Backfill, render_missing
 from harness.ci.site import write_changes
 from harness.collect.files import check_writable
 from harness.collect.suite import load_suite
@@ -248,7 +248,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
             since: str | None = None, checkout: str | None = None, push: bool = True,
             echo: bool = True, backfill: Backfill | None = None) -> NightlyResult:
     from harness.ci.machine import default_machine_file
-    from harness.ci.prcheck import ensure_machine
+    from harness.ci.pullrequest import ensure_machine
 
     if max_commits < 1:
         raise UserError(f"--max-commits must be at least 1, got {max_commits}")

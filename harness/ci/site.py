@@ -7,7 +7,7 @@ Where the files are:
             results repository's records/<machine>/ (the nightly's layout)
   alerts    the nightly's alerts/<machine>/: state.json (every alert filed), changes.json (every
             step of the last night, acknowledged ones included), <id>.md
-  acks      benchmarks/acknowledgements.toml (harness.ci.acks), resolved in the asv repository
+  acks      benchmarks/acknowledgements.toml (harness.ci.ackfile), resolved in the asv repository
 
     html/harness/index.html               every host's arms, latest verdicts, sparklines
     html/harness/hosts/<host>.html        each arm's series, change points, records
@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.analyze import acks as ackmod
 from harness.analyze.series import Change, Commit, HostView, SiteData, changes_of, commit_view, host_series, slug
-from harness.ci.reports import Backfill
+from harness.ci.reportfiles import Backfill
 from harness.core.errors import UserError
 from harness.render import dashboard as pages
 
@@ -49,7 +49,7 @@ class Sources:
     acks: tuple[ackmod.Ack, ...] = ()
     results: Path | None = None   # asv's results directory: which machine measured a commit
     user_templates: Path | None = None
-    backfill: Backfill | None = None   # what a record before schema 3 or 4 lacks (harness.ci.reports)
+    backfill: Backfill | None = None   # what a record before schema 3 or 4 lacks (harness.ci.reportfiles)
 
 
 def record_files(root: Path | None, results: Path | None) -> dict[str, list[Path]]:
@@ -72,7 +72,7 @@ def record_files(root: Path | None, results: Path | None) -> dict[str, list[Path
 
 
 def _load(path: Path) -> dict[str, Any]:
-    from harness.ci.reports import load_record
+    from harness.ci.reportfiles import load_record
 
     return load_record(str(path))
 
@@ -82,8 +82,8 @@ def _report_markdown(path: Path, backfill: Backfill | None) -> str:
     md = path.with_suffix(".md")
     if md.is_file():
         return md.read_text(encoding="utf-8")
-    from harness.ci.reports import context_for
-    from harness.render.report import render
+    from harness.ci.reportfiles import context_for
+    from harness.render.reportcontext import render
 
     return render(context_for(str(path), backfill=backfill), "record")
 
@@ -192,7 +192,7 @@ def _write_record(site_dir: Path, host: HostView, f: Path, page: str, src: Sourc
 def _draw_figures(f: Path, page_dir: Path, backfill: Backfill | None) -> None:
     """The record's figures drawn beside its page, where its report links figures the record's
     folder lacks (a report written to stdout, or copied without its figure folder)."""
-    from harness.ci.reports import report_files, write_figures
+    from harness.ci.reportfiles import report_files, write_figures
     try:
         _, files = report_files(str(f), None, page_dir / f"{f.stem}.md", backfill)
     except UserError:

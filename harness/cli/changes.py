@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.analyze.design import share_text
-from harness.ci.acks import acks_path, load_acks
+from harness.ci.ackfile import acks_path, load_acks
 from harness.ci.asvtool import configured_suite, load_config
 from harness.ci.history import acknowledge_alerts, alert_title, confidence_text, detect, suite_table
 from harness.ci.machine import default_machine_file, read_machine_file
 from harness.ci.nightly import branch_commits
-from harness.ci.prcheck import ensure_machine
+from harness.ci.pullrequest import ensure_machine
 from harness.collect.files import check_output, write_output
 from harness.core.errors import UserError
 

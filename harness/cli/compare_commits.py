@@ -16,12 +16,12 @@ from rich.table import Table
 from harness.analyze import envdiff, paired
 from harness.analyze.contended import contention_lines
 from harness.analyze.summary import check_waiting_lines
-from harness.ci.acks import DEFAULT as ACKS_DEFAULT
-from harness.ci.acks import acks_for_check, load_acks
+from harness.ci.ackfile import DEFAULT as ACKS_DEFAULT
+from harness.ci.ackfile import acks_for_check, load_acks
 from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
-from harness.ci.commits import Comparison, compare_commits, rev_parse
-from harness.ci.commitsout import EXIT_HELP, summary_json
-from harness.ci.prcheck import given_suite, load_check_suite, load_notes
+from harness.ci.pullrequest import given_suite, load_check_suite, load_notes
+from harness.ci.twocommits import Comparison, compare_commits, rev_parse
+from harness.ci.twocommits_summary import EXIT_HELP, summary_json
 from harness.cli.session import add_budget_args
 from harness.collect.baselines import BaselineStore
 from harness.collect.files import check_directory

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.ci.commitsout import EXIT_HELP
-from harness.ci.prcheck import pr_check
+from harness.ci.pullrequest import pr_check
+from harness.ci.twocommits_summary import EXIT_HELP
 from harness.cli.session import add_budget_args
 
 NAME = "pr-check"

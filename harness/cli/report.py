@@ -7,10 +7,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.ci.reports import Backfill, check_figures, context_for, index_text, report_files, write_figures
+from harness.ci.reportfiles import Backfill, check_figures, context_for, index_text, report_files, write_figures
 from harness.collect.files import check_output, marked, write_output, written_by
 from harness.core.errors import UserError
-from harness.render.report import render
+from harness.render.reportcontext import render
 
 NAME = "report"
 REPORT, INDEX = "report", "report --index"   # the writers their markers name

@@ -263,7 +263,7 @@ def finite_float(text: str) -> float:
 
 def add_budget_args(p: argparse.ArgumentParser) -> None:
     """The options pr-check and compare-commits share: the suite, the budget, the threshold, alpha."""
-    # The order is prcheck.given_suite, then asvtool.configured_suite; compare-commits and bisect
+    # The order is pullrequest.given_suite, then asvtool.configured_suite; compare-commits and bisect
     # fall back to the packaged suite only without asv.conf.json (compare_commits.check_suite_file).
     p.add_argument("--suite", help="suite TOML (default: $HARNESS_ASV_SUITE, else the suite the repository's "
                                    "asv.conf.json names in \"harness_suite\", else suite.toml in its benchmark "

@@ -5,7 +5,7 @@ KeyboardInterrupt once it has run.
 
 Analysis happens after collection, not inside it: the stopping rule
 (harness.analyze.sequential.run) and its look (the paired verdicts so far) are handed in by the
-composition root (cli/session.py, ci/commits.py), so this module runs what it is given, in order,
+composition root (cli/session.py, ci/twocommits.py), so this module runs what it is given, in order,
 and judges nothing itself.
 """
 

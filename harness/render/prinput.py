@@ -1,4 +1,4 @@
-"""What the PR comment is rendered from: the comparison of two commits as harness.ci.commits
+"""What the PR comment is rendered from: the comparison of two commits as harness.ci.twocommits
 judged it (described here by its shape, since render sits below ci), what pr-check knows of the
 check (host, command, load), and the links a team configured. Nothing here measures or reads
 a file."""
@@ -12,12 +12,12 @@ from typing import Any, Protocol
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
 
-# harness.ci.commits' exit statuses, as the comment's title says them.
+# harness.ci.twocommits' exit statuses, as the comment's title says them.
 STATUS_WORDS = {0: "pass", 1: "FAIL", 3: "inconclusive"}
 
 
 class FigureIn(Protocol):
-    """One figure of the check (harness.ci.commits.Figure)."""
+    """One figure of the check (harness.ci.twocommits.Figure)."""
 
     arm: str
     figure: str                 # "ms/token", "phase ms/round: verify_forward", ...
@@ -38,7 +38,7 @@ class IdentityIn(Protocol):
 
 
 class ComparisonIn(Protocol):
-    """The judged comparison of two commits (harness.ci.commits.Comparison)."""
+    """The judged comparison of two commits (harness.ci.twocommits.Comparison)."""
 
     base: str
     head: str

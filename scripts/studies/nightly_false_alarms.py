@@ -6,7 +6,7 @@ Each real session (a record of `harness run` on the same code) gives every serie
 simulated commit is one real session picked at random, its runs resampled with replacement, so
 both the run-to-run and the session-to-session spread of this host are in the series. A history
 of --history commits, then --nights nights of one new commit each: after every night the change
-points of all series are computed together (harness.analyze.changes, as the nightly does) and
+points of all series are computed together (harness.analyze.changepoints, as the nightly does) and
 every step counts as an alert (all of them, and apart those at the week's own commits: a step in
 the history would have been alerted in its own week). Repeated over --weeks simulated weeks.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.analyze.changes import ALPHA, Point, analyze_series
+from harness.analyze.changepoints import ALPHA, Point, analyze_series
 from harness.ci.asvsession import arm_specs, figures_from_record
 from harness.core.figures import is_exact
 

@@ -1,6 +1,6 @@
 """Records rendered to Markdown files: one record (and a second beside it), a reports
 directory's index, and the records a nightly run left without Markdown. The reading and
-writing happen here; harness.render.report only turns a loaded record into text."""
+writing happen here; harness.render.reportcontext only turns a loaded record into text."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from typing import Any
 from urllib.parse import quote
 
 from harness.analyze.facts import Facts, Inputs
-from harness.ci.acks import DEFAULT as ACKS_DEFAULT
-from harness.ci.acks import acks_for_check
+from harness.ci.ackfile import DEFAULT as ACKS_DEFAULT
+from harness.ci.ackfile import acks_for_check
 from harness.collect.files import check_directory, marked, write_output, written_by
 from harness.collect.record import Record
 from harness.core.errors import UserError
-from harness.render.report import build_context, index_context, render
+from harness.render.reportcontext import build_context, index_context, render
 from harness.render.reportcost import ModelTables
 
 REPORT_WRITER = "report"   # the writer a report's and its figures' markers name

@@ -1,6 +1,6 @@
 """What a comparison of two commits says to machines and people: the JSON summary that
 compare-commits prints and pr-check writes (--json), each figure as a row, and the exit-status
-help both commands show. Split from harness.ci.commits, which measures and judges."""
+help both commands show. Split from harness.ci.twocommits, which measures and judges."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from harness.analyze import paired
 from harness.render.prcomment import headline as finding
 
 if TYPE_CHECKING:
-    from harness.ci.commits import Comparison
+    from harness.ci.twocommits import Comparison
 
 
 def _finite(x: Any) -> Any:

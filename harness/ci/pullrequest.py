@@ -1,7 +1,7 @@
 """`harness pr-check BASE HEAD`: the two commits measured run by run, judged on paired ratios,
 stored in asv, and rendered as Markdown for a pull-request comment.
 
-The measuring is harness.ci.commits: one persistent worker per commit, runs alternating ABBA,
+The measuring is harness.ci.twocommits: one persistent worker per commit, runs alternating ABBA,
 a time budget with the sequential stopping rule, each figure judged on the per-pair ratios
 (harness.analyze.paired). Then each side's record is stored in asv's results for its commit
 (`asv run --python=same --set-commit-hash`, the benchmarks reading the record instead of
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze.summary import check_waiting_lines
-from harness.ci.acks import acks_for_check, acks_path
+from harness.ci.ackfile import acks_for_check, acks_path
 from harness.ci.asvtool import (
     AsvConfig,
     CompareRow,
@@ -34,8 +34,8 @@ from harness.ci.asvtool import (
     parse_compare,
     run_asv,
 )
-from harness.ci.commits import Comparison, compare_commits
-from harness.ci.commitsout import summary_json
+from harness.ci.twocommits import Comparison, compare_commits
+from harness.ci.twocommits_summary import summary_json
 from harness.collect.files import check_output, check_writable, marked, write_output
 from harness.core.errors import UserError
 from harness.core.runs import is_ok
