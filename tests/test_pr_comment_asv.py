@@ -80,7 +80,7 @@ def test_a_resolved_slowdown_is_said_with_its_size_and_interval():
     head = prcomment.headline(c)
     assert head.startswith(f"HEAD is {classic.result.ratio - 1:.1%} slower on classic ms/token "
                            f"({lo:+.1%} to {hi:+.1%}); ")
-    assert "figures unchanged; " in head and "pass" not in head
+    assert " unchanged; " in head and " exact figures identical; " in head and "pass" not in head
 
 
 def test_the_json_summary_carries_the_comments_sentence():
@@ -101,8 +101,11 @@ def test_unchanged_figures_are_counted_with_the_threshold_they_were_judged_again
     c = _check({"classic": 1.05, "mtp-block3": 1.03, "mtp-block3-profiled": 1.01})
     c.figures = [f for f in c.figures if f.result.verdict == "unchanged" or not f.gated]
     assert c.exit_status == twocommits.PASS
-    n = len(c.gated)
-    assert prcomment.headline(c) == f"{n} figures unchanged within ±10%."
+    exact = [f for f in c.gated if f.figure.endswith(" (exact)")]
+    n = len(c.gated) - len(exact)
+    assert exact and n > 1
+    # Exact figures held exactly: counted apart, with no threshold.
+    assert prcomment.headline(c) == f"{n} figures unchanged within ±10%; {len(exact)} exact figures identical."
 
 
 def test_what_the_host_could_not_see_is_never_called_unchanged():
@@ -113,8 +116,8 @@ def test_what_the_host_could_not_see_is_never_called_unchanged():
     assert f"; {len(unsure)} inconclusive: " in head
     mtp = next(f for f in unsure if f.arm == "mtp-block3")
     assert f"mtp-block3 ms/token, could not see under {mtp.result.detectable:.0%}" in head
-    unchanged = sum(f.result.verdict == "unchanged" for f in c.gated)
-    assert head.startswith(f"{unchanged} figures unchanged within ±10%; ")
+    unchanged = sum(f.result.verdict == "unchanged" and not f.figure.endswith(" (exact)") for f in c.gated)
+    assert head.startswith(f"{unchanged} figure{'s' if unchanged != 1 else ''} unchanged within ±10%; ")
     assert "pass" not in head and "no change" not in head
 
 

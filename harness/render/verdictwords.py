@@ -187,6 +187,9 @@ def head_change(arm: str, figure: str, p: Paired, ack: str | None = None) -> str
     return out + (", acknowledged" if ack else "")
 
 
+EXACT_SUFFIX = " (exact)"   # the name of a figure judged with no statistics
+
+
 def change_sentence(figures: list[tuple[str, str, Paired, str | None]], threshold: float) -> str:
     """The gated figures of HEAD against BASE, (arm, figure, reading, acknowledgement) each, in
     one clause per verdict: "HEAD is 12.3% slower on classic ms/token (+8.1% to +16.4%); 2
@@ -196,9 +199,13 @@ def change_sentence(figures: list[tuple[str, str, Paired, str | None]], threshol
     unsure = [f for f in figures if f[2].verdict not in by]
     moves = [head_change(*f) for f in by["worse"] + by["improved"]]
     parts = ["HEAD is " + and_join(moves)] if moves else []
-    n = len(by["unchanged"])
+    # An exact figure (rejection rate, a work counter) held exactly: it is not "within" anything.
+    exact = sum(1 for f in by["unchanged"] if f[1].endswith(EXACT_SUFFIX))
+    n = len(by["unchanged"]) - exact
     if n:
         parts.append(f"{n} figure{'s' if n != 1 else ''} unchanged" + ("" if moves else f" within ±{pct(threshold)}"))
+    if exact:
+        parts.append(f"{exact} exact figure{'s' if exact != 1 else ''} identical")
     if unsure:
         # Arms that could not see the same figure for the same reason are named together.
         why: dict[tuple[str, str], list[str]] = {}
