@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.analyze import contended, paired, stats
+from harness.analyze import contended, paired, spoiled, stats
 from harness.analyze.comparisons import pairing_targets
 from harness.analyze.covariate import probe_note
 from harness.analyze.design import Design, share_text
@@ -38,6 +38,10 @@ class ArmSummary:
     contention_samples: int = 0     # all watch samples in the contended runs
     watch_undersampled: int = 0     # runs the watch sampled fewer than 10 times
     watch_in_thread: int = 0        # runs watched from a thread of the harness (its process was lost)
+    # Runs set aside for their host (analyze.spoiled: backup, battery, thermal, gpu-busy), which
+    # count as contended runs here too, and how many runs have each reason code.
+    set_aside: int = 0
+    set_aside_reasons: dict[str, int] = field(default_factory=dict)
     tok_s_median: float | None = None
     tok_s_min: float | None = None
     tok_s_max: float | None = None
@@ -89,7 +93,8 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
                        contended=sum("contended" in (r.get("marks") or []) for r in runs),
                        quiet_gate_timeouts=sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs),
                        watch_undersampled=sum("watch_undersampled" in (r.get("marks") or []) for r in runs),
-                       watch_in_thread=sum(_watched_from_a_thread(r) for r in runs))
+                       watch_in_thread=sum(_watched_from_a_thread(r) for r in runs),
+                       set_aside=spoiled.set_aside_runs(runs), set_aside_reasons=spoiled.counts(runs))
         for r in runs:
             if "contended" in (r.get("marks") or []):
                 c = (r.get("load") or {}).get("contention") or {}
@@ -200,6 +205,9 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
         # Counts from the runs' watches; records from before the counts say only how many runs.
         counts = f" ({s.contended_samples} of {s.contention_samples} samples)" if s.contention_samples else ""
         s.flags.append(f"{s.contended} contended{counts}")
+    if s.set_aside:
+        codes = ", ".join(f"{why} {n}" for why, n in s.set_aside_reasons.items())
+        s.flags.append(f"{s.set_aside} set aside ({codes})")
     if s.watch_undersampled:
         s.flags.append(f"{s.watch_undersampled} watch undersampled")
     if s.watch_in_thread:
@@ -218,7 +226,8 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
             and s.min_detectable_change > abs(s.speedup - 1.0):
         s.flags.append(f"speedup inconclusive (smallest detectable {s.min_detectable_change:.1%})")
     s.do_not_publish = bool(
-        (s.spread is not None and s.spread > thr) or s.contended or s.runs < 2 or record.get("quick")
+        (s.spread is not None and s.spread > thr) or s.contended or s.set_aside or s.runs < 2
+        or record.get("quick")
         or no_cooldown)
     if s.do_not_publish:
         s.flags.insert(0, "do not publish")

@@ -25,10 +25,11 @@ def legend(codes: Iterable[str]) -> str:
 
 def reasons_text(codes: Iterable[str]) -> str:
     """The report's flag for one group of runs: "set aside (battery, thermal): the host ran on
-    battery power; thermal pressure above nominal; judged as contended runs"."""
+    battery power; thermal pressure above nominal; judged as contended runs; the row is do not
+    publish" (analyze.summary marks the arm's row as for a contended run)."""
     cs = list(codes)
     return (f"set aside ({', '.join(cs)}): " + "; ".join(LEGEND.get(c, c) for c in cs)
-            + "; judged as contended runs")
+            + "; judged as contended runs; the row is do not publish")
 
 
 def set_aside_lines(info: Mapping[str, Any] | None, width: int = WIDTH) -> list[str]:
