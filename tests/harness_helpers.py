@@ -77,6 +77,26 @@ def write_suite(tmp: Path, arms: list[dict[str, Any]], prompts: list[dict[str, A
     return path
 
 
+def declared_engine_suite(name: str, declaration: str) -> str:
+    """A one-arm suite whose engine `mine` is a do-nothing command with `declaration` (TOML lines
+    of its [engines.mine] table): for tests of what an engine may declare."""
+    return f"""name = "{name}"
+[engines.mine]
+command = ["{{python}}", "-c", "pass"]
+{declaration}
+[[pairings]]
+name = "p"
+target = "t"
+[[arms]]
+name = "a"
+pairing = "p"
+engine = "mine"
+[[prompts]]
+name = "x"
+text = "hello"
+"""
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The test process's env without engine-prefixed vars, so no override leaks in by accident."""
     env = {k: v for k, v in os.environ.items()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from harness_helpers import declared_engine_suite
 
 from harness.analyze import counters
 from harness.analyze.design import Design
@@ -139,22 +140,7 @@ def test_bisect_follows_a_counter_exactly(tmp_path):
         bis.bisect(repo, shas[0], shas[4], "block3", "host uploads/token (exact)", None, tmp_path, compare=compare)
 
 
-SUITE = """
-name = "counters"
-[engines.mine]
-command = ["{python}", "-c", "pass"]
-counters = %s
-[[pairings]]
-name = "p"
-target = "t"
-[[arms]]
-name = "a"
-pairing = "p"
-engine = "mine"
-[[prompts]]
-name = "x"
-text = "hello"
-"""
+SUITE = declared_engine_suite("counters", "counters = %s")
 
 
 def test_a_suite_declares_an_engines_own_counters(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_helpers import REPO, md_section, write_record
+from harness_helpers import REPO, declared_engine_suite, md_section, write_record
 
 from harness.analyze import costreport, rounds
 from harness.ci import reportfiles as report_cli
@@ -29,7 +29,7 @@ from harness.render import reportcontext as rp
 RECORD = REPO / "tests" / "fixtures" / "report" / "record.json"
 NO_USER_TEMPLATES = REPO / "tests" / "fixtures" / "report" / "no-such-templates"
 RENAME = {"draft_block": "propose", "verify_forward": "score"}
-BACKFILL = backfill()   # what the schema-1 fixture lacks (host profile, tensor tables), as `harness report` reads it
+BACKFILL = backfill()   # what the schema-1 fixture lacks (host spec, tensor tables), as `harness report` reads it
 
 
 @pytest.fixture(autouse=True)
@@ -162,23 +162,7 @@ def test_bad_roles_are_named(roles: dict[str, str], key: str, what: str) -> None
     assert declare.roles_problem({"draft": "propose", "verify": "score"}, ("propose", "score")) is None
 
 
-SUITE = """
-name = "roles"
-[engines.mine]
-command = ["{python}", "-c", "pass"]
-phases = ["propose", "score"]
-roles = %s
-[[pairings]]
-name = "p"
-target = "t"
-[[arms]]
-name = "a"
-pairing = "p"
-engine = "mine"
-[[prompts]]
-name = "x"
-text = "hello"
-"""
+SUITE = declared_engine_suite("roles", 'phases = ["propose", "score"]\nroles = %s')
 
 
 def test_a_suite_declares_roles(tmp_path: Path) -> None:

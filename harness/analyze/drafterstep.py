@@ -84,12 +84,11 @@ def drafter_splits(record: dict[str, Any]) -> list[DrafterSplit]:
 
 # --- verify cost by shape ---------------------------------------------------------------
 
-@dataclass
-class KvBin:
-    lo: int
-    hi: int
-    first: list[float] = field(default_factory=list)
-    repeat: list[float] = field(default_factory=list)
+class _FirstAndRepeat:
+    """Verify times of first-use rounds (a new shape) and of repeats, with their medians."""
+
+    first: list[float]
+    repeat: list[float]
 
     @property
     def first_median(self) -> float | None:
@@ -101,7 +100,15 @@ class KvBin:
 
 
 @dataclass
-class ShapeCost:
+class KvBin(_FirstAndRepeat):
+    lo: int
+    hi: int
+    first: list[float] = field(default_factory=list)
+    repeat: list[float] = field(default_factory=list)
+
+
+@dataclass
+class ShapeCost(_FirstAndRepeat):
     arm: str
     prompt: str
     width: int                       # T: the arm's full verify width (shorter last rounds left out)
@@ -113,14 +120,6 @@ class ShapeCost:
     bins: list[KvBin]
     probe_warm_ms: float | None      # the scaling probe at this width, warm and cold
     probe_cold_ms: float | None
-
-    @property
-    def first_median(self) -> float | None:
-        return stats.median(self.first) if self.first else None
-
-    @property
-    def repeat_median(self) -> float | None:
-        return stats.median(self.repeat) if self.repeat else None
 
     @property
     def excess_ms(self) -> float | None:
