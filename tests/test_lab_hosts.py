@@ -148,6 +148,46 @@ def test_report_flags_set_aside_runs_with_their_reasons_and_the_terminal_its_cod
     assert termsummary.FLAGS["battery"][0] == "P" and termsummary.FLAGS["gpu-busy"][0] == "G"
 
 
+def _arm_rows(md: str, arm: str) -> tuple[str, str]:
+    """The arm's row of the report's first table (verdicts and marks) and of its Arms table
+    (per-prompt figures and flags, in the appendix)."""
+    def row(header: str) -> str:
+        start = md.index(header)
+        return next(x for x in md[start:].splitlines() if x.startswith(f"| {arm} |"))
+    return row("| arm | tok/s | spread |"), row("| arm | tok/s median |")
+
+
+def test_report_marks_an_arm_with_a_set_aside_run_do_not_publish_as_a_contended_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    rec = json.loads((REPO / "tests/fixtures/report/record.json").read_text())
+    # The fixture with nothing else that marks block3's row: no contended run, no quiet
+    # timeout, a cooldown.
+    for r in rec["runs"]:
+        r["marks"] = [m for m in r.get("marks") or [] if m != "contended" and not m.startswith("quiet_")]
+    rec["suite"]["settings"]["cooldown_s"] = 5.0
+    first = next(r["index"] for r in rec["runs"] if r["arm"] == "block3" and not r["warmup"])
+    as_contended = copy.deepcopy(rec)
+    as_contended["runs"][first]["marks"] = ["contended"]
+    battery = copy.deepcopy(rec)
+    battery["runs"][first] = _spoil(battery["runs"][first], "battery")
+    md, top, arms = {}, {}, {}
+    for name, data in (("clean", rec), ("contended", as_contended), ("battery", battery)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(data))
+        md[name] = rp.render(report_cli.context_for(str(path), None, backfill()), "record",
+                             user_dir=REPO / "tests/fixtures/report/no-such-templates")
+        top[name], arms[name] = _arm_rows(md[name], "block3")
+        assert judge(data).of("block3").do_not_publish is (name != "clean")
+    assert "do not publish" not in arms["clean"] and top["clean"].endswith("| - |")
+    assert "| do not publish; 1 contended" in arms["contended"] and top["contended"].endswith("| contended |")
+    # Set aside for the host: the same marking, its reason code where the flags are shown.
+    assert arms["battery"].endswith("| do not publish; 1 set aside (battery 1) |")
+    assert top["battery"].endswith("| battery |")
+    assert "battery: some of its runs set aside for the host (the host ran on battery power)" in md["battery"]
+    assert arms["battery"].split("| do not publish")[0] == arms["contended"].split("| do not publish")[0]
+
+
 # ---------------------------------------------------------------- the PR comment
 
 def _check(why: str | None, spoiled_n: int) -> tuple[twocommits.Comparison, list[str]]:
