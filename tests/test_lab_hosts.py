@@ -336,6 +336,62 @@ def test_workflows_pass_the_schema_check_make_lint_runs_and_a_broken_one_fails(t
     assert "vendor.github-workflows .github/workflows/*.yml" in (REPO / "Makefile").read_text()
 
 
+def _init_workflows(tmp_path: Path) -> list[Path]:
+    """The workflow files `harness init` writes (harness.ci.init.render), for a repository with
+    nothing to build, a Python engine and an engine built with --build: each fills @@INSTALL@@
+    its own way. Written under tmp_path, one directory per repository."""
+    from harness.ci import init as ci_init
+    out = []
+    for kind, build in (("plain", None), ("python", None), ("built", ["make", "engine"])):
+        repo = tmp_path / kind
+        repo.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+        if kind == "python":
+            (repo / "pyproject.toml").write_text('[project]\nname = "tiny-engine"\nversion = "0.1"\n')
+        files = ci_init.render(repo, "specdec-bench @ git+https://example.org/harness@v1",
+                               ["{python}", "-m", "engine"], ["linux-cpu", "m3-ultra"], build=build)
+        for dest, text in files.items():
+            if dest.startswith(".github/workflows/"):
+                assert "@@" not in text, f"{kind} {dest}: a placeholder left"
+                out.append(repo / Path(dest).name)
+                out[-1].write_text(text)
+    return out
+
+
+def test_init_workflow_templates_render_to_files_the_schema_check_passes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import yaml
+
+    from harness.ci import init as ci_init
+    check = [str(Path(sys.executable).with_name("check-jsonschema")), "--builtin-schema", "vendor.github-workflows"]
+    rendered = _init_workflows(tmp_path / "ok")
+    assert sorted({p.name for p in rendered}) == ["nightly.yml", "pr-benchmark.yml"] and len(rendered) == 6
+    r = subprocess.run(check + [str(p) for p in rendered], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # The nightly's host readings, the same step as the harness's own nightly.
+    def step(path: Path) -> dict[str, Any]:
+        steps = next(iter(yaml.safe_load(path.read_text())["jobs"].values()))["steps"]
+        return next(s for s in steps if s.get("name") == "Host readings")
+    ours = step(REPO / ".github" / "workflows" / "nightly.yml")
+    for p in rendered:
+        if p.name == "nightly.yml":
+            assert step(p) == ours
+            names = [s.get("name") for s in next(iter(yaml.safe_load(p.read_text())["jobs"].values()))["steps"]]
+            assert names.index("Host readings") < names.index("Measure, publish, push")
+    # A broken template fails: the same check on what init renders from it.
+    broken = tmp_path / "templates"
+    shutil.copytree(ci_init.TEMPLATES, broken)
+    nightly = broken / "workflows" / "nightly.yml"
+    assert nightly.read_text().count("    runs-on:") == 1
+    nightly.write_text(nightly.read_text().replace("    runs-on:", "    runs_on:"))
+    monkeypatch.setattr(ci_init, "TEMPLATES", broken)
+    bad = [p for p in _init_workflows(tmp_path / "bad") if p.name == "nightly.yml"]
+    r = subprocess.run(check + [str(p) for p in bad], capture_output=True, text=True)
+    assert r.returncode != 0 and "'runs-on' is a required property" in r.stdout
+
+
 def test_dashboard_tests_find_chrome_where_macos_installs_it_or_skip_saying_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import harness_helpers
