@@ -83,7 +83,7 @@ def make_scratch(root: Path, work: float = 1.0) -> dict[str, str]:
 
 
 def fast_suite(path: Path, repetitions: int = 7) -> Path:
-    """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet gate), 24 tokens a run, and a
+    """benchmarks/suite.toml with the waiting taken out (cooldown 0.2 s, no quiet wait), 24 tokens a run, and a
     fixed number of runs (no time budget; 7, the fewest with which asv's Mann-Whitney test can
     call a change significant): the protocol is the same, the session takes seconds (so one
     worker generation: no restart_s). The contention watch still records load, and no share of

@@ -296,7 +296,7 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     c = _cmp(1.3)
     rows = asvtool.parse_compare(COMPARE_OUT)
     meta = {"machine": "m1-ultra", "host": {"chip": "Apple M1 Ultra"}, "command": "harness pr-check main HEAD",
-            "duration_s": 600.0, "load": {"base": {"runs": 48, "failed": 0, "contended": 1, "quiet_gate_timeouts": 0}}}
+            "duration_s": 600.0, "load": {"base": {"runs": 48, "failed": 0, "contended": 1, "quiet_wait_timeouts": 0}}}
     md = pullrequest.render_markdown(c, meta, rows, COMPARE_OUT)
     lines = md.splitlines()
     assert lines[0] == "<!-- harness-pr-check:m1-ultra -->" and ": FAIL (" in lines[1]
@@ -354,15 +354,15 @@ def test_the_project_config_loads_and_names_its_dirs():
 
 # --- host register ------------------------------------------------------------------------
 
-def test_unknown_profile_is_one_line_exit_2(tmp_path):
-    r = _cli("host", "register", "--profile", "no-such-host", "--machine-file", str(tmp_path / "m.json"))
+def test_unknown_host_spec_is_one_line_exit_2(tmp_path):
+    r = _cli("host", "register", "--spec", "no-such-host", "--machine-file", str(tmp_path / "m.json"))
     assert r.returncode == 2
-    assert r.stderr.strip() == ("harness: unknown host profile 'no-such-host' (known: gb10, h100, h200, linux-cpu, "
-                                "m1-ultra, m3-ultra, m5-max)") or "unknown host profile 'no-such-host'" in r.stderr
+    assert r.stderr.strip() == ("harness: unknown host spec 'no-such-host' (known: gb10, h100, h200, linux-cpu, "
+                                "m1-ultra, m3-ultra, m5-max)") or "unknown host spec 'no-such-host'" in r.stderr
     assert r.stderr.strip().count("\n") == 0 and not (tmp_path / "m.json").exists()
 
 
-def test_register_a_matching_profile_keeps_other_machines(tmp_path):
+def test_register_a_matching_host_spec_keeps_other_machines(tmp_path):
     mf = tmp_path / "m.json"
     mf.write_text(json.dumps({"version": 1, "other": {"machine": "other"}}))
     host = {"cpu": {"model": "Apple M1 Ultra", "apple_chip": "Apple M1 Ultra"}, "os": {"system": "Darwin"},
@@ -372,19 +372,20 @@ def test_register_a_matching_profile_keeps_other_machines(tmp_path):
         ("m1-ultra", "Apple M1 Ultra", "G13", "800 GB/s")
     assert warnings == []
     data = json.loads(mf.read_text())
-    assert set(data) == {"version", "other", "m1-ultra"} and data["m1-ultra"]["host_profile"] == "m1-ultra"
+    assert set(data) == {"version", "other", "m1-ultra"} and data["m1-ultra"]["host_spec"] == "m1-ultra"
 
 
 def test_an_unknown_host_gets_unknown_peak_and_a_warning(tmp_path):
     host = {"cpu": {"model": "RISC-V Thing", "apple_chip": "unknown"}, "os": {"system": "Plan9"},
             "gpu": {"name": "unknown", "mlx_backend": "none"}}
     entry, warnings, _ = machine.register(machine_file=tmp_path / "m.json", host=host, machine="lab-x")
-    assert entry["peak_bandwidth"] == "unknown peak" and entry["host_profile"] == "none"
+    assert entry["peak_bandwidth"] == "unknown peak" and entry["host_spec"] == "none"
     assert entry["chip"] == "RISC-V Thing" and entry["machine"] == "lab-x"
-    assert any("no host profile" in w and "unknown peak" in w for w in warnings)
+    assert any("no host spec" in w and "unknown peak" in w for w in warnings)
 
 
-def test_the_cli_writes_the_entry_and_warns_for_a_generic_profile(tmp_path):
+def test_the_cli_writes_the_entry_and_warns_for_a_generic_host_spec(tmp_path):
+    # --profile, the option's old name, still reads (workflows an earlier `harness init` wrote).
     r = _cli("host", "register", "--profile", "linux-cpu", "--machine-file", str(tmp_path / "m.json"))
     assert r.returncode == 0, r.stderr
     assert "unknown peak" in r.stderr

@@ -69,7 +69,7 @@ def test_mlx_is_compared_only_where_an_engine_uses_it():
     # A command engine with no MLX: a changed mlx in the harness's environment is not its difference.
     assert envdiff.env_diff(_rec(cli, "0.30"), _rec(cli, "0.31")) == []
     assert envdiff.compared(_rec(cli, "0.30"), _rec(cli, "0.30")) == ["Python"]
-    # One that declares MLX numerics, or a suite that times MLX work (the dispatch probe), is.
+    # One that declares MLX numerics, or a suite that times MLX work (the dispatch measurement), is.
     assert [d.what for d in envdiff.env_diff(_rec(mlx_cli, "0.30"), _rec(mlx_cli, "0.31"))] == ["mlx"]
-    probe = {"dispatch_probe": True}
+    probe = {"dispatch_measurement": True}
     assert envdiff.compared(_rec(cli, "0.30", probe), _rec(cli, "0.30", probe))[:3] == ["mlx", "mlx-lm", "MLX device"]

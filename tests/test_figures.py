@@ -111,7 +111,7 @@ def test_another_process_draws_the_same_bytes() -> None:
 
 
 def test_a_long_busy_session_stays_small() -> None:
-    """Hundreds of runs, every other one contended and after a quiet-gate timeout: the marks
+    """Hundreds of runs, every other one contended and after a quiet-wait timeout: the marks
     become ticks along the axis (one path), so the SVG stays well under 150 KB."""
     r = rec(MTP)
     runs = []
@@ -121,7 +121,7 @@ def test_a_long_busy_session_stays_small() -> None:
                 continue
             y = copy.deepcopy(x)
             y["index"] = x["index"] + k * len(r["runs"])
-            y["marks"] = ["contended", "quiet_gate_timeout"] if i % 2 else []
+            y["marks"] = ["contended", "quiet_wait_timeout"] if i % 2 else []
             y.pop("diagnostics", None)
             runs.append(y)
     r["runs"] = runs
@@ -139,13 +139,13 @@ def test_contended_and_quiet_timeout_marks_exactly_where_runs_have_them(name: st
     svg = figures.runs_figure(fd).svg
     runs = [x for x in measured(r) if x.get("status") == "ok"]
     assert bool(ids(svg, "contended-runs")) == any("contended" in (x.get("marks") or []) for x in runs)
-    assert bool(ids(svg, "quiet-timeout-runs")) == any("quiet_gate_timeout" in (x.get("marks") or []) for x in runs)
+    assert bool(ids(svg, "quiet-timeout-runs")) == any("quiet_wait_timeout" in (x.get("marks") or []) for x in runs)
     assert ("contended run" in text(svg)) == bool(ids(svg, "contended-runs"))
     assert not ids(svg, "failed-runs")
 
 
 def test_cpu_blas_marks_its_contended_runs_and_has_no_kv_figure() -> None:
-    """cpu-blas ran on a busy host (22 contended, 17 quiet-gate timeouts) and its engine logged
+    """cpu-blas ran on a busy host (22 contended, 17 quiet-wait timeouts) and its engine logged
     no KV length per round: the figure it cannot have is left out, not drawn empty."""
     figs = drawn(rec(BLAS))
     assert set(figs) == RECORD_FIGURES - {"verify-ms-by-kv-length"}

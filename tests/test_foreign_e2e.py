@@ -136,8 +136,8 @@ def lab(tmp_path_factory) -> Lab:
     _timing("fresh_venv_install_s", t0)
     freeze = subprocess.run([str(lab.python), "-m", "pip", "freeze"], capture_output=True, text=True).stdout
     assert "mlx" not in freeze.lower(), freeze
-    r = subprocess.run([str(lab.python), "-c", "import harness.cli, harness.collect.host.profiles as h, sys; "
-                        "print(sorted(h.load_profiles())); assert 'mlx' not in sys.modules"],
+    r = subprocess.run([str(lab.python), "-c", "import harness.cli, harness.collect.host.specs as h, sys; "
+                        "print(sorted(h.load_specs())); assert 'mlx' not in sys.modules"],
                        capture_output=True, text=True, timeout=120, cwd=lab.root, env=lab.env)
     assert r.returncode == 0 and "h200" in r.stdout, r.stderr   # profiles shipped as package data
 

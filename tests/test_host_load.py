@@ -1,4 +1,4 @@
-"""Quiet gate and contention watch against real busy processes and scripted readings, plus
+"""Quiet wait and contention watch against real busy processes and scripted readings, plus
 thermal parsing and the thermal wait.
 
 A busy loop started as our child must be ignored (it is the engine under test); one started
@@ -21,7 +21,7 @@ from harness.collect.host import load, processes, thermal, watcher
 from harness.collect.host.info import UNKNOWN
 from harness.collect.host.load import ForeignCpuSampler, ForeignSample
 from harness.collect.host.processes import ProcessSampler, Reading
-from harness.collect.host.quiet import ContentionWatch, QuietGate
+from harness.collect.host.quiet import ContentionWatch, QuietWait
 
 # Other tests running beside these would be the foreign load they measure: make test runs them alone.
 pytestmark = pytest.mark.host_alone
@@ -104,7 +104,7 @@ def _host_busy_besides_us(seconds: float = 0.5) -> float:
 
 
 def test_foreign_busy_process_makes_the_gate_time_out(foreign_busy):
-    res = QuietGate(threshold_pct=15, settle_s=0.5, timeout_s=1.5, interval_s=0.25).wait(cooldown_s=0.3)
+    res = QuietWait(threshold_pct=15, settle_s=0.5, timeout_s=1.5, interval_s=0.25).wait(cooldown_s=0.3)
     assert res["timed_out"] is True and res["busy_samples"] >= 1
     assert res["waited_s"] >= 1.5 and res["cooldown_s"] == 0.3
     assert res["foreign_pct_max"] >= 15 and res["named"] is True
@@ -219,13 +219,13 @@ def test_exclude_pids_hides_a_named_foreign_process(foreign_busy):
 
 def test_gate_passes_when_no_reading_can_reach_the_threshold(child_busy):
     # Foreign CPU cannot exceed every core, so this gate must pass at the cooldown's end.
-    res = QuietGate(threshold_pct=100.0 * psutil.cpu_count() + 1, settle_s=0.5,
+    res = QuietWait(threshold_pct=100.0 * psutil.cpu_count() + 1, settle_s=0.5,
                     timeout_s=5, interval_s=0.1).wait(cooldown_s=0.3)
     assert res["timed_out"] is False and res["busy_samples"] == 0 and res["waited_s"] == 0.0
 
 
 def test_gate_passes_on_a_quiet_host_despite_a_busy_child(child_busy):
-    res = QuietGate(threshold_pct=15, settle_s=0.5, timeout_s=3, interval_s=0.25).wait(cooldown_s=0.5)
+    res = QuietWait(threshold_pct=15, settle_s=0.5, timeout_s=3, interval_s=0.25).wait(cooldown_s=0.5)
     if res["busy_samples"]:
         # Shared 2-core box: fail only if an independent reading says the host was quiet.
         foreign = _host_busy_besides_us()
@@ -327,7 +327,7 @@ QUIET_R = [Reading(7, "idle", 2.0)]
 
 def _gate(clock, sampler, procs=None, **kw):
     kw = {"threshold_pct": 15.0, "settle_s": 0.5, "timeout_s": 10.0, "interval_s": 0.25, **kw}
-    return QuietGate(sampler=sampler, process_sampler=procs or ScriptedProcesses([BUSY_R]),
+    return QuietWait(sampler=sampler, process_sampler=procs or ScriptedProcesses([BUSY_R]),
                      clock=clock, sleep=clock.sleep, **kw)
 
 

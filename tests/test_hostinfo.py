@@ -16,13 +16,13 @@ SECTIONS = {"cpu", "gpu", "memory", "os", "python", "mlx", "blas", "repo", "harn
 
 def test_collect_host_has_every_section_and_is_json():
     host = collect_host()
-    assert set(host) == SECTIONS | {"profile"}
+    assert set(host) == SECTIONS | {"spec"}
     json.dumps(host)  # goes into the record as is
     # The matched profile travels with the record (this Linux CPU host: linux-cpu), so a report
     # renders the same wherever it is rendered.
-    from harness.collect.host.profiles import match_profile
-    expected = match_profile({k: v for k, v in host.items() if k != "profile"})
-    assert host["profile"] == expected
+    from harness.collect.host.specs import match_spec
+    expected = match_spec({k: v for k, v in host.items() if k != "profile"})
+    assert host["spec"] == expected
     for name in ("cpu", "memory", "os", "python"):
         assert "error" not in host[name], host[name]
     assert host["python"]["version"] == ".".join(map(str, sys.version_info[:3]))

@@ -13,7 +13,7 @@ import pytest
 
 from harness.ci import asvtool
 from harness.ci.init import FILES, init
-from harness.collect.host import profiles as hosts
+from harness.collect.host import specs as hosts
 from harness.core.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -142,23 +142,23 @@ def test_pr_check_takes_the_suite_from_the_config(tmp_path):
 
 # --- hosts/ of the repository under test ------------------------------------------------------
 
-def test_the_repositorys_own_host_profiles_are_read_first(tmp_path, monkeypatch):
+def test_the_repositorys_own_host_specs_are_read_first(tmp_path, monkeypatch):
     repo = _fresh(tmp_path)
     (repo / "hosts").mkdir()
-    shipped = json.loads((hosts.PROFILES_DIR / "h200.json").read_text())
-    gb10 = json.loads((hosts.PROFILES_DIR / "gb10.json").read_text())
+    shipped = json.loads((hosts.SPECS_DIR / "h200.json").read_text())
+    gb10 = json.loads((hosts.SPECS_DIR / "gb10.json").read_text())
     (repo / "hosts" / "gb10.json").write_text(json.dumps({**gb10, "peak_bandwidth_gbs": 1234}))
     # Matches what the shipped h200 matches, and sorts after it: it wins by being read first.
     (repo / "hosts" / "zz-lab-h200.json").write_text(json.dumps({**shipped, "name": "zz-lab-h200",
                                                                   "asv_machine": "zz-lab-h200"}))
     monkeypatch.delenv("ASV_CONF_DIR", raising=False)
     monkeypatch.chdir(repo / "hosts")
-    profiles = hosts.load_profiles()
-    assert profiles["gb10"]["peak_bandwidth_gbs"] == 1234 and "h200" in profiles
+    specs = hosts.load_specs()
+    assert specs["gb10"]["peak_bandwidth_gbs"] == 1234 and "h200" in specs
     h200 = {"os": {"system": "Linux"}, "cpu": {"model": "x", "apple_chip": "unknown"},
             "gpu": {"name": "NVIDIA H200", "nvidia": "unknown"}}
-    assert hosts.match_profile(h200, profiles)["name"] == "zz-lab-h200"
-    # Outside that repository: the shipped profile.
+    assert hosts.match_spec(h200, specs)["name"] == "zz-lab-h200"
+    # Outside that repository: the shipped spec.
     monkeypatch.chdir(tmp_path)
-    assert hosts.load_profiles()["gb10"]["peak_bandwidth_gbs"] == gb10["peak_bandwidth_gbs"]
-    assert hosts.match_profile(h200)["name"] == "h200"
+    assert hosts.load_specs()["gb10"]["peak_bandwidth_gbs"] == gb10["peak_bandwidth_gbs"]
+    assert hosts.match_spec(h200)["name"] == "h200"

@@ -1,7 +1,7 @@
 """Lab hosts' readings act: a run started during a backup, on battery, above nominal thermal
 pressure, or with another process's GPU work on either side of it is set aside for its host
 (analyze.spoiled), judged exactly as a contended run, and the report, the PR comment and the
-terminal say so; the quiet gate waits for an idle GPU, the runner records the GPU read while
+terminal say so; the quiet wait goes on for an idle GPU, the runner records the GPU read while
 our engine is idle, and the thermal wait waits for nominal pressure. Records from fixtures and
 synthetic runs; fake readers for the GPU; nothing is timed."""
 
@@ -28,7 +28,7 @@ from harness.cli.report import backfill
 from harness.collect import runner
 from harness.collect.host import gpuload, thermal
 from harness.collect.host.applegpu import AppleGpu
-from harness.collect.host.quiet import QuietGate
+from harness.collect.host.quiet import QuietWait
 from harness.collect.suite import load_suite
 from harness.render import hostwords, termsummary
 from harness.render import reportcontext as rp
@@ -225,7 +225,7 @@ def test_pr_check_on_runs_set_aside_past_the_share_is_inconclusive(why: str) -> 
     assert all(len(x) <= 80 for x in hostwords.set_aside_lines(c.notes["contention"]))
 
 
-# ---------------------------------------------------------------- the quiet gate's GPU
+# ---------------------------------------------------------------- the quiet wait's GPU
 
 class ScriptedGpu:
     """GPU readings by the fake clock's time: busy (95 %) before `until_s`, idle after."""
@@ -239,13 +239,13 @@ class ScriptedGpu:
         return AppleGpu(pct, pct, 0, 10, 20)
 
 
-def _gate(clock: FakeClock, gpu: Any, **kw: Any) -> QuietGate:
+def _gate(clock: FakeClock, gpu: Any, **kw: Any) -> QuietWait:
     kw = {"threshold_pct": 15.0, "settle_s": 0.5, "timeout_s": 10.0, "interval_s": 0.25, **kw}
-    return QuietGate(sampler=ScriptedForeign(clock), process_sampler=ScriptedProcesses([BUSY_R]),
+    return QuietWait(sampler=ScriptedForeign(clock), process_sampler=ScriptedProcesses([BUSY_R]),
                      clock=clock, sleep=clock.sleep, gpu=gpu, **kw)
 
 
-def test_quiet_gate_waits_while_another_process_uses_the_gpu() -> None:
+def test_quiet_wait_waits_while_another_process_uses_the_gpu() -> None:
     clock = FakeClock()
     res = _gate(clock, ScriptedGpu(clock, until_s=2.0)).wait(cooldown_s=1.0)
     assert res["timed_out"] is False and res["waited_s"] >= 1.0      # busy past the cooldown's end
@@ -255,7 +255,7 @@ def test_quiet_gate_waits_while_another_process_uses_the_gpu() -> None:
     assert res["foreign_pct_max"] == 2.0                              # the CPU was quiet throughout
 
 
-def test_quiet_gate_gives_up_on_a_gpu_that_stays_busy_and_the_run_is_set_aside() -> None:
+def test_quiet_wait_gives_up_on_a_gpu_that_stays_busy_and_the_run_is_set_aside() -> None:
     clock = FakeClock()
     res = _gate(clock, ScriptedGpu(clock, until_s=1e9), timeout_s=2.0).wait(cooldown_s=0.5)
     assert res["timed_out"] is True and res["gpu"]["last"]["device_pct"] == 95
@@ -263,7 +263,7 @@ def test_quiet_gate_gives_up_on_a_gpu_that_stays_busy_and_the_run_is_set_aside()
     assert gpu is not None and spoiled.reasons({"load": {"gpu": gpu}}) == ("gpu-busy",)
 
 
-def test_quiet_gate_without_a_gpu_reading_reads_as_before() -> None:
+def test_quiet_wait_without_a_gpu_reading_reads_as_before() -> None:
     clock = FakeClock()
     calls = []
     res = _gate(clock, lambda: calls.append(1)).wait(cooldown_s=1.0)   # None: no reading here
@@ -287,9 +287,9 @@ def test_runner_records_the_idle_gpu_either_side_and_a_busy_one_sets_the_run_asi
     idle = _one_run(tmp_path, monkeypatch, 3)
     g = idle["load"]["gpu"]
     assert g["before"]["device_pct"] == 3 and g["after"]["device_pct"] == 3 and g["limit_pct"] == 20.0
-    assert idle["load"]["quiet_gate"]["gpu"]["busy_samples"] == 0 and spoiled.reasons(idle) == ()
+    assert idle["load"]["quiet_wait"]["gpu"]["busy_samples"] == 0 and spoiled.reasons(idle) == ()
     busy = _one_run(tmp_path, monkeypatch, 90)
-    assert "quiet_gate_timeout" in busy["marks"] and spoiled.reasons(busy) == ("gpu-busy",)
+    assert "quiet_wait_timeout" in busy["marks"] and spoiled.reasons(busy) == ("gpu-busy",)
 
 
 def test_runner_records_no_gpu_where_the_host_reads_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,7 +297,7 @@ def test_runner_records_no_gpu_where_the_host_reads_none(tmp_path: Path, monkeyp
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=1, warmups=0))
     from harness.collect.plan import build_plan
     run = runner.run_one(build_plan(suite)[0], suite, runner.Engines(), runner.NullUI(), None)
-    assert "gpu" not in run["load"] and "gpu" not in run["load"]["quiet_gate"]
+    assert "gpu" not in run["load"] and "gpu" not in run["load"]["quiet_wait"]
 
 
 # ---------------------------------------------------------------- the thermal wait

@@ -1,4 +1,4 @@
-"""The quiet gate sized to the work: where a suite leaves [quiet] settle_s and
+"""The quiet wait sized to the work: where a suite leaves [quiet] settle_s and
 timeout_s unset, each run's gate waits clamp(k x the arm's previous run, floor, the old fixed
 default), so a 20 ms run never waits 120 s for a quiet host; a suite's own values are kept; the
 values each run's gate used are recorded and the waiting line says them."""
@@ -12,7 +12,7 @@ from harness_helpers import cli_in_process, command_arm, write_suite
 
 from harness.analyze.summary import waiting_lines
 from harness.collect.host import quiet as host_quiet
-from harness.collect.host.quiet import gate_limits
+from harness.collect.host.quiet import wait_limits
 from harness.collect.suite import load_suite, suite_from_record
 
 
@@ -25,15 +25,15 @@ from harness.collect.suite import load_suite, suite_from_record
     (None, 0.5, 1.0),       # a session's first run: nothing to size from
 ])
 def test_unset_limits_scale_with_the_expected_run(expected, settle, timeout):
-    lim = gate_limits(None, None, expected)
+    lim = wait_limits(None, None, expected)
     assert (lim.settle_s, lim.timeout_s) == pytest.approx((settle, timeout))
     assert lim.sized == ("settle_s", "timeout_s")
 
 
 def test_limits_the_suite_sets_are_used_as_they_are():
-    lim = gate_limits(7.0, 300.0, 0.02)
+    lim = wait_limits(7.0, 300.0, 0.02)
     assert (lim.settle_s, lim.timeout_s, lim.sized) == (7.0, 300.0, ())
-    one = gate_limits(None, 300.0, 0.02)
+    one = wait_limits(None, 300.0, 0.02)
     assert (one.settle_s, one.timeout_s, one.sized) == (0.5, 300.0, ("settle_s",))
 
 
@@ -52,7 +52,7 @@ def _timed_out_wait(self, cooldown_s=0.0, on_tick=None):
 
 
 def test_each_run_records_the_limits_its_gate_used_sized_to_the_arms_previous_run(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(host_quiet.QuietGate, "wait", _timed_out_wait)
+    monkeypatch.setattr(host_quiet.QuietWait, "wait", _timed_out_wait)
     suite = write_suite(tmp_path, [command_arm("a"), command_arm("b")], repetitions=3, warmups=1,
                         quiet={"enabled": True})
     rec = tmp_path / "r.json"
@@ -62,14 +62,14 @@ def test_each_run_records_the_limits_its_gate_used_sized_to_the_arms_previous_ru
     walls: dict[str, float] = {}
     last = None
     for run in runs:
-        gate = run["load"]["quiet_gate"]
+        gate = run["load"]["quiet_wait"]
         expected = walls.get(run["arm"], last)
-        want = gate_limits(None, None, expected)
+        want = wait_limits(None, None, expected)
         assert gate["sized"] == ["settle_s", "timeout_s"]
         assert gate["expected_wall_s"] == (None if expected is None else pytest.approx(expected, abs=1e-4))
         assert (gate["settle_s"], gate["timeout_s"]) == pytest.approx((want.settle_s, want.timeout_s))
         walls[run["arm"]] = last = run["wall_s"]
-    assert max(run["load"]["quiet_gate"]["timeout_s"] for run in runs) < 120.0
+    assert max(run["load"]["quiet_wait"]["timeout_s"] for run in runs) < 120.0
     lines = r.stdout.splitlines()
     assert "[quiet] timeout_s (unset: sized to each run, " in lines[1]
     assert all(len(x) <= 80 for x in lines[:3])
@@ -77,12 +77,12 @@ def test_each_run_records_the_limits_its_gate_used_sized_to_the_arms_previous_ru
 
 def test_waiting_line_names_the_sized_span_and_the_setting():
     gate = {"sized": ["settle_s", "timeout_s"], "settle_s": 0.5, "threshold_pct": 15.0}
-    runs = [{"wall_s": 0.02, "quiet_wait_s": t, "cooldown_s": 0.0, "marks": ["quiet_gate_timeout"],
-             "load": {"quiet_gate": {**gate, "timeout_s": t}}} for t in (1.0, 2.4)]
+    runs = [{"wall_s": 0.02, "quiet_wait_s": t, "cooldown_s": 0.0, "marks": ["quiet_wait_timeout"],
+             "load": {"quiet_wait": {**gate, "timeout_s": t}}} for t in (1.0, 2.4)]
     rec = {"session_wall_s": 4.0, "runs": runs,
            "suite": {"settings": {"quiet": {"enabled": True, "threshold_pct": 15.0,
                                             "settle_s": None, "timeout_s": None}}}}
     lines = waiting_lines(rec)
-    assert lines[0] == "waited 3.4 s of 4.0 s for a quiet machine (2 quiet-gate timeouts);"
+    assert lines[0] == "waited 3.4 s of 4.0 s for a quiet machine (2 quiet-wait timeouts);"
     assert lines[1] == "  [quiet] timeout_s (unset: sized to each run, 1-2.4 s here) governs it:"
     assert lines[2] == "  lower it on a busy host (the suite file)"

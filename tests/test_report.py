@@ -578,9 +578,9 @@ def test_every_committed_record_renders_byte_identically_to_its_committed_markdo
     assert path.with_suffix(".md").read_text(encoding="utf-8") in (md, marked(md, "report"))
 
 
-def test_the_report_uses_the_profile_stored_in_the_record_not_this_machines(tmp_path: Path, monkeypatch) -> None:
-    # A record made on a host whose profile this checkout does not ship renders with the
-    # profile the record carries (its peak and name), and a record without one is matched here.
+def test_the_report_uses_the_host_spec_stored_in_the_record_not_this_machines(tmp_path: Path, monkeypatch) -> None:
+    # A record made on a host whose spec this checkout does not ship renders with the
+    # host spec the record carries (its peak and name), and a record without one is matched here.
     from harness.ci import reportfiles
 
     monkeypatch.chdir(REPO)
@@ -591,11 +591,11 @@ def test_the_report_uses_the_profile_stored_in_the_record_not_this_machines(tmp_
     p = tmp_path / "r.json"
     p.write_text(json.dumps(data))
     md = rp.render(reportfiles.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
-    assert "host profile lab-box-9: 123 GB/s (vendor sheet)" in md
+    assert "host spec lab-box-9: 123 GB/s (vendor sheet)" in md
     data["host"]["profile"] = None      # matched nothing when it was made: unknown peak, no guess
     p.write_text(json.dumps(data))
     md = rp.render(reportfiles.context_for(str(p), backfill=BACKFILL), "record", user_dir=NO_USER_TEMPLATES)
-    assert "no host profile matches this host: unknown peak" in md
+    assert "no host spec matches this host: unknown peak" in md
 
 
 def test_a_record_keeps_its_tensor_tables_and_renders_the_same_without_the_models(tmp_path: Path,

@@ -55,17 +55,17 @@ def test_left_out_groups_warmups_first_then_failures_by_error() -> None:
     assert [(s.index, s.why) for s in runnotes.set_aside(_facts(data))] == [(b["index"], "no token")]
 
 
-def test_flagged_keeps_each_groups_first_quiet_gate_limit() -> None:
+def test_flagged_keeps_each_groups_first_quiet_wait_limit() -> None:
     data = copy.deepcopy(load_record(str(DEFAULT)))
     for r in data["runs"]:
         r["marks"] = [m for m in r.get("marks") or [] if m != "contended"]
     r1, r2 = [r for r in data["runs"] if not r.get("warmup")
               and (r["arm"], r["prompt"]) == ("classic", data["suite"]["prompts"][0]["name"])][:2]
     for r, limit in ((r1, 7.5), (r2, 99.0)):
-        r["marks"] = ["quiet_gate_timeout"]
-        r.setdefault("load", {}).setdefault("quiet_gate", {})["timeout_s"] = limit
+        r["marks"] = ["quiet_wait_timeout"]
+        r.setdefault("load", {}).setdefault("quiet_wait", {})["timeout_s"] = limit
     [g] = runnotes.flagged(_facts(data))
-    assert g.kind == runnotes.QUIET_TIMEOUT and g.runs == (r1["index"], r2["index"]) and g.gate_timeout_s == 7.5
+    assert g.kind == runnotes.QUIET_TIMEOUT and g.runs == (r1["index"], r2["index"]) and g.quiet_timeout_s == 7.5
 
 
 def test_incomplete_says_whether_every_planned_run_is_there() -> None:

@@ -118,25 +118,25 @@ class _Gate:
         return {"waited_s": 0.01, "timed_out": True, "busiest": {"name": "indexer", "cpu_pct": 90}}
 
 
-class _QuietGate(_Gate):
+class _QuietWait(_Gate):
     def wait(self, cooldown_s: float = 0.0, on_tick: Any = None) -> dict:
         _Gate.calls.append(cooldown_s)
         return {"waited_s": 0.0, "timed_out": False, "busiest": None}
 
 
-def test_marks_contended_and_quiet_gate_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_marks_contended_and_quiet_wait_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner.Pacer, "contention_watch", lambda self, *a: _Watch())
-    monkeypatch.setattr(runner.host_quiet, "QuietGate", _Gate)
+    monkeypatch.setattr(runner.host_quiet, "QuietWait", _Gate)
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1, quiet={"enabled": True, "timeout_s": 1},
                     watch={"enabled": True})
     r = _session(tmp_path, p).runs[0]
     # 4 samples: under the 10 a run needs, so the watch's verdict is marked as thin.
-    assert r["marks"] == ["quiet_gate_timeout", "contended", "watch_undersampled"]
-    assert r["load"]["quiet_gate"]["busiest"]["name"] == "indexer"
+    assert r["marks"] == ["quiet_wait_timeout", "contended", "watch_undersampled"]
+    assert r["load"]["quiet_wait"]["busiest"]["name"] == "indexer"
     assert r["load"]["contention"]["contended_fraction"] == 0.5
     assert r["quiet_wait_s"] == 0.01 and r["cooldown_s"] == 0.0
-    assert set(r["load"]) == {"before", "after", "quiet_gate", "contention", "thermal", "thermal_wait"}
-    assert terminal.mark_text(r) == "quiet_gate_timeout,contended 2/4,watch_undersampled (4 samples)"
+    assert set(r["load"]) == {"before", "after", "quiet_wait", "contention", "thermal", "thermal_wait"}
+    assert terminal.mark_text(r) == "quiet_wait_timeout,contended 2/4,watch_undersampled (4 samples)"
 
 
 class _WellSampledWatch(_Watch):
@@ -161,7 +161,7 @@ def test_real_load_watch_runs(tmp_path: Path) -> None:
     assert c["watcher"] == "process"
     assert c["predicted_wall_s"] == 0.01 and c["interval_s"] == 0.05
     assert ("watch_undersampled" in r["marks"]) == (c["samples"] < 10)
-    assert r["load"]["quiet_gate"]["sampler"] == "foreign_cpu"
+    assert r["load"]["quiet_wait"]["sampler"] == "foreign_cpu"
     before = r["load"]["before"]
     assert {"timestamp", "loadavg_1", "cpu_pct"} <= set(before)
     assert isinstance(before["loadavg_1"], float) and before["loadavg_1"] >= 0.0   # Linux: os.getloadavg()
@@ -237,7 +237,7 @@ def test_the_watch_schedule_samples_any_run_at_least_ten_times_and_a_long_one_sp
 
 
 def test_each_measured_run_cools_down_by_the_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.host_quiet, "QuietGate", _QuietGate)
+    monkeypatch.setattr(runner.host_quiet, "QuietWait", _QuietWait)
     _Gate.calls = []
     p = write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], repetitions=2, warmups=1,
                     cooldown_s=0.001, cooldown_ratio=0.5, cooldown_cap_s=0.05,

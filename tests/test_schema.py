@@ -306,7 +306,7 @@ def test_report_does_not_recommend_specdec_for_another_engine(tmp_path: Path, mo
 
 
 def test_a_v2_record_reads_with_its_quiet_wait_renamed(tmp_path: Path) -> None:
-    # schema_version 2 called the quiet gate's wait gate_wait_s; version 3 reads it as quiet_wait_s
+    # schema_version 2 called the wait for a quiet host gate_wait_s; version 3 reads it as quiet_wait_s
     # and keeps every other field as it was. A v2 record: a v1 fixture taken one step only.
     v1 = json.loads((REPO / "tests" / "fixtures" / "report" / "record-after.json").read_text())
     rec = schema.migrate_v1(v1)
@@ -340,3 +340,24 @@ def test_a_v4_record_keeps_ms_per_token_once_at_the_run_s_top_level(tmp_path: Pa
     published = json.loads(schema.json_schemas()["record.schema.json"])["$defs"]
     assert "ms_per_token" in published["Run"]["properties"]
     assert "ms_per_token" not in published["RunDiagnostics"]["properties"]
+
+
+def test_a_v4_record_s_renamed_keys_load_under_version_5_s_names(tmp_path: Path) -> None:
+    # Version 5 renamed keys whose words meant two things (host profile vs profile mode, quiet
+    # gate vs exactness gate, dispatch probe vs exactness probe); a version-4 record reads into them.
+    v4 = json.loads((REPO / "tests" / "fixtures" / "default-suite-linux-cpu.json").read_text())
+    assert v4["schema_version"] == 4 and "profile" in v4["host"] and "dispatch_probe" in v4["suite"]["settings"]
+    run = next(r for r in v4["runs"] if r["status"] == "ok")
+    assert "quiet_gate" in run["load"] and "dispatch_probe_ms" in run
+    run["marks"] = ["contended", "quiet_gate_timeout"]
+    v4["sequential"] = {"looks": [{"figures": {"a": {"ratio": 1.0, "dispatch_probe": {"used": True}}}}]}
+    p = tmp_path / "v4.json"
+    p.write_text(json.dumps(v4))
+    v5 = Record.load(p).data
+    assert v5["host"]["spec"] == v4["host"]["profile"] and "profile" not in v5["host"]
+    assert v5["suite"]["settings"]["dispatch_measurement"] == v4["suite"]["settings"]["dispatch_probe"]
+    got = v5["runs"][v4["runs"].index(run)]
+    assert got["load"]["quiet_wait"] == run["load"]["quiet_gate"] and "quiet_gate" not in got["load"]
+    assert got["dispatch_measurement_ms"] == run["dispatch_probe_ms"] and "dispatch_probe_ms" not in got
+    assert got["marks"] == ["contended", "quiet_wait_timeout"]
+    assert v5["sequential"]["looks"][0]["figures"]["a"] == {"ratio": 1.0, "dispatch_measurement": {"used": True}}

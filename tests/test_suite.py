@@ -79,8 +79,8 @@ def test_bad_arm_fields(tmp_path: Path, arm_extra: dict, key: str, what: str) ->
     ({"cooldown_ratio": "fast"}, "cooldown_ratio", "expected a number"),
     ({"cooldown_s": 5, "cooldown_cap_s": 2}, "cooldown_cap_s", "must be >= cooldown_s (5)"),
     ({"cooldown_cap_s": "none"}, "cooldown_cap_s", "expected a number"),
-    ({"cooldown_s": "host", "cooldown_ratio": 2}, "cooldown_ratio", "host profile gives it"),
-    ({"cooldown_s": "host", "cooldown_cap_s": 9}, "cooldown_cap_s", "host profile gives it"),
+    ({"cooldown_s": "host", "cooldown_ratio": 2}, "cooldown_ratio", "host spec gives it"),
+    ({"cooldown_s": "host", "cooldown_cap_s": 9}, "cooldown_cap_s", "host spec gives it"),
     ({"budget_s": 0}, "budget_s", "must be > 0"),
     ({"max_repetitions": 1}, "max_repetitions", "must be >= repetitions (2)"),
     ({"max_repetitions": 3.5}, "max_repetitions", "expected an integer"),
@@ -129,9 +129,9 @@ def test_record_round_trip_and_quick(tmp_path: Path) -> None:
     assert q.settings.repetitions == 2 and q.settings.cooldown_s == 0 and not q.settings.quiet.enabled
 
 
-def test_cooldown_from_host_profile(tmp_path: Path) -> None:
+def test_cooldown_from_host_spec(tmp_path: Path) -> None:
     from harness.collect.host.info import collect_host
-    from harness.collect.host.profiles import resolve_host_settings
+    from harness.collect.host.specs import resolve_host_settings
     s = load_suite(write_suite(tmp_path, [command_arm("a")], cooldown_s="host"))
     assert s.settings.cooldown_source == "host"
     r = resolve_host_settings(s, collect_host())

@@ -1,6 +1,6 @@
 """Waiting said first: the starter suite shows [quiet] and [watch]
 with what each setting governs, and a session that spent most of its time waiting, or whose
-quiet gate timed out, says so in the summary's first line with the setting that governs it."""
+quiet wait timed out, says so in the summary's first line with the setting that governs it."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_starter_suite_shows_quiet_and_watch_tables_naming_each_setting(tmp_path
     for f in fields(WatchSettings):
         assert f"{f.name} =" in watch, f.name
     before = text[:text.index("[quiet]")]
-    assert "busy host" in before[before.rindex("# The quiet gate"):]   # what to change there
+    assert "busy host" in before[before.rindex("# The quiet wait"):]   # what to change there
 
 
 def _timed_out_wait(self, cooldown_s=0.0, on_tick=None):
@@ -36,14 +36,14 @@ def _timed_out_wait(self, cooldown_s=0.0, on_tick=None):
             "samples": 2, "busy_samples": 2, "timeout_s": self.timeout_s, "settle_s": self.settle_s}
 
 
-def test_run_whose_quiet_gate_timed_out_says_so_first_with_timeout_s(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(host_quiet.QuietGate, "wait", _timed_out_wait)
+def test_run_whose_quiet_wait_timed_out_says_so_first_with_timeout_s(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(host_quiet.QuietWait, "wait", _timed_out_wait)
     suite = write_suite(tmp_path, [command_arm("classic")], repetitions=3,
                         quiet={"enabled": True, "timeout_s": 120})
     r = cli_in_process(["run", str(suite), "--record", str(tmp_path / "r.json")], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("waited ") and "for a quiet machine (3 quiet-gate timeouts);" in lines[0]
+    assert lines[0].startswith("waited ") and "for a quiet machine (3 quiet-wait timeouts);" in lines[0]
     assert lines[1].strip().startswith("[quiet] timeout_s = 120 governs it")
     assert all(len(x) <= 80 for x in lines[:2])
 
@@ -67,8 +67,8 @@ def test_waiting_lines_say_nothing_when_measuring_took_the_session():
     assert waiting_lines(_record(runs, 31.0)) == []
 
 
-def test_compare_commits_whose_quiet_gate_timed_out_says_so_before_any_figure(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(host_quiet.QuietGate, "wait", _timed_out_wait)
+def test_compare_commits_whose_quiet_wait_timed_out_says_so_before_any_figure(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(host_quiet.QuietWait, "wait", _timed_out_wait)
     repo = one_commit_repo(tmp_path)
     arm = command_arm("a", command=tree_command())   # reads each commit's tree
     suite = write_suite(tmp_path, [arm], repetitions=2, quiet={"enabled": True, "timeout_s": 45})
@@ -76,7 +76,7 @@ def test_compare_commits_whose_quiet_gate_timed_out_says_so_before_any_figure(tm
                         "--work", str(tmp_path / "w")], tmp_path, monkeypatch, capsys)
     assert r.returncode in (0, 3), r.stderr[-2000:]
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("waited ") and "for a quiet machine (4 quiet-gate timeouts);" in lines[0]
+    assert lines[0].startswith("waited ") and "for a quiet machine (4 quiet-wait timeouts);" in lines[0]
     assert lines[1].strip().startswith("[quiet] timeout_s = 45 governs it")
     assert lines[2].startswith("Environment: ")
 
@@ -86,11 +86,11 @@ def test_pr_comment_says_the_waiting_right_under_the_headline():
     from harness.analyze.summary import check_waiting_lines
     from harness.ci import pullrequest
     from harness.ci.twocommits import Comparison
-    runs = [{"wall_s": 0.1, "quiet_wait_s": 30.0, "cooldown_s": 0.0, "marks": ["quiet_gate_timeout"]}]
+    runs = [{"wall_s": 0.1, "quiet_wait_s": 30.0, "cooldown_s": 0.0, "marks": ["quiet_wait_timeout"]}]
     rec = {"duty": {"session_wall_s": 70.0, "waiting_s": 30.0}, "runs": runs,
            "suite": {"settings": {"quiet": {"timeout_s": 30.0}}}}
     waiting = check_waiting_lines({"base": rec, "head": rec}, 62.0)
-    assert waiting[0] == "waited 60 s of 62 s for a quiet machine (2 quiet-gate timeouts);"
+    assert waiting[0] == "waited 60 s of 62 s for a quiet machine (2 quiet-wait timeouts);"
     c = Comparison("b" * 40, "h" * 40, Design(), [], [], {}, {"base": "b", "head": "h"}, {"rounds": 2}, 62.0)
     md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 62.0,
                                      "waiting": waiting}).splitlines()

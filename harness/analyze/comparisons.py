@@ -22,7 +22,7 @@ FigureFn = Callable[[Run], float | None]
 MS_PER_TOKEN = "ms/token"
 MS_PER_ROUND = "ms/round"
 PHASE = "phase ms/round: "
-PROBE = "dispatch probe ms"   # the covariate's own pairs (harness.collect.host.probe): shown, not gated
+PROBE = "dispatch measurement ms"   # the covariate's own pairs (harness.collect.host.dispatch): shown, not gated
 
 
 def _rounds(r: Run) -> float | None:
@@ -60,8 +60,8 @@ Pairs = tuple[list[float], list[float]]
 @dataclass(frozen=True)
 class SessionPairs:
     """Two sessions' pairs: (arm, figure) -> (base values, head values) in plan order; the
-    dispatch probe's (base, head) times of the same pairs, for each figure whose every pair has a
-    probe on both sides (suite `dispatch_probe`); and each pair's worker generation ("base/head"
+    dispatch measurement's (base, head) times of the same pairs, for each figure whose every pair has a
+    probe on both sides (suite `dispatch_measurement`); and each pair's worker generation ("base/head"
     generation numbers), for each figure whose every run names its worker's generation."""
 
     table: dict[tuple[str, str], Pairs]
@@ -76,7 +76,7 @@ def between_sessions(base: list[Run], head: list[Run]) -> dict[tuple[str, str], 
 
 
 def _probe(r: Run) -> float | None:
-    p = r.get("dispatch_probe_ms")
+    p = r.get("dispatch_measurement_ms")
     return float(p) if isinstance(p, (int, float)) and p > 0 else None
 
 
@@ -147,7 +147,7 @@ def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list
 
 
 def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float], Pairs | None]]:
-    """vs_classic(), with the dispatch probe's pairs when every pair has them."""
+    """vs_classic(), with the dispatch measurement's pairs when every pair has them."""
     arms = record["suite"]["arms"]
     runs = _by_key(record["runs"])
     out: dict[str, tuple[str, list[float], list[float], Pairs | None]] = {}
@@ -177,7 +177,7 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
 
 def judge_vs_classic(record: dict[str, Any], design: Design) -> dict[str, paired.Paired]:
     """Each speculative arm's ms/token against its classic arm, judged paired (adjusted for the
-    dispatch probe when the runs have it); no clean verdict where the pairs' runs are contended
+    dispatch measurement when the runs have it); no clean verdict where the pairs' runs are contended
     past the suite's share (contended.unclean)."""
     share = contended.share_limit(record["suite"].get("settings") or {})
     runs = _by_key(record["runs"])

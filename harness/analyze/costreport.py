@@ -1,7 +1,7 @@
 """A record's cost model: bytes per step, effective bandwidth, what-if and break-even, typed.
 
 Weights are counted from the pairings' tensor tables (harness.analyze.costmodel); step times
-come from the record. The peak is the matching host profile's figure, or unknown when there is
+come from the record. The peak is the matching host spec's figure, or unknown when there is
 none: never a guess. The what-if needs the drafter step cost, which only a profile-mode arm
 attributes (default mode leaves the drafter's device work in the target's verify phase), and
 the engine's declared drafting and verify phases (roles in suite.engines); without them the
@@ -56,9 +56,9 @@ class BreakEven:
 
 @dataclass(frozen=True)
 class Peak:
-    profile: str | None                  # the matching host profile's name; None: none matches
+    host_spec: str | None                # the matching host spec's name; None: none matches
     gb_s: float | None                   # its peak bandwidth; None: unknown
-    source: str = ""                     # where the profile's figure (or its absence) comes from
+    source: str = ""                     # where the host spec's figure (or its absence) comes from
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ ClassicRef = dict[tuple[str, str], tuple[str, float]]
 
 
 def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSplit],
-          profiles: list[ProfileComparison], profile: dict[str, Any] | None,
+          profiles: list[ProfileComparison], host_spec: dict[str, Any] | None,
           models: ModelTables) -> CostSection:
     """models: each pairing's target and drafter tensor tables, read by the caller: (directory,
     table) or (directory, why it could not be read); a role the pairing lacks is absent."""
@@ -200,7 +200,7 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
     sec.classic_arm, classic_ms = classic_ref[key]
     sec.prompt = key[1]
     tables = models.get(arms[key[0]]["pairing"], {})
-    sec.peak = _peak(profile)
+    sec.peak = _peak(host_spec)
     tdir, ttab = tables.get("target", (None, "the pairing names no target"))
     try:
         if isinstance(ttab, str):
@@ -264,11 +264,11 @@ def _break_even(splits: list[RoundSplit], classic_ref: ClassicRef) -> list[Break
     return out
 
 
-def _peak(profile: dict[str, Any] | None) -> Peak:
-    if profile is None:
+def _peak(spec: dict[str, Any] | None) -> Peak:
+    if spec is None:
         return Peak(None, None)
-    return Peak(str(profile["name"]), profile.get("peak_bandwidth_gbs"),
-                str(profile.get("peak_bandwidth_source", "")))
+    return Peak(str(spec["name"]), spec.get("peak_bandwidth_gbs"),
+                str(spec.get("peak_bandwidth_source", "")))
 
 
 def _result_arm(record: dict[str, Any], arm: str) -> dict[str, Any]:

@@ -1,9 +1,9 @@
-"""The dispatch probe as a covariate of a paired check's per-pair log ratios.
+"""The dispatch measurement as a covariate of a paired check's per-pair log ratios.
 
 adjust_for_probe takes out of each pair's log ratio the part the host's state predicts (the
 probe's own pair log ratio times a robust slope, huber_slope), while the probe itself did not
 move; probe_note says what it did in a verdict's note. harness.analyze.paired judges the
-adjusted ratios; docs/statistics.md ("The dispatch probe") says why. Pure functions.
+adjusted ratios; docs/statistics.md ("The dispatch measurement") says why. Pure functions.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from harness.analyze.design import Design
 from harness.analyze.estimators import HUBER_C, MIN_ROBUST_PAIRS, serial_inflation
 from harness.analyze.stats import scipy_stats
 
-# The dispatch probe (harness.collect.host.probe) is a covariate: the same fixed work on both
+# The dispatch measurement (harness.collect.host.dispatch) is a covariate: the same fixed work on both
 # sides, timed right after each run, so its pair log ratio x follows the host's state in that
 # moment and not the code. The pairs' log ratios d are then judged as d - theta x, theta the
 # Huber regression slope of d on x: the part of each pair's ratio the host's state predicts is
@@ -99,8 +99,8 @@ def probe_note(info: dict[str, Any] | None) -> str | None:
     if info.get("used"):
         took = (f"{info['variance_removed']:.0%} of their variance taken out" if info["variance_removed"] >= 0.005
                 else "none of their variance taken out")
-        return f"adjusted for the dispatch probe (correlation {info['corr']:+.2f} with the pairs' ratios, {took})"
+        return f"adjusted for the dispatch measurement (correlation {info['corr']:+.2f} with the pairs' ratios, {took})"
     if info.get("why") == "the probe itself moved":
-        return (f"not adjusted for the dispatch probe: the probe itself moved {info['probe_ratio'] - 1.0:+.1%} "
+        return (f"not adjusted for the dispatch measurement: the probe itself moved {info['probe_ratio'] - 1.0:+.1%} "
                 f"between the sides (the code, or one side's process, slows work the engine does not do)")
     return None

@@ -6,7 +6,7 @@ Each field is read from the record's host section (harness.collect.host.info) an
 runs' engine reports; a field unknown on both sides is not a difference, one unknown on one
 side only is. The host's MLX and BLAS fields describe the harness's own process: they are
 compared only where an engine uses them (it runs in that process, declares or reports MLX, or
-the dispatch probe times MLX work), so nothing of MLX is said of an engine that has none.
+the dispatch measurement times MLX work), so nothing of MLX is said of an engine that has none.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ HOST_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("CPU", ("cpu", "model")),
     ("logical cores", ("cpu", "logical_cores")),
     ("memory GiB", ("memory", "total_gib")),
-    ("host profile", ("profile", "name")),
+    ("host spec", ("spec", "name")),
     ("harness", ("harness", "version")),
 )
 UNKNOWN = "unknown"
@@ -47,7 +47,7 @@ WORDS = {"mlx": "mlx", "mlx-lm": "mlx-lm", "MLX device": "MLX device", "MLX back
          "MLX device info": "MLX device", "BLAS": "BLAS", "BLAS libraries": "BLAS", "OS": "OS",
          "OS release": "OS", "OS distribution": "OS", "macOS": "OS", "GPU": "GPU",
          "NVIDIA GPUs and driver": "driver", "Python": "Python", "Python implementation": "Python",
-         "CPU": "CPU", "logical cores": "CPU", "memory GiB": "memory", "host profile": "host profile",
+         "CPU": "CPU", "logical cores": "CPU", "memory GiB": "memory", "host spec": "host spec",
          "harness": "harness"}
 # Keys that change between sessions of one unchanged machine: not an environment difference.
 VOLATILE = {"free_memory", "pci_bus_id", "uuid"}
@@ -97,7 +97,7 @@ def engines_of(runs: list[dict[str, Any]]) -> dict[str, str]:
 def uses_harness_process(rec: dict[str, Any]) -> bool:
     """Whether the host's MLX and BLAS fields bear on this record's engines: one runs in the
     harness's process (not a command), declares MLX numerics, reports MLX in its runs, or the
-    dispatch probe times MLX work after each run."""
+    dispatch measurement times MLX work after each run."""
     suite = rec.get("suite") or {}
     engines = [e for e in (suite.get("engines") or {}).values() if isinstance(e, dict)]
     if any(e.get("adapter", "command") != "command" or "mlx" in str(e.get("numerics", "")).lower()
@@ -106,7 +106,7 @@ def uses_harness_process(rec: dict[str, Any]) -> bool:
     if any(a.get("engine") in (None, "", "embedded") and not engines for a in suite.get("arms") or []
            if isinstance(a, dict)):
         return True   # a record from before engines were declared: the embedded MLX engine
-    if (suite.get("settings") or {}).get("dispatch_probe"):
+    if (suite.get("settings") or {}).get("dispatch_measurement"):
         return True
     return any("mlx" in str(v).lower() for v in engines_of(rec.get("runs") or []).values())
 

@@ -90,7 +90,7 @@ def huber_location(logs: np.ndarray) -> tuple[float, np.ndarray] | None:
 # Worker generations (suite `restart_s`): a check may restart both sides' worker processes during
 # its sampling, so every pair belongs to one generation, one pair of processes. A per-process
 # effect (two processes of the same code that run at different speeds for their whole life: on a
-# lent H100 the dispatch probe's fixed work ran 29-39% apart between two workers in 3 of 5 checks,
+# lent H100 the dispatch measurement's fixed work ran 29-39% apart between two workers in 3 of 5 checks,
 # docs/measurements/log.md) is then constant within a generation and varies between generations; successive
 # pairs cannot see it, however many there are. The judged reading tests whether its generations
 # differ (one-way analysis of variance of the values it rests on, F test at GENERATIONS_PRETEST),

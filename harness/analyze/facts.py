@@ -16,10 +16,10 @@ from harness.core.schema import section
 @dataclass(frozen=True)
 class Inputs:
     """What a report needs beyond the record, read by its caller (the renderer reads nothing):
-    the host profile the record names (or the one matched by its caller for a record that
+    the host spec the record names (or the one matched by its caller for a record that
     names none) and each pairing's model tensor tables."""
 
-    profile: dict[str, Any] | None
+    host_spec: dict[str, Any] | None
     models: ModelTables
     # For a comparison: the acknowledgements covering a commit between the two records
     # (commits spec, figure pattern, arm pattern, reason).
@@ -43,7 +43,7 @@ class Facts:
         self.splits = rounds.all_splits(data)
         self.drafter_splits = drafterstep.drafter_splits(data)
         self.profiles = rounds.profile_comparisons(data)
-        self.profile = inputs.profile
+        self.host_spec = inputs.host_spec
         self.models = inputs.models
         self.acks = inputs.acks
         self.host = data.get("host") or {}
@@ -174,7 +174,7 @@ class Facts:
 
     # host ---------------------------------------------------------------------------
     def host_name(self) -> str:
-        return self.profile["name"] if self.profile else "local"
+        return self.host_spec["name"] if self.host_spec else "local"
 
     def host_tag(self) -> str:
         return f"{self.host_name()} {section(self.host, 'os').get('hostname', 'unknown')}"

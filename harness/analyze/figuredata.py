@@ -4,7 +4,7 @@ Each figure has its own typed series, and an empty tuple (or None) where the rec
 for it, so the renderer draws only what the record holds:
 
 - runs: ms/token of every measured run in session order, per arm and prompt, with the marks a
-  reader needs beside a point (contended, quiet-gate timeout, failed);
+  reader needs beside a point (contended, quiet-wait timeout, failed);
 - kv: verify ms by KV length, first use of a shape against its repeats (the engine's rounds_log;
   every completed run, warm-ups included, since first uses fall mostly there);
 - acceptance: accepted share of drafts by draft position, with Wilson intervals;
@@ -34,7 +34,7 @@ class RunPoint:
     index: int                    # its place in the session (the record's run index)
     ms_per_token: float | None    # None: the run failed and has no figure
     contended: bool               # the contention watch marked it
-    quiet_timeout: bool           # the quiet gate timed out before it (it ran on a busy host)
+    quiet_timeout: bool           # the quiet wait timed out before it (it ran on a busy host)
 
     @property
     def failed(self) -> bool:
@@ -132,7 +132,7 @@ def run_series(record: dict[str, Any]) -> tuple[tuple[RunSeries, ...], int]:
     out = []
     for (arm, prompt), rs in groups.items():
         pts = tuple(RunPoint(int(r.get("index", i)), _ms(r), contended.is_contended(r),
-                             "quiet_gate_timeout" in (r.get("marks") or []))
+                             "quiet_wait_timeout" in (r.get("marks") or []))
                     for i, r in enumerate(rs))
         out.append(RunSeries(arm, prompt, tuple(sorted(pts, key=lambda p: p.index))))
     return tuple(out), sum(1 for r in record["runs"] if r.get("warmup"))
@@ -299,7 +299,7 @@ def _interval(xs: list[float]) -> Interval | None:
 
 
 def _name(record: dict[str, Any]) -> str:
-    host = ((record.get("host") or {}).get("profile") or {})
+    host = ((record.get("host") or {}).get("spec") or {})
     host_name = host.get("name") if isinstance(host, dict) else None
     when = str(record.get("created") or "")[:16].replace("T", " ")
     return " ".join(x for x in (record["suite"].get("name"), host_name and f"on {host_name}", when) if x)

@@ -20,7 +20,7 @@ one pair carries little of it. Each figure is judged on those ratios:
   change of the threshold; "inconclusive" otherwise, with the smallest detectable change.
 
 The check's threshold, false-alarm level (spent over looks, split over figures) and power are
-its `Design` (harness.analyze.design); the pairs may first be adjusted for the dispatch probe
+its `Design` (harness.analyze.design); the pairs may first be adjusted for the dispatch measurement
 (harness.analyze.covariate). docs/statistics.md says why each step is there. Pure functions;
 nothing here runs or reads anything.
 """
@@ -68,12 +68,12 @@ class Paired:
     # disturbed weigh little).
     location: str = "mean"
     mean_ratio: float | None = None  # the geometric mean of the per-pair ratios, always (of the
-                                     # adjusted ones when the dispatch probe was used)
+                                     # adjusted ones when the dispatch measurement was used)
     spread: float | None = None    # per-pair spread the interval rests on (sd_log, or the Huber
                                    # influence values' sd), before the serial inflation
-    # The dispatch probe as a covariate (covariate.adjust_for_probe), when the pairs had one:
+    # The dispatch measurement as a covariate (covariate.adjust_for_probe), when the pairs had one:
     # None without.
-    dispatch_probe: dict[str, Any] | None = None
+    dispatch_measurement: dict[str, Any] | None = None
     # The pairs' worker generations (suite `restart_s`; estimators.generations): how many, the
     # test of whether they differ, and whether the interval rests on them. None: one worker per
     # side for the whole check (every record before 2026-12-06).
@@ -208,7 +208,7 @@ def _removed(with_: _Reading, robust: bool, raw: np.ndarray, logs: np.ndarray, w
 def analyze(base: Sequence[float], head: Sequence[float], design: Design,
             probe: tuple[Sequence[float], Sequence[float]] | None = None, blocks: Blocks = None) -> Paired:
     """Judge head against base, pair by pair (base[i] and head[i] ran next to each other).
-    probe: the dispatch probe's (base, head) times of the same pairs, a covariate
+    probe: the dispatch measurement's (base, head) times of the same pairs, a covariate
     (covariate.adjust_for_probe). blocks: each pair's worker generation
     (estimators.generations), or None."""
     b, h = _arrays(base, head)
@@ -225,7 +225,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     mean_ratio = math.exp(float(logs.mean()))
     if n < 2:
         return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
-                      mean_ratio=mean_ratio, dispatch_probe=probe_info)
+                      mean_ratio=mean_ratio, dispatch_measurement=probe_info)
     mean, robust = _readings(logs, widen, gens)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
     main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
@@ -321,7 +321,7 @@ def judge_family(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], desig
     with one look), selects R of them; a selected figure is judged at R figures' level (its
     interval then excludes no change: a false-coverage-rate interval), the others at one
     figure's. With every figure unchanged this is the family-wise level.
-    probes: each figure's dispatch-probe pairs, or None; blocks: each figure's pairs' worker
+    probes: each figure's dispatch-measurement pairs, or None; blocks: each figure's pairs' worker
     generations, or None (analyze)."""
     m = len(pairs)
     if m == 0:

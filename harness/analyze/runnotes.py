@@ -30,7 +30,7 @@ class RunGroup:
     runs: tuple[int, ...]      # their indices, in record order
     error: str | None = None   # FAILED: the first run's error
     set_aside: bool = False    # FAILED: the first run was set aside on load (its error says so)
-    gate_timeout_s: float | None = None   # QUIET_TIMEOUT: the first run's quiet-gate limit
+    quiet_timeout_s: float | None = None   # QUIET_TIMEOUT: the first run's quiet-wait limit
     reasons: tuple[str, ...] = ()         # HOST: analyze.spoiled's codes these runs share
 
 
@@ -60,7 +60,7 @@ def left_out(fx: Facts) -> list[RunGroup]:
 
 def flagged(fx: Facts) -> list[RunGroup]:
     """Measured runs kept in the figures but flagged: contended, set aside for the host (one
-    group per set of reasons), or run after the quiet gate gave up; grouped by flag (contended
+    group per set of reasons), or run after the quiet wait gave up; grouped by flag (contended
     first), then arm and prompt."""
     found: dict[tuple[str, str, str], tuple[float | None, list[int]]] = {}
     quiet = fx.settings.get("quiet") or {}
@@ -72,13 +72,13 @@ def flagged(fx: Facts) -> list[RunGroup]:
             found.setdefault((r["arm"], r["prompt"], CONTENDED), (None, []))[1].append(r["index"])
         if why := spoiled.reasons(r):
             found.setdefault((r["arm"], r["prompt"], " ".join((HOST,) + why)), (None, []))[1].append(r["index"])
-        if "quiet_gate_timeout" in marks:
+        if "quiet_wait_timeout" in marks:
             # The run's own limit: an unset [quiet] timeout_s is sized to each run.
-            gave = ((r.get("load") or {}).get("quiet_gate") or {}).get("timeout_s", quiet.get("timeout_s"))
+            gave = ((r.get("load") or {}).get("quiet_wait") or {}).get("timeout_s", quiet.get("timeout_s"))
             limit = float(gave) if isinstance(gave, (int, float)) else None
             found.setdefault((r["arm"], r["prompt"], QUIET_TIMEOUT), (limit, []))[1].append(r["index"])
     order = {a: i for i, a in enumerate(fx.arm_order)}
-    return [RunGroup(arm, prompt, kind.split()[0], tuple(idx), gate_timeout_s=limit,
+    return [RunGroup(arm, prompt, kind.split()[0], tuple(idx), quiet_timeout_s=limit,
                      reasons=tuple(kind.split()[1:]))
             for (arm, prompt, kind), (limit, idx) in sorted(
                 found.items(), key=lambda kv: (kv[0][2], order.get(kv[0][0], 0), kv[0][1]))]

@@ -33,7 +33,7 @@ class ArmSummary:
     runs: int                       # measured runs that finished ok
     failed: int
     contended: int
-    quiet_gate_timeouts: int
+    quiet_wait_timeouts: int
     contended_samples: int = 0      # contended watch samples in the contended runs
     contention_samples: int = 0     # all watch samples in the contended runs
     watch_undersampled: int = 0     # runs the watch sampled fewer than 10 times
@@ -91,7 +91,7 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
                        block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
                        contended=sum("contended" in (r.get("marks") or []) for r in runs),
-                       quiet_gate_timeouts=sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs),
+                       quiet_wait_timeouts=sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs),
                        watch_undersampled=sum("watch_undersampled" in (r.get("marks") or []) for r in runs),
                        watch_in_thread=sum(_watched_from_a_thread(r) for r in runs),
                        set_aside=spoiled.set_aside_runs(runs), set_aside_reasons=spoiled.counts(runs))
@@ -215,8 +215,8 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
         s.flags.append(f"{s.watch_in_thread} watched from a thread")
     if s.failed:
         s.flags.append(f"{s.failed} failed")
-    if s.quiet_gate_timeouts:
-        s.flags.append(f"quiet gate timed out {s.quiet_gate_timeouts}x")
+    if s.quiet_wait_timeouts:
+        s.flags.append(f"quiet wait timed out {s.quiet_wait_timeouts}x")
     no_cooldown = not has_cooldown(settings)
     if record.get("quick"):
         s.flags.append("quick session")
@@ -314,7 +314,7 @@ def sequential_lines(record: Any) -> list[str]:
         note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
         if p.get("contended"):   # a reading set aside for contention says what it read and why
             words, note = f"inconclusive: {contended.reading_text(p)}", ""
-        if p["verdict"] == "inconclusive" and (said := probe_note(p.get("dispatch_probe"))):
+        if p["verdict"] == "inconclusive" and (said := probe_note(p.get("dispatch_measurement"))):
             note = f"; {said}"   # what the interval rests on is said whatever the verdict
         out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
                    f"smallest detectable {det_s}{note}")
@@ -323,8 +323,8 @@ def sequential_lines(record: Any) -> list[str]:
 
 def waiting_lines(record: Any) -> list[str]:
     """The summary's first lines when waiting, not measuring, took the session (more than half
-    its wall time) or the quiet gate timed out: how long, for what, and the suite setting that
-    governs it, e.g. "waited 427 s of 431 s for a quiet machine (65 quiet-gate timeouts);" and
+    its wall time) or the quiet wait timed out: how long, for what, and the suite setting that
+    governs it, e.g. "waited 427 s of 431 s for a quiet machine (65 quiet-wait timeouts);" and
     "  [quiet] timeout_s = 120 governs it: lower it on a busy host (the suite file)". A first
     run on a busy host once took 7 min for 2 s of measuring and nothing said why. [] otherwise."""
     data = getattr(record, "data", record)
@@ -332,7 +332,7 @@ def waiting_lines(record: Any) -> list[str]:
     if not duty or not duty.get("session_wall_s"):
         return []
     runs = [r for r in data.get("runs") or [] if isinstance(r, dict)]
-    timeouts = sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs)
+    timeouts = sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs)
     wall, waited = float(duty["session_wall_s"]), float(duty.get("waiting_s") or 0.0)
     if not timeouts and waited <= 0.5 * wall:
         return []
@@ -344,17 +344,17 @@ def waiting_lines(record: Any) -> list[str]:
     thermal = total(lambda r: ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
     s = (data.get("suite") or {}).get("settings") or {}
     q = {k: f"{k} = {_num(v)}" for k, v in (s.get("quiet") or {}).items()}
-    gates = [g for r in runs if isinstance(g := (r.get("load") or {}).get("quiet_gate"), dict)]
-    for key in ("timeout_s", "settle_s", "threshold_pct"):   # what the gate ran with, where it says
-        ran = [g[key] for g in gates if isinstance(g.get(key), (int, float))]
-        if any(key in (g.get("sized") or ()) for g in gates):   # unset: sized to each run
+    waits = [g for r in runs if isinstance(g := (r.get("load") or {}).get("quiet_wait"), dict)]
+    for key in ("timeout_s", "settle_s", "threshold_pct"):   # what the quiet wait ran with, where it says
+        ran = [g[key] for g in waits if isinstance(g.get(key), (int, float))]
+        if any(key in (g.get("sized") or ()) for g in waits):   # unset: sized to each run
             span = _num(min(ran)) + ("" if min(ran) == max(ran) else f"-{_num(max(ran))}")
             q[key] = f"{key} (unset: sized to each run, {span} s here)"
         elif ran:
             q[key] = f"{key} = {_num(max(ran))}"
     head = f"waited {_secs(waited)} of {_secs(wall)}"
     if timeouts or quiet >= max(cool, thermal):
-        n = f"{timeouts} quiet-gate timeout{'s' if timeouts != 1 else ''}" if timeouts else "no quiet-gate timeout"
+        n = f"{timeouts} quiet-wait timeout{'s' if timeouts != 1 else ''}" if timeouts else "no quiet-wait timeout"
         key = "timeout_s" if timeouts else "settle_s"
         setting = (f"  [quiet] {q.get(key, key)} governs it" if timeouts else
                    f"  [quiet] {q.get(key, key)} and {q.get('threshold_pct', 'threshold_pct')} govern it")

@@ -139,7 +139,7 @@ def _marks(runs: list[dict[str, Any]], ok: list[dict[str, Any]], settings: dict[
         out.append("1 run")
     if len(ok) < len(runs):
         out.append("failed")
-    if "quiet_gate_timeout" in run_marks:
+    if "quiet_wait_timeout" in run_marks:
         out.append("quiet timeout")
     if record.get("quick"):
         out.append("quick")

@@ -5,7 +5,7 @@ package (`from harness.asvbench import *`) against it; the suite file is the wor
 named in asv.conf.json (key "harness_suite"). `run_session` is every benchmark's
 `setup_cache`: asv calls it once per commit and environment, it runs `python -m harness run`
 in that environment, so the commit's own engine and harness do the measuring with their
-protocol (interleaved arms, cooldowns, quiet gate, load recorded), and returns plain numbers
+protocol (interleaved arms, cooldowns, quiet wait, load recorded), and returns plain numbers
 (asv pickles the return value; a loaded model must never be in it).
 
 Each figure is a list of samples, one per measured run. The benchmarks return them as

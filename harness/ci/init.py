@@ -7,7 +7,7 @@ Writes, at the root of the git repository of the working directory:
   benchmarks/__init__.py,            a thin asv suite: `from harness.asvbench import *`, so the
   benchmarks/bench_engine.py         benchmark code is the installed harness's
   benchmarks/suite.toml              a starter suite with one command arm
-  hosts/README.md                    where the lab's own host profiles go (read first)
+  hosts/README.md                    where the lab's own host specs go (read first)
   .github/workflows/pr-benchmark.yml `harness pr-check` on every pull request
   .github/workflows/nightly.yml      `harness nightly` every night
 With --build (an argv, e.g. `cargo build --release`), asv.conf.json's build_command runs it in
@@ -130,12 +130,12 @@ def _branch(root: Path) -> str:
 
 
 def _default_hosts() -> list[str]:
-    """This host's profile when one matches, else every profile the harness knows."""
-    from harness.collect.host import profiles as hosts
+    """This host's host spec when one matches, else every host spec the harness knows."""
+    from harness.collect.host import specs as hosts
     from harness.collect.host.info import collect_host
-    profiles = hosts.load_profiles()
-    mine = hosts.match_profile(collect_host(), profiles)
-    return [mine["name"]] if mine else sorted(profiles)
+    specs = hosts.load_specs()
+    mine = hosts.match_spec(collect_host(), specs)
+    return [mine["name"]] if mine else sorted(specs)
 
 
 def _indent(lines: list[str], n: int) -> str:
@@ -253,14 +253,14 @@ def init(start: str | Path = ".", force: bool = False, harness_spec: str | None 
             warnings.append(warning)
     if hosts:
         # Each name becomes a CI runner label: a typo would give a workflow no runner ever takes.
-        from harness.collect.host.profiles import load_profiles, repo_profiles_dir
-        known = load_profiles()
+        from harness.collect.host.specs import load_specs, repo_specs_dir
+        known = load_specs()
         local = root / "hosts"
-        if local.is_dir() and repo_profiles_dir() != local:
-            known = {**known, **load_profiles(local)}
+        if local.is_dir() and repo_specs_dir() != local:
+            known = {**known, **load_specs(local)}
         unknown = [h for h in hosts if h not in known]
         if unknown:
-            raise UserError(f"unknown host profile {', '.join(map(repr, unknown))} (known: "
+            raise UserError(f"unknown host spec {', '.join(map(repr, unknown))} (known: "
                             f"{', '.join(sorted(known))}; a lab's own goes in {local}/NAME.json)")
     files = render(root, harness_spec, command or (PLACEHOLDER_BUILT if build else PLACEHOLDER_COMMAND),
                    hosts or _default_hosts(), target, build)

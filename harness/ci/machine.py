@@ -1,9 +1,9 @@
-"""This host's asv machine entry, from its host profile (`harness host register`, pr-check, nightly).
+"""This host's asv machine entry, from its host spec (`harness host register`, pr-check, nightly).
 
 asv names a machine by a free-form entry in ~/.asv-machine.json and copies every key of it
 into each result, where the dashboard offers them as filters. The entry written here uses the
-matching hosts/*.json profile: its asv_machine name, chip, GPU generation and peak bandwidth.
-A host no profile matches gets "unknown peak" and a warning, never a guessed figure.
+matching hosts/*.json spec: its asv_machine name, chip, GPU generation and peak bandwidth.
+A host no spec matches gets "unknown peak" and a warning, never a guessed figure.
 """
 
 from __future__ import annotations
@@ -41,34 +41,34 @@ def detected_gpu_generation(host: dict[str, Any]) -> str:
     return _known(gpu.get("family")) or _known(gpu.get("generation")) or "unknown"
 
 
-def peak_text(profile: dict[str, Any] | None) -> str:
-    peak = (profile or {}).get("peak_bandwidth_gbs")
+def peak_text(spec: dict[str, Any] | None) -> str:
+    peak = (spec or {}).get("peak_bandwidth_gbs")
     return UNKNOWN_PEAK if peak is None else f"{peak:g} GB/s"
 
 
-def machine_entry(host: dict[str, Any], profile: dict[str, Any] | None,
+def machine_entry(host: dict[str, Any], spec: dict[str, Any] | None,
                   machine: str | None = None) -> tuple[dict[str, str], list[str]]:
     """(asv machine entry, warnings). asv's own fields (os, arch, cpu, num_cpu, ram) plus chip,
-    gpu_generation, peak_bandwidth and host_profile, every value a string as asv stores them."""
+    gpu_generation, peak_bandwidth and host_spec, every value a string as asv stores them."""
     from asv.machine import Machine
 
     warnings: list[str] = []
     d = {k: str(v) for k, v in Machine.get_defaults().items()}
-    if profile is None:
-        warnings.append("no host profile in hosts/ matches this host; its peak bandwidth is "
+    if spec is None:
+        warnings.append("no host spec in hosts/ matches this host; its peak bandwidth is "
                         f"\"{UNKNOWN_PEAK}\" (add hosts/<name>.json with the vendor's figure)")
         chip, gen = detected_chip(host), detected_gpu_generation(host)
         name = machine or d["machine"]
     else:
-        chip = profile["chip"] if _known(profile["chip"]) else detected_chip(host)
-        gen = profile["gpu_generation"] if _known(profile["gpu_generation"]) else detected_gpu_generation(host)
-        name = machine or profile["asv_machine"]
-        if profile.get("peak_bandwidth_gbs") is None:
-            warnings.append(f"host profile {profile['name']} has no peak bandwidth figure "
-                            f"({profile.get('peak_bandwidth_source', 'no source')}); "
+        chip = spec["chip"] if _known(spec["chip"]) else detected_chip(host)
+        gen = spec["gpu_generation"] if _known(spec["gpu_generation"]) else detected_gpu_generation(host)
+        name = machine or spec["asv_machine"]
+        if spec.get("peak_bandwidth_gbs") is None:
+            warnings.append(f"host spec {spec['name']} has no peak bandwidth figure "
+                            f"({spec.get('peak_bandwidth_source', 'no source')}); "
                             f"recorded as \"{UNKNOWN_PEAK}\"")
-    d.update(machine=name, chip=chip, gpu_generation=gen, peak_bandwidth=peak_text(profile),
-             host_profile=profile["name"] if profile else "none")
+    d.update(machine=name, chip=chip, gpu_generation=gen, peak_bandwidth=peak_text(spec),
+             host_spec=spec["name"] if spec else "none")
     return d, warnings
 
 
@@ -117,25 +117,25 @@ def resolve_machine(path: Path, machine: str | None) -> dict[str, Any] | None:
     raise UserError(f"{path}: several machines ({', '.join(sorted(entries))}); pass --machine")
 
 
-def register(profile_name: str | None = None, machine: str | None = None,
+def register(spec_name: str | None = None, machine: str | None = None,
              machine_file: Path | None = None, repo: str = ".",
              host: dict[str, Any] | None = None,
-             profiles_dir: str | Path | None = None) -> tuple[dict[str, str], list[str], Path]:
-    """Detect, match (or take --profile), write. Returns (entry, warnings, path)."""
-    from harness.collect.host.profiles import get_profile, load_profiles, match_profile, matches
+             specs_dir: str | Path | None = None) -> tuple[dict[str, str], list[str], Path]:
+    """Detect, match (or take --spec), write. Returns (entry, warnings, path)."""
+    from harness.collect.host.specs import get_spec, load_specs, match_spec, matches
 
     path = machine_file or default_machine_file()
     read_machine_file(path)   # refuse what is not a machine file before writing into it
-    profile = get_profile(profile_name, profiles_dir) if profile_name else None  # unknown: UserError
+    spec = get_spec(spec_name, specs_dir) if spec_name else None  # unknown: UserError
     if host is None:
         from harness.collect.host.info import collect_host
         host = collect_host(repo)
     warnings: list[str] = []
-    if profile is None:
-        profile = match_profile(host, load_profiles(profiles_dir))
-    elif not matches(profile, host):
-        warnings.append(f"host profile {profile['name']} was chosen with --profile, but its match "
-                        f"rules {json.dumps(profile['match'], sort_keys=True)} do not hold on this host")
-    entry, more = machine_entry(host, profile, machine)
+    if spec is None:
+        spec = match_spec(host, load_specs(specs_dir))
+    elif not matches(spec, host):
+        warnings.append(f"host spec {spec['name']} was chosen with --spec, but its match "
+                        f"rules {json.dumps(spec['match'], sort_keys=True)} do not hold on this host")
+    entry, more = machine_entry(host, spec, machine)
     write_machine_entry(entry, path)
     return entry, warnings + more, path

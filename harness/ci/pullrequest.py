@@ -176,13 +176,13 @@ def filled(links: Links, base: str, head: str, machine: str) -> Links:
 
 
 def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Per side: measured runs, failed, contended, quiet-gate timeouts."""
+    """Per side: measured runs, failed, contended, quiet-wait timeouts."""
     out = {}
     for side, rec in records.items():
         runs = [r for r in rec.get("runs", []) if not r.get("warmup")]
         out[side] = {"runs": len(runs), "failed": sum(not is_ok(r) for r in runs),
                      "contended": sum("contended" in (r.get("marks") or []) for r in runs),
-                     "quiet_gate_timeouts": sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs)}
+                     "quiet_wait_timeouts": sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs)}
     return out
 
 
@@ -191,7 +191,7 @@ def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
 def load_check_suite(path: Path, budget_s: float | None, threshold: float | None,
                      alpha: float | None = None) -> Any:
     from harness.collect.host.info import collect_host
-    from harness.collect.host.profiles import resolve_host_settings
+    from harness.collect.host.specs import resolve_host_settings
     from harness.collect.suite import load_suite, with_settings
 
     suite = resolve_host_settings(load_suite(path), collect_host())

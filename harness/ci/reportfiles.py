@@ -26,13 +26,13 @@ REPORT_WRITER = "report"   # the writer a report's and its figures' markers name
 
 @dataclass(frozen=True)
 class Backfill:
-    """What a record from before schema 3 (its host profile) or schema 4 (its tensor tables)
+    """What a record from before schema 3 (its host spec) or schema 4 (its tensor tables)
     lacks, read now by collection's readers; the command's composition root passes them in, so
-    reporting reads no host profile or model file itself. Without one, such a record is rendered
-    with no profile and no tensor tables."""
+    reporting reads no host spec or model file itself. Without one, such a record is rendered
+    with no host spec and no tensor tables."""
 
-    # The record's host section -> the lab host profile it matches (None: none does).
-    profile: Callable[[dict[str, Any]], dict[str, Any] | None]
+    # The record's host section -> the lab host spec it matches (None: none does).
+    host_spec: Callable[[dict[str, Any]], dict[str, Any] | None]
     # The record's suite section -> {pairing: {role: {"directory", "tensors", "error"?}}}.
     models: Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -138,17 +138,17 @@ def acks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[tuple[str, str, 
 
 
 def inputs_for(data: dict[str, Any], backfill: Backfill | None = None) -> Inputs:
-    """What the renderer needs beyond the record: the host profile (the record's own since schema
+    """What the renderer needs beyond the record: the host spec (the record's own since schema
     3) and each pairing's tensor tables (the record's own since schema 4); an older record's from
     `backfill`, or none."""
     host = data.get("host") or {}
-    profile = host["profile"] if "profile" in host else backfill.profile(host) if backfill else None
+    spec = host["spec"] if "spec" in host else backfill.host_spec(host) if backfill else None
     stored = data["models"] if "models" in data else backfill.models(data["suite"]) if backfill else {}
     models: ModelTables = {pairing: {role: (m["directory"], m["tensors"] if m.get("tensors") is not None
                                             else m.get("error") or "no tensor table")
                                      for role, m in roles.items()}
                            for pairing, roles in stored.items()}
-    return Inputs(profile=profile, models=models)
+    return Inputs(host_spec=spec, models=models)
 
 
 def index_text(reports_dir: Path, template: str = "index", backfill: Backfill | None = None) -> tuple[str, list[str]]:

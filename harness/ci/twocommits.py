@@ -4,7 +4,7 @@ Each commit is exported from git into its own directory and served by one persis
 (harness.collect.worker). The suite's plan runs once per side, run by run: every planned run is made on
 both sides back to back, the side that goes first alternating (ABBA: base head, head base, ...),
 so each pair shares the machine's state and neither side always goes first. Cooldown, quiet
-gate, contention watch and thermal checks are the runner's own, shared by both sides.
+wait, contention watch and thermal checks are the runner's own, shared by both sides.
 
 Each side gets an ordinary harness record (so reports, identity and asv read it as usual).
 Each figure is judged on the per-pair ratios (harness.analyze.paired); with a budget, rounds are added

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     for side, n in load_notes(records).items():
         # What pr-check's comment lists under "Load and time": a busy host shows here too.
         out.print(f"{side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
-                  f"{n['quiet_gate_timeouts']} quiet-gate timeouts ({c.records[side]})", markup=False, highlight=False)
+                  f"{n['quiet_wait_timeouts']} quiet-wait timeouts ({c.records[side]})", markup=False, highlight=False)
     print(json.dumps(summary_json(c), sort_keys=True, default=str), flush=True)
     return c.exit_status
 

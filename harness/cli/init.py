@@ -59,6 +59,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
                                                  "benchmarks/ (default: .., the repository)")
     p.add_argument("--harness-spec", help="pip requirement that installs this harness in asv's environment "
                                           "and CI (default: how this harness was installed)")
-    p.add_argument("--hosts", help="comma-separated host profile names for the workflows' runners "
-                                   "(default: this host's profile, else every known one)")
+    p.add_argument("--hosts", help="comma-separated host spec names for the workflows' runners "
+                                   "(default: this host's spec, else every known one)")
     return p

@@ -58,11 +58,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def backfill() -> Backfill:
-    """What a record older than schema 3 or 4 lacks (its host profile, its tensor tables), read
+    """What a record older than schema 3 or 4 lacks (its host spec, its tensor tables), read
     by collection's readers here, where the command is put together."""
-    from harness.collect.host.profiles import match_profile
+    from harness.collect.host.specs import match_spec
     from harness.collect.models import model_files
-    return Backfill(profile=match_profile, models=model_files)
+    return Backfill(host_spec=match_spec, models=model_files)
 
 
 def _first_line(text: str) -> str:

@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
                    help="run a plan above the bounds (10,000 runs, or an estimated 24 h); one no session finishes (over 1,000,000 runs, or a year) is refused even so")
     r.add_argument("--resume", metavar="RECORD", help="finish the missing runs of an incomplete record")
     r.add_argument("--quick", action="store_true",
-                   help="smoke test: 2 repetitions, no warm-up, no cooldown, no quiet gate, <=32 tokens")
+                   help="smoke test: 2 repetitions, no warm-up, no cooldown, no quiet wait, <=32 tokens")
     r.add_argument("--baselines", help="baselines file (default: baselines/<host>.json)")
     add_output_args(r)
     return r

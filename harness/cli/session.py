@@ -49,13 +49,13 @@ class Invocation:
 # --- names and paths -----------------------------------------------------------------
 
 def host_name(host: dict[str, Any]) -> str:
-    """The matching host profile's name (hosts/*.json), else "local"."""
-    from harness.collect.host.profiles import match_profile
+    """The matching host spec's name (hosts/*.json), else "local"."""
+    from harness.collect.host.specs import match_spec
     try:
-        profile = match_profile(host)
+        spec = match_spec(host)
     except UserError:
         return "local"
-    return _slug(profile["name"]) if profile else "local"
+    return _slug(spec["name"]) if spec else "local"
 
 
 def _slug(s: str) -> str:
@@ -214,7 +214,7 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
     runs under them too (a baseline session stores its baselines there)."""
     from harness.collect.baselines import BaselineStore
     from harness.collect.files import check_writable
-    from harness.collect.host.profiles import resolve_host_settings
+    from harness.collect.host.specs import resolve_host_settings
     from harness.collect.plan import build_plan, check_plan
     from harness.collect.record import Record
     from harness.collect.runner import check_inputs
@@ -282,7 +282,7 @@ def add_budget_args(p: argparse.ArgumentParser) -> None:
 
 def identity_session(args: argparse.Namespace, repetitions: int, purpose: str) -> tuple[Any, Path, Path]:
     """The suite, record path and baselines file of a check or baseline session: identity does
-    not depend on timing, so no warm-up, no cooldown, no quiet gate and no budget."""
+    not depend on timing, so no warm-up, no cooldown, no quiet wait and no budget."""
     from msgspec.structs import replace
 
     from harness.collect.suite import load_suite, with_settings

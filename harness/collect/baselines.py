@@ -1,8 +1,8 @@
 """The baselines file: each arm's own earlier output, read and written here (the comparison
 and what a baseline session stores are harness.analyze.identity's, pure).
 
-Baselines file (default `baselines/<host>.json`, <host> = the host profile's name, or
-"local" when no profile matches):
+Baselines file (default `baselines/<host>.json`, <host> = the host spec's name, or
+"local" when no host spec matches):
 
     {"schema_version": 1, "kind": "harness.baselines",
      "entries": {key: {"pairing", "arm", "prompt", "max_tokens", "temp", "seed",

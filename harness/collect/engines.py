@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.collect.host.probe import dispatch_probe_ms
+from harness.collect.host.dispatch import dispatch_measurement_ms
 from harness.collect.suite import Arm, Pairing, Prompt, Settings
 from harness.collect.tree import engine_tree
 from harness.core.declare import builtin_modules
@@ -57,7 +57,7 @@ class EngineOutput:
     result: EngineResult
     overrides: dict[str, str]       # arm env + inherited prefixed env, as the engine saw it
     stderr_tail: str | None = None
-    dispatch_probe_ms: float | None = None   # right after the run (suite `dispatch_probe`)
+    dispatch_measurement_ms: float | None = None   # right after the run (suite `dispatch_measurement`)
 
 
 class EngineFailure(Exception):
@@ -305,7 +305,7 @@ class Engines:
         if kind not in self.adapters:
             self.adapters[kind] = _adapter(kind)
         out = self.adapters[kind].run(req)
-        if req.settings.dispatch_probe:
+        if req.settings.dispatch_measurement:
             # In this process, the one that dispatched an in-process engine's work.
-            out.dispatch_probe_ms = dispatch_probe_ms()
+            out.dispatch_measurement_ms = dispatch_measurement_ms()
         return out

@@ -67,7 +67,7 @@ def duty_cycle(runs: list[dict[str, Any]], session_wall_s: float) -> dict[str, A
     """How the session's wall time was spent; pure.
 
     run_s: every run's wall_s (warm-ups and failures too); measured_run_s: measured runs only;
-    waiting_s: cooldowns, quiet-gate waits and thermal waits; duty_cycle: measured_run_s over
+    waiting_s: cooldowns, quiet waits and thermal waits; duty_cycle: measured_run_s over
     session_wall_s (None when there is no wall time). Runs from before these keys read 0.
     """
     def num(x: Any) -> float:

@@ -1,18 +1,18 @@
-"""Executes a plan: cooldown with the quiet gate, thermal check, contention watch, adapter, record.
+"""Executes a plan: cooldown with the quiet wait, thermal check, contention watch, adapter, record.
 
 Before a measured run the runner cools down for clamp(cooldown_ratio x the previous run's
-wall_s, cooldown_s, cooldown_cap_s) while the quiet gate samples foreign CPU (and the GPU,
+wall_s, cooldown_s, cooldown_cap_s) while the quiet wait samples foreign CPU (and the GPU,
 where the host reports it: host/gpuload.py): on a quiet host
 the run starts when the cooldown ends; after a busy sample it waits on until the host has been
 quiet for settle_s, at most timeout_s (both sized to the arm's previous run where the suite
-leaves them unset: host/quiet.py, gate_limits). Where thermal state is readable it keeps cooling
+leaves them unset: host/quiet.py, wait_limits). Where thermal state is readable it keeps cooling
 until it reads nominal (NVIDIA clocks, macOS thermal pressure), at most thermal_limit_s.
 During the run the contention watch samples about 20 times, paced from the previous run of the
 same arm and densely from the run's start (host/quiet.py, watch_interval), in a process of its
 own (host/watcher.py) so that an in-process engine's GIL cannot starve it. A `Pacer` holds that
 waiting state, so several drivers can share it.
 
-Each run is wrapped in load snapshots (before/after), the quiet gate's verdict, the
+Each run is wrapped in load snapshots (before/after), the quiet wait's verdict, the
 contention watch's samples, a thermal reading and, where the host reports one, the GPU read
 while our engine is idle just before and after it, then appended to the record at once.
 Labels and identity are analyses, so the runner does not import them: the caller passes an
@@ -72,7 +72,7 @@ class Pacer:
 
     last_wall_s: the previous run's wall time, any arm, warm-ups and failures included (it
     heated the machine all the same): the cooldown rule's input. arm_wall_s: the previous run
-    of each arm: the watch's prediction. sampler: the quiet gate's foreign-CPU sampler (a thread
+    of each arm: the watch's prediction. sampler: the quiet wait's foreign-CPU sampler (a thread
     watch shares it, so each reading can look back into the previous ones). watcher: the
     watch's own process (host.watcher.Watcher), started on first use; close() stops it.
     """
@@ -102,7 +102,7 @@ class Pacer:
         return self.arm_wall_s.get(arm, FIRST_RUN_PREDICTED_S)
 
     def expected_wall_s(self, arm: str) -> float | None:
-        """The quiet gate's sizing input: the arm's previous run, else any arm's; None first."""
+        """The quiet wait's sizing input: the arm's previous run, else any arm's; None first."""
         return self.arm_wall_s.get(arm, self.last_wall_s)
 
     def foreign_sampler(self) -> Any:
@@ -146,14 +146,14 @@ class NullUI:
 
 
 def _busy_s(r: dict[str, Any]) -> float:
-    """A finished run's own time plus the waits beyond its cooldown (gate and thermal)."""
+    """A finished run's own time plus the waits beyond its cooldown (quiet and thermal)."""
     thermal = ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s") or 0.0
     return float(r["wall_s"]) + float(r.get("quiet_wait_s") or 0.0) + float(thermal)
 
 
 def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]],
                          suite: Suite, pacer: Pacer | None = None) -> float | None:
-    """Seconds left: per remaining run, the mean time of that arm's runs so far (with their gate
+    """Seconds left: per remaining run, the mean time of that arm's runs so far (with their quiet
     and thermal waits) plus, for a measured run, the cooldown the rule gives after the run
     before it (its predicted wall time; the first from the pacer, else the last finished run).
 
@@ -246,7 +246,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
     started = now_iso()
     out, failure, wall_s, contention = _measure(engines, RunRequest(arm=arm, pairing=pairing, prompt=prompt,
                                                                     settings=s), s, pacer)
-    probe_ms = out.dispatch_probe_ms if out is not None else None
+    probe_ms = out.dispatch_measurement_ms if out is not None else None
     if probe_ms is not None:   # timed after the run, inside the same call: not the run's time
         wall_s = max(0.0, wall_s - probe_ms / 1e3)
     after = host_load.load_snapshot()
@@ -268,8 +268,8 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
         "started": started, "wall_s": wall_s,
         "cooldown_s": round(waits.cooldown_s, 4), "quiet_wait_s": waits.quiet_wait_s,
         **_result_fields(out, failure),
-        "dispatch_probe_ms": probe_ms,
-        "load": {"before": before, "after": after, "quiet_gate": waits.quiet, "contention": contention,
+        "dispatch_measurement_ms": probe_ms,
+        "load": {"before": before, "after": after, "quiet_wait": waits.quiet, "contention": contention,
                  "thermal": waits.thermal, "thermal_wait": waits.thermal_wait,
                  **({"gpu": gpu} if gpu is not None else {})},
         "marks": marks,
@@ -280,7 +280,7 @@ def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
 
 @dataclass
 class _Waits:
-    """What the waits before one run did: the cooldown, the quiet gate, the thermal wait."""
+    """What the waits before one run did: the cooldown, the quiet wait, the thermal wait."""
 
     cooldown_s: float
     quiet: dict[str, Any]
@@ -291,7 +291,7 @@ class _Waits:
 
 
 def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Callable[[], float | None]) -> _Waits:
-    """The cooldown (sampled by the quiet gate when it is on), then the thermal wait."""
+    """The cooldown (sampled by the quiet wait when it is on), then the thermal wait."""
     marks: list[str] = []
     # A warm-up is discarded, and the measured run after it gets its own cooldown.
     cooldown = 0.0 if planned.warmup else pacer.cooldown_s(s)
@@ -302,14 +302,14 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
             ui.status(f"cooling down {secs:4.1f} s" if phase == "cooldown"
                       else f"waiting for a quiet machine ({secs:4.1f} s)", left())
         # settle_s and timeout_s the suite leaves unset are sized to the arm's expected run.
-        lim = host_quiet.gate_limits(s.quiet.settle_s, s.quiet.timeout_s, pacer.expected_wall_s(planned.arm))
-        quiet = dict(host_quiet.QuietGate(threshold_pct=s.quiet.threshold_pct, settle_s=lim.settle_s,
+        lim = host_quiet.wait_limits(s.quiet.settle_s, s.quiet.timeout_s, pacer.expected_wall_s(planned.arm))
+        quiet = dict(host_quiet.QuietWait(threshold_pct=s.quiet.threshold_pct, settle_s=lim.settle_s,
                                           timeout_s=lim.timeout_s,
                                           sampler=pacer.foreign_sampler(), gpu=host_gpu.read).wait(cooldown, tick))
         quiet.update(lim.to_dict(), enabled=True)
         quiet_wait = float(quiet.get("waited_s") or 0.0)
         if quiet.get("timed_out"):
-            marks.append("quiet_gate_timeout")
+            marks.append("quiet_wait_timeout")
     elif cooldown > 0:
         _cooldown(cooldown, ui, left())
     thermal_wait, thermal = host_thermal.wait_thermal(
@@ -376,7 +376,7 @@ def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | No
         return None, EngineFailure(f"{type(e).__name__}: {e}", traceback.format_exc()[-2000:])
     # The one gate every engine result passes (in-process, command, a worker's) before it is a
     # run: a NaN or negative figure fails this run, never the session or a later report.
-    problem = result_problem({**schema.to_builtins(out.result), "dispatch_probe_ms": out.dispatch_probe_ms})
+    problem = result_problem({**schema.to_builtins(out.result), "dispatch_measurement_ms": out.dispatch_measurement_ms})
     if problem:
         return None, EngineFailure(f"engine result: {problem}", out.stderr_tail, out.overrides)
     return out, None

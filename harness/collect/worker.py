@@ -8,7 +8,7 @@ pairing once and keeps it, like an in-process session does.
 
 Protocol, JSON lines over pipes. The worker's first line is {"ready": true, ...} (or
 {"ready": false, "error": ...}); then for each request {"arm", "pairing", "prompt"} (names in
-the suite it was given) one answer {"ok": true, "result", "overrides", "stderr_tail", "dispatch_probe_ms"} or
+the suite it was given) one answer {"ok": true, "result", "overrides", "stderr_tail", "dispatch_measurement_ms"} or
 {"ok": false, "error", "stderr_tail", "overrides"}. Anything the engine prints goes to the
 worker's stderr (a log file), never into the protocol.
 
@@ -75,7 +75,7 @@ def _serve(proto: IO[str], suite_json: Path, engine_root: Path) -> int:
                             prompt=suite.prompt(req["prompt"]), settings=suite.settings)
             out = engines.run(rr)
             answer = {"ok": True, "result": schema.to_builtins(out.result), "overrides": out.overrides,
-                      "stderr_tail": out.stderr_tail, "dispatch_probe_ms": out.dispatch_probe_ms}
+                      "stderr_tail": out.stderr_tail, "dispatch_measurement_ms": out.dispatch_measurement_ms}
         except EngineFailure as f:
             answer = {"ok": False, "error": f.error, "stderr_tail": f.stderr_tail, "overrides": f.overrides}
         except Exception as e:  # noqa: BLE001 - an adapter bug fails this run, not the session
@@ -191,7 +191,7 @@ class Worker:
         if not ans.get("ok"):
             raise EngineFailure(ans.get("error") or "failed", ans.get("stderr_tail"), ans.get("overrides") or {})
         return EngineOutput(result=schema.decode_engine_result(ans["result"]), overrides=ans.get("overrides") or {},
-                            stderr_tail=ans.get("stderr_tail"), dispatch_probe_ms=ans.get("dispatch_probe_ms"))
+                            stderr_tail=ans.get("stderr_tail"), dispatch_measurement_ms=ans.get("dispatch_measurement_ms"))
 
     def stop(self, grace_s: float = 5.0) -> None:
         """End the worker and everything it started (its own process group): its input closed,

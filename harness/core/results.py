@@ -171,7 +171,7 @@ def result_problem(res: Mapping[str, Any]) -> str | None:
 
 # The engine's figures the run keeps beside its diagnostics (harness.collect.runner._result_fields;
 # ms_per_token only there), checked as the engine's own: a record may have been edited since.
-RUN_TIMES = ("ms_per_token", "prefill_ms", "dispatch_probe_ms")
+RUN_TIMES = ("ms_per_token", "prefill_ms", "dispatch_measurement_ms")
 
 
 def run_problem(run: Mapping[str, Any]) -> str | None:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from harness.core import suitespec
+from harness.core import suitespec, v5names
 from harness.core.errors import UserError
 from harness.core.results import complete_timings, missing_minimum
 
@@ -239,7 +239,7 @@ class Run(_S, kw_only=True):
     started: str | None = None
     wall_s: float | None = None
     cooldown_s: float | None = None
-    quiet_wait_s: float | None = None   # the quiet gate's wait beyond the cooldown (not the exactness gate)
+    quiet_wait_s: float | None = None   # the wait for a quiet host beyond the cooldown (not the exactness gate)
     decode_tokens_per_s: float | None = None
     ms_per_token: float | None = None
     prefill_ms: float | None = None
@@ -247,7 +247,7 @@ class Run(_S, kw_only=True):
     token_ids: list[int] | None = None
     text: str | None = None
     text_sha256: str | None = None
-    dispatch_probe_ms: float | None = None   # the dispatch probe after the run (suite `dispatch_probe`)
+    dispatch_measurement_ms: float | None = None   # the dispatch measurement after the run (suite `dispatch_measurement`)
     side: str | None = None           # compare-commits: "base" or "head"
     # compare-commits: which of its side's worker processes made the run (1, 2, ...: suite `restart_s`)
     worker_generation: int | None = None
@@ -364,7 +364,7 @@ def migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """schema_version 2 -> 3: `gate_wait_s` is `quiet_wait_s` (the quiet gate's wait)."""
+    """schema_version 2 -> 3: `gate_wait_s` is `quiet_wait_s` (the wait for a quiet host)."""
     out = copy.deepcopy(data)
     for r in out.get("runs") or []:
         if isinstance(r, dict) and "gate_wait_s" in r:
@@ -380,9 +380,13 @@ def migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
 
 def migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
     """schema_version 4 -> 5: a run's ms_per_token is kept once, at its top level; the copy in
-    its diagnostics goes (the top level takes it where it has none)."""
+    its diagnostics goes (the top level takes it where it has none). Keys renamed: a run's
+    dispatch_probe_ms, load.quiet_gate and mark quiet_gate_timeout, and more (v5names)."""
     def moved(r: Any) -> Any:
-        d = r.get("diagnostics") if isinstance(r, dict) else None
+        if not isinstance(r, dict):
+            return r
+        r = v5names.run(r)
+        d = r.get("diagnostics")
         if not isinstance(d, dict) or "ms_per_token" not in d:
             return r
         # Copies of what changes only: every record of version 4 comes through here.
@@ -393,7 +397,7 @@ def migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
     out = {**data, "schema_version": 5}
     if isinstance(out.get("runs"), list):
         out["runs"] = [moved(r) for r in out["runs"]]
-    return out
+    return v5names.record(out)
 
 
 MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3, 4: migrate_v4}

@@ -37,7 +37,7 @@ class _Spec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 class QuietSettings(_Spec, frozen=True, kw_only=True):
     enabled: bool = True
     threshold_pct: Percent = 15.0
-    # None (unset): sized to each run's expected length (host/quiet.py, gate_limits).
+    # None (unset): sized to each run's expected length (host/quiet.py, wait_limits).
     settle_s: NonNegative | None = None
     timeout_s: NonNegative | None = None
 
@@ -64,7 +64,7 @@ class Settings(_Spec, frozen=True, kw_only=True):
     # cooldown_s, cooldown_cap_s): cooldown_s is the floor; ratio 0 (the default) keeps it fixed.
     # A suite file may say cooldown_s = "host": cooldown_source "host" (validate.py).
     cooldown_s: NonNegative = 10.0
-    # "suite" (a number in the file), "host" (to be replaced by the host profile's cooldown
+    # "suite" (a number in the file), "host" (to be replaced by the host spec's cooldown
     # rule, floor, ratio and cap, before planning), or where a resolved value came from.
     cooldown_source: Name = "suite"
     cooldown_ratio: NonNegative = 0.0
@@ -90,9 +90,9 @@ class Settings(_Spec, frozen=True, kw_only=True):
     thresholds: dict[str, Fraction] = {}
     alpha: Annotated[float, Meta(gt=0, le=0.5)] = 0.05   # significance level, in (0, 0.5]
     looks: Count = 4                            # interim looks at the data, >= 1
-    # Time the dispatch probe (harness.collect.host.probe) after every run, and let the paired
+    # Time the dispatch measurement (harness.collect.host.dispatch) after every run, and let the paired
     # verdict subtract what it predicts of a pair's ratio (docs/statistics.md).
-    dispatch_probe: bool = False
+    dispatch_measurement: bool = False
     # Two commits compared run by run (compare-commits, pr-check): restart both sides' worker
     # processes once they have served this many seconds (at the next round, then a warm-up round
     # on each side), so that a per-process effect varies between the pairs' generations and the

@@ -111,7 +111,7 @@ MARK_STYLE: dict[str, dict[str, Any]] = {
     "failed": dict(marker="x", markersize=6, color="#b00020", markeredgewidth=1.2),
 }
 MARK_LABEL = {"contended": "contended run (a foreign process was busy)",
-              "quiet": "quiet-gate timeout (ran on a busy host)",
+              "quiet": "quiet-wait timeout (ran on a busy host)",
               "failed": "failed run (no figure; at the axis)"}
 MARK_ID = {"contended": "contended-runs", "quiet": "quiet-timeout-runs", "failed": "failed-runs"}
 MANY_RUNS = 150       # past this many runs in a panel, lines carry no marker of their own

@@ -101,8 +101,8 @@ MARKS = {"unstable": "a prompt's spread is past the suite's threshold",
             for code, words in hostwords.LEGEND.items()},
          "1 run": "a prompt has one measured run, so no spread",
          "failed": "some of its measured runs failed",
-         "quiet timeout": "the quiet gate gave up before some of its runs",
-         "quick": "a --quick session (no warm-up, cooldown or quiet gate)",
+         "quiet timeout": "the quiet wait gave up before some of its runs",
+         "quick": "a --quick session (no warm-up, cooldown or quiet wait)",
          "no cooldown": "no cooldown between runs"}
 
 

@@ -22,22 +22,22 @@ def looks_clause(d: Design) -> str:
 
 
 def probe_sentence(c: ComparisonIn) -> str:
-    """Say that the pairs were adjusted for the dispatch probe, where any gated figure was, and
+    """Say that the pairs were adjusted for the dispatch measurement, where any gated figure was, and
     warn where the probe itself moved: the same fixed work ran at different speeds on the sides."""
-    gated = [f for f in c.figures if f.gated and f.result.dispatch_probe]
+    gated = [f for f in c.figures if f.gated and f.result.dispatch_measurement]
     # `gated` holds only figures with a probe; `or {}` says so to the type checker.
-    used = [f"{f.arm} {f.figure}" for f in gated if (f.result.dispatch_probe or {}).get("used")]
-    moved = [(f.result.dispatch_probe or {})["probe_ratio"] for f in gated
-             if (f.result.dispatch_probe or {}).get("why") == "the probe itself moved"]
+    used = [f"{f.arm} {f.figure}" for f in gated if (f.result.dispatch_measurement or {}).get("used")]
+    moved = [(f.result.dispatch_measurement or {})["probe_ratio"] for f in gated
+             if (f.result.dispatch_measurement or {}).get("why") == "the probe itself moved"]
     out = ""
     if used:
-        out += (f"The suite times a fixed piece of MLX work after every run (the dispatch probe, `dispatch_probe = true`); "
+        out += (f"The suite times a fixed piece of MLX work after every run (the dispatch measurement, `dispatch_measurement = true`); "
                 f"for {', '.join(used)} the part of each pair's log ratio the probe's own ratio predicts was taken "
-                f"out first (docs/statistics.md, \"The dispatch probe\"), each figure's note says how much. ")
+                f"out first (docs/statistics.md, \"The dispatch measurement\"), each figure's note says how much. ")
     if moved:
         lo, hi = min(moved) - 1.0, max(moved) - 1.0
         said = f"{lo:+.0%}" if abs(hi - lo) < 0.005 else f"{lo:+.0%} to {hi:+.0%}"
-        out += (f"**The dispatch probe itself moved ({said}, head against base)**: the same fixed MLX work ran at "
+        out += (f"**The dispatch measurement itself moved ({said}, head against base)**: the same fixed MLX work ran at "
                 f"different speeds in the two sides' workers. Unless this change touches how MLX work is issued, "
                 f"that is a per-process effect (two processes of one code can differ for their whole lives), "
                 f"which the figures' ratios may carry too, in either direction; a check run again starts new "
@@ -130,7 +130,7 @@ def load_and_time(c: ComparisonIn, meta: CheckMeta) -> list[str]:
         n = meta.load.get(side)
         if n:
             out.append(f"- {side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
-                       f"{n['quiet_gate_timeouts']} quiet-gate timeouts")
+                       f"{n['quiet_wait_timeouts']} quiet-wait timeouts")
     duty = c.notes.get("check_duty") or {}
     if duty.get("duty_cycle") is not None:
         restarts = (f"; {duty['restarts']} restarts of both workers took {duty['restart_wall_s']:.0f} s"

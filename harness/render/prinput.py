@@ -79,7 +79,7 @@ class CheckMeta:
     command: str                       # the command line that repeats the check
     duration_s: float                  # the check's wall time
     host: Mapping[str, Any] = field(default_factory=dict)   # asv machine entry: chip, gpu_generation
-    # side -> measured runs, failed, contended, quiet_gate_timeouts
+    # side -> measured runs, failed, contended, quiet_wait_timeouts
     load: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     waiting: Sequence[str] = ()        # analyze.summary.check_waiting_lines: waiting that took the check
 

@@ -25,11 +25,11 @@ def peak_note(c: cr.CostSection) -> str:
     if not c.available:
         return ""
     p = c.peak
-    if p.profile is None:
-        return "no host profile matches this host: unknown peak"
+    if p.host_spec is None:
+        return "no host spec matches this host: unknown peak"
     if p.gb_s is None:
-        return f"host profile {p.profile}: unknown peak ({p.source})"
-    return f"host profile {p.profile}: {p.gb_s:g} GB/s ({p.source})"
+        return f"host spec {p.host_spec}: unknown peak ({p.source})"
+    return f"host spec {p.host_spec}: {p.gb_s:g} GB/s ({p.source})"
 
 
 def notes(c: cr.CostSection) -> list[str]:

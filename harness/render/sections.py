@@ -62,18 +62,18 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     cpu, mem, osys = section(h, "cpu"), section(h, "memory"), section(h, "os")
     repo, harness = section(h, "repo"), section(h, "harness")
     t.add("host", f"{fx.host_short()}; {mem.get('total_gib', '?')} GiB; {osys.get('distribution', osys.get('platform', '?'))}; "
-                  f"host profile {fx.host_name()}")
+                  f"host spec {fx.host_name()}")
     gpu = gpu_stack_row(fx)
     if gpu:
         t.add("GPU stack", gpu)
     la = fx.loadavg()
-    quiet = sum("quiet_gate_timeout" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
+    quiet = sum("quiet_wait_timeout" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
     contended = sum("contended" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
     t.add("load average during runs",
           "unknown" if la is None else
           f"1-min load {la[0]:.2f} median, {la[1]:.2f}-{la[2]:.2f} (before and after each measured run, "
           f"{cpu.get('logical_cores', '?')} logical cores); {contended} contended run(s), "
-          f"{quiet} quiet-gate timeout(s)")
+          f"{quiet} quiet-wait timeout(s)")
     dirty = repo.get("dirty")
     t.add("build and commit", f"{repo.get('short_commit', 'unknown')} on {repo.get('branch', 'unknown')}"
                               + ("; the tree had uncommitted changes" if dirty else "; clean tree" if dirty is False else ""))

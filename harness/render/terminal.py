@@ -71,7 +71,7 @@ class RunnerUI:
 
 
 class _EtaColumn(ProgressColumn):
-    """ETA from the runner's own estimate, which counts cooldowns and quiet-gate waits."""
+    """ETA from the runner's own estimate, which counts cooldowns and quiet waits."""
 
     def render(self, task: Any) -> Text:
         eta = task.fields.get("eta_s")

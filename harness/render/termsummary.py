@@ -32,7 +32,7 @@ FLAGS = {"unstable": ("U", "unstable: a prompt's spread over {spread}"),
          "contended": ("C", "contended: other work used the machine during some runs"),
          "1 run": ("1", "a prompt with one run"),
          "failed": ("F", "runs failed"),
-         "quiet timeout": ("T", "the quiet gate timed out"),
+         "quiet timeout": ("T", "the quiet wait timed out"),
          "quick": ("Q", "quick session (smoke test)"),
          "no cooldown": ("N", "no cooldown between runs"),
          # Runs set aside for their host (analyze.spoiled), judged as contended runs.

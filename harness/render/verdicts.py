@@ -55,7 +55,7 @@ def left_out_table(fx: Facts) -> Table:
 
 def flags_table(fx: Facts) -> Table:
     """Runs and rows kept in the figures but flagged: contended runs, runs set aside for their
-    host (its reasons' legend in the row), quiet-gate timeouts, rows
+    host (its reasons' legend in the row), quiet-wait timeouts, rows
     whose spread is past the suite's threshold."""
     t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "flag"])
     s = fx.settings
@@ -67,8 +67,8 @@ def flags_table(fx: Facts) -> Table:
         elif g.kind == runnotes.HOST:
             why = hostwords.reasons_text(g.reasons)
         else:
-            why = ("the quiet gate gave up after "
-                   + (f"{g.gate_timeout_s:g} s" if g.gate_timeout_s is not None else "its timeout")
+            why = ("the quiet wait gave up after "
+                   + (f"{g.quiet_timeout_s:g} s" if g.quiet_timeout_s is not None else "its timeout")
                    + " and the run went ahead")
         t.add(*([g.arm] + ([g.prompt] if fx.multi_prompt else []) + [_run_list(list(g.runs)), why]))
     for row in runnotes.spread_over(fx):
@@ -113,7 +113,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         runs = "run" if fx.runs_per_median() == (1, 1) else "runs"
         out.append(f"Medians of {fx.runs_per_median_text()} {runs} (the lab protocol is 5 after a warm-up).")
     if fx.rec.get("quick"):
-        out.append("A --quick session: no warm-up, no cooldown, no quiet gate.")
+        out.append("A --quick session: no warm-up, no cooldown, no quiet wait.")
     elif not s.get("cooldown_s"):
         out.append("No cooldown between runs: back-to-back runs penalise the wide verify shapes.")
     out += _set_aside_sentence(fx)
@@ -128,7 +128,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
                    f"({', '.join(signed_pct(p.cost) for p in fx.profiles)} per round here"
                    + (", not resolved from noise)." if unresolved else ")."))
     peak = str(cost.get("peak", ""))
-    if cost.get("available") and ("unknown peak" in peak or "no host profile" in peak):
+    if cost.get("available") and ("unknown peak" in peak or "no host spec" in peak):
         out.append("No peak bandwidth is known for this host: efficiency is not computed.")
     tool = runnotes.scaling_tool(fx)
     if tool:

@@ -11,7 +11,7 @@
 # With RESTART_S=SECONDS in the environment, resolve, fault and aa restart both workers that often
 # (the suite's restart_s: the verdicts count the worker generations, docs/statistics.md).
 #
-# T is max_tokens; COOL is "host" (the host profile's rule: 0.25 x the previous run, 0.05 s to
+# T is max_tokens; COOL is "host" (the host spec's rule: 0.25 x the previous run, 0.05 s to
 # 30 s) or "floor" (0.05 s after every run; the thermal reading still makes the runner wait
 # while the GPU reports a slowdown). Each step writes its suites under build/suites/ (derived
 # from scripts/reproduce/suites/, so their model paths hold) and its results under OUT, with each check's

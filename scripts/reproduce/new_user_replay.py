@@ -225,7 +225,7 @@ def step_first_run(lab: Lab) -> Step:
     runs = [r for r in json.loads(records[-1].read_text())["runs"] if not r.get("warmup")]
     ok = [r for r in runs if r["status"] == "ok"]
     waited = sum(float(r.get("quiet_wait_s") or 0) for r in runs)
-    timeouts = sum("quiet_gate_timeout" in (r.get("marks") or []) for r in runs)
+    timeouts = sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs)
     measured = sum(float(r.get("wall_s") or 0) for r in runs)
     return Step("5 first run", wall, typed, f"{len(ok)}/{len(runs)} runs ok, {measured:.1f} s measured, "
                 f"{waited:.0f} s quiet wait ({timeouts} timeouts)", len(ok) == len(runs) > 0)

@@ -105,7 +105,7 @@ def restarts(records: dict) -> dict:
 
 def pair_stats(records: dict, design: dict | None = None) -> dict:
     """Per arm, the check's paired log-ratios of ms/token: their number, mean, sd and serial
-    correlation; with the dispatch probe (suite `dispatch_probe`), its log ratios too, and the same pairs
+    correlation; with the dispatch measurement (suite `dispatch_measurement`), its log ratios too, and the same pairs
     judged at the check's last design with and without it (what the probe bought)."""
     import numpy as np
 
@@ -156,7 +156,7 @@ def probe_gain(xs: list[float], ys: list[float], pr: tuple[list[float], list[flo
         r = paired.analyze(xs, ys, d, probe)
         got[name] = {"ratio": r.ratio, "detectable": r.detectable, "verdict": r.verdict,
                      "spread": r.spread, "inflation": r.inflation, "pairs_needed": paired.plan(r, d)}
-    got["probe"] = paired.analyze(xs, ys, d, pr).dispatch_probe
+    got["probe"] = paired.analyze(xs, ys, d, pr).dispatch_measurement
     return got
 
 
@@ -179,7 +179,7 @@ def process_effect(rows: list[dict]) -> dict | None:
 
 
 def probe_summary(rows: list[dict]) -> dict:
-    """Per arm over the checks that used the dispatch probe: the share of the pairs' variance it
+    """Per arm over the checks that used the dispatch measurement: the share of the pairs' variance it
     took out, and the smallest detectable change of the same pairs with and without it."""
     out: dict = {}
     for arm in sorted({a for r in rows for a in (r.get("pairs") or {})}):
@@ -286,7 +286,7 @@ def main() -> int:
               f"{s['duration_s_median']:>7.0f}, {s['duration_s_max']:.0f}")
     for head, s in summary.items():
         for arm, g in (s.get("probe") or {}).items():
-            print(f"{head} {arm}: the dispatch probe took out {g['variance_removed_median']:.0%} of the pairs' variance "
+            print(f"{head} {arm}: the dispatch measurement took out {g['variance_removed_median']:.0%} of the pairs' variance "
                   f"(median of {g['checks']} checks, {g['variance_removed_min']:.0%} to {g['variance_removed_max']:.0%}); "
                   f"the same pairs' smallest detectable change {g['detectable_with_median']:.1%} with it, "
                   f"{g['detectable_without_median']:.1%} without")

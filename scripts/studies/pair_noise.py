@@ -9,7 +9,7 @@ scripts/reproduce/h200_paired.sh) and prints:
   (adjacent in time, the arm that goes first rotating): exactly what one pair of a paired
   check sees when nothing changed, so this is the figure the pairs needed are computed from;
 - the time one pair takes, as measured in the record: the two runs' wall times, their
-  cooldowns and quiet-gate waits (not a modelled cooldown rule);
+  cooldowns and quiet waits (not a modelled cooldown rule);
 - the pairs and the measuring seconds needed for the check's smallest detectable change
   (harness.analyze.paired.plan: the pairs judged as the check would judge them, at the last of
   --looks looks' share of alpha, --power) to reach --threshold, and the smallest detectable

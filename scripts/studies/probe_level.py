@@ -1,6 +1,6 @@
-"""Does the dispatch probe keep the paired verdict's false-alarm level, and what does it buy? A
+"""Does the dispatch measurement keep the paired verdict's false-alarm level, and what does it buy? A
 simulation through harness.analyze.paired.analyze, with and without the probe on the same pairs
-(docs/statistics.md, "The dispatch probe").
+(docs/statistics.md, "The dispatch measurement").
 
 Each pair's two runs meet different moments of the host: a shared state (sd STATE x 0.08 on the
 log scale) moves the figure and the probe alike, and each has its own noise besides (0.05 and

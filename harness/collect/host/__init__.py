@@ -1,1 +1,1 @@
-"""The host: its metadata (info), its profiles (profiles), load, quiet gate and thermal state (loadwatch)."""
+"""The host: its metadata (info), its profiles (profiles), load, quiet wait and thermal state (loadwatch)."""

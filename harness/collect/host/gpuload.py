@@ -2,11 +2,11 @@
 IOAccelerator's "Device Utilization %", host/applegpu.py); None elsewhere, and then nothing here
 adds a key to a run.
 
-The quiet gate reads the GPU with every sample: while our engine is idle any utilization is
-another process's, and a sample at or over GPU_BUSY_PCT is busy (the gate waits). During a run
+The quiet wait reads the GPU with every sample: while our engine is idle any utilization is
+another process's, and a sample at or over GPU_BUSY_PCT is busy (the quiet wait goes on). During a run
 the device utilization is ours and theirs together and nothing separates them on Apple silicon
 (one GPU, no per-process counters without root), so the contention rule reads the GPU while
-our engine is idle on either side of the run: the gate's last reading just before it, and one
+our engine is idle on either side of the run: the quiet wait's last reading just before it, and one
 taken AFTER_SETTLE_S after it ends. Either at or over the limit: analyze.spoiled's "gpu-busy".
 """
 
@@ -45,8 +45,8 @@ def busy(g: Any, limit_pct: float = GPU_BUSY_PCT) -> bool:
     return isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct >= limit_pct
 
 
-class GateGpu:
-    """The quiet gate's GPU samples: one reading per gate sample, until the reader gives None
+class QuietGpu:
+    """The quiet wait's GPU samples: one reading per quiet-wait sample, until the reader gives None
     (no GPU reading on this host: it is not asked again)."""
 
     def __init__(self, reader: Reader | None, limit_pct: float = GPU_BUSY_PCT) -> None:
@@ -81,11 +81,11 @@ class GateGpu:
 
 
 def before_run(quiet: dict[str, Any], reader: Reader | None = None) -> dict[str, Any] | None:
-    """The GPU reading just before a run: the quiet gate's last, or (the gate off) one read now;
+    """The GPU reading just before a run: the quiet wait's last, or (the quiet wait off) one read now;
     None where the host gives none."""
-    gate = quiet.get("gpu")
-    if isinstance(gate, dict) and isinstance(gate.get("last"), dict):
-        return dict(gate["last"])
+    waited = quiet.get("gpu")
+    if isinstance(waited, dict) and isinstance(waited.get("last"), dict):
+        return dict(waited["last"])
     g = (reader or read)()
     return None if g is None else as_dict(g)
 

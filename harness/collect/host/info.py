@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.collect.host.profiles import match_profile
+from harness.collect.host.specs import match_spec
 from harness.core.cudalibs import CUDA_LIBS, version_in
 from harness.core.errors import UserError
 
@@ -370,7 +370,7 @@ def _safe(collector: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 def collect_host(repo: str | None = None) -> dict[str, Any]:
     """Every section (cpu, gpu, memory, os, python, mlx, blas, repo, harness) as one dict each, and
-    the host profile it matched ("profile", None when none did).
+    the host spec it matched ("spec", None when none did).
     repo: the repository under test (default: asv's, else the working directory's)."""
     collectors: dict[str, Callable[[], dict[str, Any]]] = {
         "cpu": cpu_info, "gpu": gpu_info, "memory": memory_info, "os": os_info,
@@ -378,11 +378,11 @@ def collect_host(repo: str | None = None) -> dict[str, Any]:
         "repo": lambda: repo_info(repo), "harness": harness_info,
     }
     host: dict[str, Any] = {name: _safe(fn) for name, fn in collectors.items()}
-    # The lab profile this host matched when the record was made (None: none matched), so the
-    # record renders the same on any machine, whatever profiles that machine ships.
+    # The host spec this host matched when the record was made (None: none matched), so the
+    # record renders the same on any machine, whatever host specs that machine ships.
     try:
-        host["profile"] = match_profile(host)
+        host["spec"] = match_spec(host)
     except UserError as e:
-        host["profile"] = None
-        host["profile_error"] = str(e)
+        host["spec"] = None
+        host["spec_error"] = str(e)
     return host

@@ -1,4 +1,4 @@
-"""Load around a run: snapshots, a quiet gate before it, a contention watch during it, and
+"""Load around a run: snapshots, a quiet wait before it, a contention watch during it, and
 thermal / power / backup state.
 
 Background load (indexers, backups, another job) slows every arm together and a thermal
@@ -15,7 +15,7 @@ engine runs. The per-process scan is done only to *name* the offenders, once, af
 reading. Because the total counts everything, short-lived processes (a build spawning
 compilers) are seen too, which a per-process scan misses.
 
-A quiet-gate or watch sample is busy (contended) when the foreign total is at or over
+A quiet-wait or watch sample is busy (contended) when the foreign total is at or over
 threshold_pct per 4 cores (busy_threshold: 15% on a 2-core host, 60% on 16 cores, where the
 kernel's own threads serving our GPU work read 30-40% in total and compete with nothing): the
 sum over all foreign processes, not the busiest one. CPU time is counted in
@@ -170,7 +170,7 @@ class ForeignCpuSampler:
 
     sample() measures against the newest earlier reading at least min_window_s old (or the
     oldest one kept), so samples may come faster than the counters' resolution allows; the
-    readings are kept for HISTORY_S, which lets a quiet gate or a watch started right after a
+    readings are kept for HISTORY_S, which lets a quiet wait or a watch started right after a
     cooldown or a run look back into it. Thread-safe.
 
     Seams for tests: `counters() -> (busy_s, own_s)` and `clock() -> seconds`.

@@ -1,7 +1,7 @@
 """Per-process CPU readings: who is using the CPU, named once after a busy reading.
 
 A scan of every process costs ~10 ms and holds the GIL while an in-process engine runs, so
-the quiet gate and the contention watch (harness.collect.host.quiet) read the cheap host total
+the quiet wait and the contention watch (harness.collect.host.quiet) read the cheap host total
 (harness.collect.host.load) and call on this module only to name the offenders.
 """
 
@@ -177,7 +177,7 @@ class Namer:
 
     The first busy sample primes a ProcessSampler (its first reading of a pid is only a
     baseline); the first sample at least min_window_s later, or finish(), reads it. Once per
-    gate or watch, so a busy host costs two ~10 ms scans, and a quiet one none.
+    quiet wait or watch, so a busy host costs two ~10 ms scans, and a quiet one none.
     """
 
     def __init__(self, threshold_pct: float, min_window_s: float,

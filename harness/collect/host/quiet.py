@@ -1,4 +1,4 @@
-"""The quiet gate before a run and the contention watch during it, on the foreign-CPU readings
+"""The quiet wait before a run and the contention watch during it, on the foreign-CPU readings
 of harness.collect.host.load (see its docstring for what "foreign" and "busy" mean)."""
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from harness.collect.host import gpuload
 from harness.collect.host.load import ForeignCpuSampler, busy_threshold, min_window_for, over_threshold
 from harness.collect.host.processes import Namer, ProcessSampler
 
-# ---------------------------------------------------------------- quiet gate
+# ---------------------------------------------------------------- quiet wait
 
-# The gate's limits sized to the work, where a suite leaves [quiet] settle_s / timeout_s unset:
+# The quiet wait's limits sized to the work, where a suite leaves [quiet] settle_s / timeout_s unset:
 # waiting for a quiet host is worth a few runs' length, not 120 s before a 20 ms run (a first
 # session on a busy host once waited 427 s for 2 s of measuring). A run of 6 s or longer keeps
 # the fixed defaults (settle 3 s, timeout 120 s), as every run had before.
 TIMEOUT_RUNS = 20.0        # wait at most this many expected runs' length for a quiet host
-TIMEOUT_FLOOR_S = 1.0      # a few of the gate's 0.25 s samples, so a brief burst can pass
+TIMEOUT_FLOOR_S = 1.0      # a few of the quiet wait's 0.25 s samples, so a brief burst can pass
 TIMEOUT_CAP_S = 120.0      # the old fixed default
 SETTLE_RUNS = 2.0          # quiet for two runs' length after a busy sample
 SETTLE_FLOOR_S = 0.5       # past one sample's window (0.27 s at the default 15 %)
@@ -33,8 +33,8 @@ SETTLE_CAP_S = 3.0         # the old fixed default
 
 
 @dataclass(frozen=True)
-class GateLimits:
-    """The settle and timeout one run's gate waits with, and where they came from."""
+class WaitLimits:
+    """The settle and timeout of one run's quiet wait, and where they came from."""
 
     settle_s: float
     timeout_s: float
@@ -46,22 +46,22 @@ class GateLimits:
                 "sized": list(self.sized)}
 
 
-def gate_limits(settle_s: float | None, timeout_s: float | None,
-                expected_wall_s: float | None) -> GateLimits:
+def wait_limits(settle_s: float | None, timeout_s: float | None,
+                expected_wall_s: float | None) -> WaitLimits:
     """The suite's settle_s and timeout_s where it sets them; else clamp(k x the expected run,
     floor, cap) each (the constants above). No expected run (a session's first): the floors."""
     e = expected_wall_s if expected_wall_s is not None and expected_wall_s > 0 else None
 
     def sized(k: float, floor: float, cap: float) -> float:
         return floor if e is None else min(cap, max(floor, k * e))
-    return GateLimits(
+    return WaitLimits(
         settle_s=float(settle_s) if settle_s is not None else sized(SETTLE_RUNS, SETTLE_FLOOR_S, SETTLE_CAP_S),
         timeout_s=float(timeout_s) if timeout_s is not None else sized(TIMEOUT_RUNS, TIMEOUT_FLOOR_S, TIMEOUT_CAP_S),
         expected_wall_s=e,
         sized=tuple(k for k, v in (("settle_s", settle_s), ("timeout_s", timeout_s)) if v is None))
 
 
-class QuietGate:
+class QuietWait:
     """Wait out a cooldown while watching foreign CPU; then wait on only if the host was busy.
 
     wait(cooldown_s) samples every interval_s during the cooldown, the last sample exactly at
@@ -69,7 +69,7 @@ class QuietGate:
     and there is no extra wait. After a busy sample it waits on until the host has been quiet
     for settle_s since the last busy sample, or until timeout_s past the cooldown's end
     (timed_out). A sample whose window is shorter than the sampler's minimum (a fresh sampler
-    with no earlier readings) decides nothing; the gate then samples again once it is long
+    with no earlier readings) decides nothing; the quiet wait then samples again once it is long
     enough.
 
     Where the host reports GPU utilization (gpu: a reader, host/gpuload.py), each sample reads
@@ -119,7 +119,7 @@ class QuietGate:
         st: dict[str, Any] = {"samples": 0, "busy": 0, "short": 0, "fmax": 0.0, "last": None, "wmin": None}
         last_busy: float | None = None
         at_end = True      # the next decision is the one scheduled at the cooldown's end
-        gpu = gpuload.GateGpu(*self._gpu)
+        gpu = gpuload.QuietGpu(*self._gpu)
         st["gpu"] = gpu
         self.sampler.prime()
         next_t = min(start + self.interval_s, cool_end)
@@ -149,8 +149,8 @@ class QuietGate:
             if now >= cool_end - 1e-9:
                 settled = last_busy is None or now - last_busy >= self.settle_s - 1e-9
                 if conclusive and not is_busy and settled:
-                    # Ready at the cooldown's end: no gate wait (the last sleep's overshoot, if
-                    # any, is part of the cooldown). Otherwise the wait past it is the gate's.
+                    # Ready at the cooldown's end: no quiet wait (the last sleep's overshoot, if
+                    # any, is part of the cooldown). Otherwise the wait past it is the quiet wait.
                     extra = 0.0 if at_end else max(0.0, now - cool_end)
                     return self._result(namer, now, start, cooldown_s, extra, False, st)
                 if now >= deadline - 1e-9:

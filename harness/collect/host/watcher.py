@@ -12,7 +12,7 @@ Protocol, JSON lines over pipes. The helper's first line is {"ready": true}. The
 {"cmd": "start", "threshold_pct", "interval_s", "predicted_s"} is answered {"started": true}
 once the watch has primed, and {"cmd": "stop"} with the watch's result. Between runs the helper
 takes a reading every quarter second, so a run's first samples reach back into the recent
-past, as the quiet gate's readings do for a thread watch. End of input: the helper exits.
+past, as the quiet wait's readings do for a thread watch. End of input: the helper exits.
 
 `python -m harness.collect.host.watcher --root PID`
 """
@@ -172,7 +172,7 @@ class Watcher:
 
     def __init__(self, thread_sampler: Callable[[], Any]) -> None:
         self._proc = WatchProcess()
-        self._thread_sampler = thread_sampler   # the sampler a thread watch shares (the quiet gate's)
+        self._thread_sampler = thread_sampler   # the sampler a thread watch shares (the quiet wait's)
         self.lost: str | None = None
 
     def watch(self, threshold_pct: float, interval_s: float, predicted_s: float | None) -> _OneWatch:

@@ -108,7 +108,7 @@ def with_settings(suite: Suite, **changes: Any) -> Suite:
 
 
 def quick(suite: Suite) -> Suite:
-    """Smoke-test settings: 2 repetitions, no warm-up, no cooldown, no quiet gate, no budget.
+    """Smoke-test settings: 2 repetitions, no warm-up, no cooldown, no quiet wait, no budget.
 
     Figures from a quick session break the protocol, so summaries flag them not to publish.
     """

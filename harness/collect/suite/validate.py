@@ -49,12 +49,21 @@ def build(data: dict[str, Any], source: str, base_dir: Path, sha256: str, defaul
                  pairings=pairings, arms=arms, prompts=prompts, engines=engines)
 
 
+# Settings renamed, their old names read for one release: (old, new).
+RENAMED = (("dispatch_probe", "dispatch_measurement"),)
+
+
 def _settings(src: str, d: dict[str, Any]) -> Settings:
+    for old, new in RENAMED:
+        if old in d:
+            if new in d:
+                raise fail(src, old, f"the old name of {new}, which is given too: drop {old}")
+            d = {new if k == old else k: v for k, v in d.items()}
     cooldown = d.get("cooldown_s")
     if cooldown == "host":
         for key in ("cooldown_ratio", "cooldown_cap_s"):
             if d.get(key) is not None:
-                raise fail(src, key, "the host profile gives it when cooldown_s = \"host\"; "
+                raise fail(src, key, "the host spec gives it when cooldown_s = \"host\"; "
                            "drop it or give cooldown_s in seconds")
         d = {k: v for k, v in d.items() if k != "cooldown_s"} | {"cooldown_source": "host"}
     elif isinstance(cooldown, str):

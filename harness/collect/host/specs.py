@@ -1,8 +1,8 @@
-"""Lab host profiles: chip, GPU generation, peak bandwidth, cooldown rule, asv name. Shipped in
+"""Lab host specs: chip, GPU generation, peak bandwidth, cooldown rule, asv name. Shipped in
 harness/hosts_data/; hosts/*.json of the repository under test are read first.
 
-A profile says what the vendor promises (peak bandwidth, with its source); collect_host()
-says what the machine is. match_profile() joins the two so records can quote a ceiling.
+A spec says what the vendor promises (peak bandwidth, with its source); collect_host()
+says what the machine is. match_spec() joins the two so records can quote a ceiling.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Any
 
 from harness.core.errors import UserError
 
-# Profiles shipped with the harness (package data); a `hosts/` directory at the root of the
-# repository under test is read first, so a lab's own profile wins over a shipped one.
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "hosts_data"
+# Specs shipped with the harness (package data); a `hosts/` directory at the root of the
+# repository under test is read first, so a lab's own spec wins over a shipped one.
+SPECS_DIR = Path(__file__).resolve().parents[2] / "hosts_data"
 REPO_HOSTS = "hosts"
 
 
-def repo_profiles_dir(start: str | Path | None = None) -> Path | None:
+def repo_specs_dir(start: str | Path | None = None) -> Path | None:
     """hosts/ of the repository under test (harness.collect.provenance.repo_root), if it has one."""
     from harness.collect.provenance import repo_root
 
@@ -33,7 +33,7 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {"name": str, "asv_machine": str,
             "peak_bandwidth_source": str, "match": dict}
 MATCH_RULES = {"system", "chip", "gpu_name", "no_gpu"}
 # "cooldown": {"floor_s", "ratio", "cap_s"}: before a measured run, cool down for
-# clamp(ratio x the previous run's wall time, floor_s, cap_s); cap_s null: no cap. A profile
+# clamp(ratio x the previous run's wall time, floor_s, cap_s); cap_s null: no cap. A spec
 # from before the rule may give "default_cooldown_s" instead: that floor, ratio 0, no cap.
 COOLDOWN_KEYS = ("floor_s", "ratio", "cap_s")
 
@@ -42,18 +42,18 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
 
-def _validate_cooldown(profile: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The profile's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key."""
-    if "cooldown" in profile and "default_cooldown_s" in profile:
+def _validate_cooldown(spec: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The spec's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key."""
+    if "cooldown" in spec and "default_cooldown_s" in spec:
         raise UserError(f"{path}: key 'cooldown' replaces 'default_cooldown_s'; give one of them")
-    if "cooldown" not in profile:
-        if "default_cooldown_s" not in profile:
+    if "cooldown" not in spec:
+        if "default_cooldown_s" not in spec:
             raise UserError(f"{path}: missing key 'cooldown'")
-        floor = profile["default_cooldown_s"]
+        floor = spec["default_cooldown_s"]
         if not _number(floor) or floor < 0:
             raise UserError(f"{path}: key 'default_cooldown_s' must be a number >= 0, got {floor!r}")
         return {"floor_s": float(floor), "ratio": 0.0, "cap_s": None}
-    c = profile["cooldown"]
+    c = spec["cooldown"]
     if not isinstance(c, dict):
         raise UserError(f"{path}: key 'cooldown' must be an object with {', '.join(COOLDOWN_KEYS)}")
     unknown = sorted(set(c) - set(COOLDOWN_KEYS))
@@ -72,12 +72,12 @@ def _validate_cooldown(profile: dict[str, Any], path: Path) -> dict[str, Any]:
             "cap_s": None if cap is None else float(cap)}
 
 
-def cooldown_rule(profile: dict[str, Any]) -> dict[str, Any]:
-    """A loaded profile's cooldown rule: {"floor_s", "ratio", "cap_s" (None: no cap)}."""
-    c = profile.get("cooldown")
+def cooldown_rule(spec: dict[str, Any]) -> dict[str, Any]:
+    """A loaded spec's cooldown rule: {"floor_s", "ratio", "cap_s" (None: no cap)}."""
+    c = spec.get("cooldown")
     if isinstance(c, dict) and all(k in c for k in COOLDOWN_KEYS):
         return {k: c[k] for k in COOLDOWN_KEYS}
-    return {"floor_s": float(profile.get("default_cooldown_s", 0.0)), "ratio": 0.0, "cap_s": None}
+    return {"floor_s": float(spec.get("default_cooldown_s", 0.0)), "ratio": 0.0, "cap_s": None}
 
 
 def describe_cooldown(rule: dict[str, Any]) -> str:
@@ -90,22 +90,22 @@ def describe_cooldown(rule: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _validate(profile: Any, path: Path) -> dict[str, Any]:
-    if not isinstance(profile, dict):
-        raise UserError(f"{path}: a host profile must be a JSON object")
+def _validate(spec: Any, path: Path) -> dict[str, Any]:
+    if not isinstance(spec, dict):
+        raise UserError(f"{path}: a host spec must be a JSON object")
     for key, types in REQUIRED.items():
-        if key not in profile:
+        if key not in spec:
             raise UserError(f"{path}: missing key '{key}'")
-        if not isinstance(profile[key], types) or isinstance(profile[key], bool):
-            raise UserError(f"{path}: key '{key}' has the wrong type ({type(profile[key]).__name__})")
-    if profile["name"] != path.stem:
-        raise UserError(f"{path}: name '{profile['name']}' differs from the file name '{path.stem}'")
-    unknown = set(profile["match"]) - MATCH_RULES
-    if unknown or not profile["match"]:
+        if not isinstance(spec[key], types) or isinstance(spec[key], bool):
+            raise UserError(f"{path}: key '{key}' has the wrong type ({type(spec[key]).__name__})")
+    if spec["name"] != path.stem:
+        raise UserError(f"{path}: name '{spec['name']}' differs from the file name '{path.stem}'")
+    unknown = set(spec["match"]) - MATCH_RULES
+    if unknown or not spec["match"]:
         raise UserError(f"{path}: key 'match' needs rules from {sorted(MATCH_RULES)}, "
-                        f"got {sorted(profile['match'])}")
-    # Readers rely on "cooldown"; an old profile's default_cooldown_s becomes its floor.
-    return {**profile, "cooldown": _validate_cooldown(profile, path)}
+                        f"got {sorted(spec['match'])}")
+    # Readers rely on "cooldown"; an old spec's default_cooldown_s becomes its floor.
+    return {**spec, "cooldown": _validate_cooldown(spec, path)}
 
 
 def _load_dir(d: Path) -> dict[str, dict[str, Any]]:
@@ -114,24 +114,24 @@ def _load_dir(d: Path) -> dict[str, dict[str, Any]]:
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise UserError(f"{path}: cannot read host profile: {exc}") from None
+            raise UserError(f"{path}: cannot read host spec: {exc}") from None
         out[path.stem] = _validate(data, path)
     return out
 
 
-def load_profiles(directory: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Profiles by name, a malformed one a UserError naming the file. With a directory: its
-    *.json. Without: the repository under test's hosts/ first, then the shipped profiles it
-    does not replace (a local profile of the same name wins); match_profile keeps this order."""
+def load_specs(directory: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """Specs by name, a malformed one a UserError naming the file. With a directory: its
+    *.json. Without: the repository under test's hosts/ first, then the shipped specs it
+    does not replace (a local spec of the same name wins); match_spec keeps this order."""
     if directory is not None:
         d = Path(directory)
         if not d.is_dir():
-            raise UserError(f"{d}: no host profile directory")
+            raise UserError(f"{d}: no host spec directory")
         return _load_dir(d)
-    local = repo_profiles_dir()
+    local = repo_specs_dir()
     out = _load_dir(local) if local is not None else {}
-    for name, profile in _load_dir(PROFILES_DIR).items():
-        out.setdefault(name, profile)
+    for name, spec in _load_dir(SPECS_DIR).items():
+        out.setdefault(name, spec)
     return out
 
 
@@ -172,42 +172,42 @@ def _rule_holds(rule: str, want: Any, host: dict[str, Any]) -> bool:
     return False
 
 
-def matches(profile: dict[str, Any], host: dict[str, Any]) -> bool:
-    return all(_rule_holds(rule, want, host) for rule, want in profile["match"].items())
+def matches(spec: dict[str, Any], host: dict[str, Any]) -> bool:
+    return all(_rule_holds(rule, want, host) for rule, want in spec["match"].items())
 
 
-def match_profile(host: dict[str, Any], profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
-    """The profile whose match rules all hold for collect_host()'s dict; a specific profile
-    wins over a generic fallback, and among equals the first in load_profiles' order (the
+def match_spec(host: dict[str, Any], specs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The spec whose match rules all hold for collect_host()'s dict; a specific spec
+    wins over a generic fallback, and among equals the first in load_specs' order (the
     repository's own before the shipped); None when nothing fits (no peak to quote)."""
-    profiles = load_profiles() if profiles is None else profiles
-    fits = [p for p in profiles.values() if matches(p, host)]
+    specs = load_specs() if specs is None else specs
+    fits = [p for p in specs.values() if matches(p, host)]
     specific = [p for p in fits if not p.get("generic")]
     chosen = specific or fits
     return chosen[0] if chosen else None
 
 
-def get_profile(name: str, directory: str | Path | None = None) -> dict[str, Any]:
-    profiles = load_profiles(directory)
-    if name not in profiles:
-        known = ", ".join(sorted(profiles)) or "none"
-        raise UserError(f"unknown host profile '{name}' (known: {known})")
-    return profiles[name]
+def get_spec(name: str, directory: str | Path | None = None) -> dict[str, Any]:
+    specs = load_specs(directory)
+    if name not in specs:
+        known = ", ".join(sorted(specs)) or "none"
+        raise UserError(f"unknown host spec '{name}' (known: {known})")
+    return specs[name]
 
 
 def resolve_host_settings(suite: Any, host: dict[str, Any]) -> Any:
-    """cooldown_s = "host" takes the matching host profile's cooldown rule: its floor_s as
+    """cooldown_s = "host" takes the matching host spec's cooldown rule: its floor_s as
     cooldown_s, its ratio and cap_s as cooldown_ratio and cooldown_cap_s."""
     from harness.collect.suite import Settings, with_settings
     if suite.settings.cooldown_source != "host":
         return suite
-    profile = match_profile(host)
-    if profile is None:
+    spec = match_spec(host)
+    if spec is None:
         base = Settings()
         return with_settings(suite, cooldown_s=base.cooldown_s, cooldown_ratio=base.cooldown_ratio,
                              cooldown_cap_s=base.cooldown_cap_s,
-                             cooldown_source=f"host: no profile matched, default {base.cooldown_s:g} s")
-    rule = cooldown_rule(profile)
+                             cooldown_source=f"host: no host spec matched, default {base.cooldown_s:g} s")
+    rule = cooldown_rule(spec)
     return with_settings(suite, cooldown_s=float(rule["floor_s"]), cooldown_ratio=float(rule["ratio"]),
                          cooldown_cap_s=None if rule["cap_s"] is None else float(rule["cap_s"]),
-                         cooldown_source=f"host profile {profile['name']} ({describe_cooldown(rule)})")
+                         cooldown_source=f"host spec {spec['name']} ({describe_cooldown(rule)})")

@@ -1,4 +1,4 @@
-"""The dispatch probe: timed after every run when a suite asks for it, carried from a worker
+"""The dispatch measurement: timed after every run when a suite asks for it, carried from a worker
 process into the record, and used by the paired verdict as a covariate that takes the host's
 moment out of each pair's ratio, without moving the verdict's center or its false-alarm level."""
 
@@ -45,12 +45,12 @@ def test_the_probe_takes_the_hosts_moment_out_and_keeps_a_real_change():
     plain, adjusted = paired.analyze(b, h, D), paired.analyze(b, h, D, pr)
     # The state is 4/5 of each pair's variance and the probe sees it with noise 1/4 of it: about
     # two thirds of the variance goes, and the interval narrows by nearly half.
-    assert adjusted.dispatch_probe["used"] and 0.5 < adjusted.dispatch_probe["variance_removed"] < 0.8
+    assert adjusted.dispatch_measurement["used"] and 0.5 < adjusted.dispatch_measurement["variance_removed"] < 0.8
     assert adjusted.detectable < 0.7 * plain.detectable
     assert adjusted.hi - adjusted.lo < 0.7 * (plain.hi - plain.lo)
     # A change of the figure alone (not of the probe) stays whole.
     assert adjusted.lo < 1.03 < adjusted.hi and adjusted.verdict == "worse"
-    assert "adjusted for the dispatch probe" in adjusted.note and plain.dispatch_probe is None
+    assert "adjusted for the dispatch measurement" in adjusted.note and plain.dispatch_measurement is None
 
 
 def test_a_probe_that_moved_is_not_subtracted_and_the_note_says_so():
@@ -59,7 +59,7 @@ def test_a_probe_that_moved_is_not_subtracted_and_the_note_says_so():
     rng = np.random.default_rng(4)
     b, h, pr = _moment(rng, 200, change=math.log(1.05), probe_change=math.log(1.05))
     got, plain = paired.analyze(b, h, D, pr), paired.analyze(b, h, D)
-    assert got.dispatch_probe["used"] is False and got.dispatch_probe["why"] == "the probe itself moved"
+    assert got.dispatch_measurement["used"] is False and got.dispatch_measurement["why"] == "the probe itself moved"
     assert (got.ratio, got.lo, got.hi, got.verdict) == (plain.ratio, plain.lo, plain.hi, plain.verdict)
     assert got.verdict == "worse" and "the probe itself moved +5" in got.note
 
@@ -68,7 +68,7 @@ def test_below_the_minimum_pairs_the_probe_is_kept_but_not_used():
     rng = np.random.default_rng(5)
     b, h, pr = _moment(rng, covariate.MIN_PROBE_PAIRS - 1)
     got = paired.analyze(b, h, D, pr)
-    assert got.dispatch_probe["used"] is False and got.detectable == paired.analyze(b, h, D).detectable
+    assert got.dispatch_measurement["used"] is False and got.detectable == paired.analyze(b, h, D).detectable
     with pytest.raises(ValueError, match="probe's pairs must match"):
         paired.analyze(b, h, D, (pr[0][:5], pr[1][:5]))
 
@@ -94,14 +94,14 @@ def test_the_family_uses_each_figures_probe():
     b2, h2, _ = _moment(rng, 200)
     with_probe = paired.judge_family([(b, h), (b2, h2)], D, [pr, None])
     without = paired.judge_family([(b, h), (b2, h2)], D)
-    assert with_probe[0].dispatch_probe["used"] and with_probe[1].dispatch_probe is None
+    assert with_probe[0].dispatch_measurement["used"] and with_probe[1].dispatch_measurement is None
     assert with_probe[0].detectable < without[0].detectable
     assert paired.p_value(b, h, D, pr) < paired.p_value(b, h, D)
 
 
 def _run(arm, rep, mpt, probe):
     return {"arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "ms_per_token": mpt,
-            "dispatch_probe_ms": probe, "diagnostics": {"mode": "classic"}}
+            "dispatch_measurement_ms": probe, "diagnostics": {"mode": "classic"}}
 
 
 META = {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0}
@@ -115,25 +115,25 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
     head = [_run("c", i, h[i], ph[i]) for i in range(60)]
     assert comparisons.pair_sessions(base, head).probes[("c", "ms/token")] == (list(pb), list(ph))
     figs = {f.figure: f for f in judge(base, head, ["c"], D)}
-    assert figs["ms/token"].result.dispatch_probe["used"]
+    assert figs["ms/token"].result.dispatch_measurement["used"]
     assert figs[comparisons.PROBE].gated is False and figs[comparisons.PROBE].result.n == 60
     # The check's comment says the pairs were adjusted, and which figures.
     c = Comparison("b" * 40, "h" * 40, D, list(figs.values()), [], {}, RECS, {"rounds": 60, "stopped_because": "budget"}, 1.0)
     md = pullrequest.render_markdown(c, META)
-    assert "the dispatch probe, `dispatch_probe = true`); for c ms/token the part" in md
-    assert "| c dispatch probe ms |" in md
+    assert "the dispatch measurement, `dispatch_measurement = true`); for c ms/token the part" in md
+    assert "| c dispatch measurement ms |" in md
     # One run without a reading (a probe that could not run): that figure is judged without it.
-    head[7] = {**head[7], "dispatch_probe_ms": None}
+    head[7] = {**head[7], "dispatch_measurement_ms": None}
     assert comparisons.pair_sessions(base, head).probes == {}
-    assert judge(base, head, ["c"], D)[0].result.dispatch_probe is None
+    assert judge(base, head, ["c"], D)[0].result.dispatch_measurement is None
     c = Comparison("b" * 40, "h" * 40, D, judge(base, head, ["c"], D), [], {}, RECS, {"rounds": 60}, 1.0)
-    assert "dispatch probe" not in pullrequest.render_markdown(c, META)
+    assert "dispatch measurement" not in pullrequest.render_markdown(c, META)
     # The head's worker does the same fixed work 30% faster all through: the comment warns of it.
-    head = [{**r, "dispatch_probe_ms": r["dispatch_probe_ms"] * 0.7} for r in head[:7] + head[8:]]
+    head = [{**r, "dispatch_measurement_ms": r["dispatch_measurement_ms"] * 0.7} for r in head[:7] + head[8:]]
     figs = judge(base[:7] + base[8:], head, ["c"], D)
-    assert figs[0].result.dispatch_probe["why"] == "the probe itself moved"
+    assert figs[0].result.dispatch_measurement["why"] == "the probe itself moved"
     md = pullrequest.render_markdown(Comparison("b" * 40, "h" * 40, D, figs, [], {}, RECS, {"rounds": 59}, 1.0), META)
-    assert "**The dispatch probe itself moved (-3" in md and "that is a per-process effect" in md
+    assert "**The dispatch measurement itself moved (-3" in md and "that is a per-process effect" in md
 
 
 def test_within_a_session_each_arm_against_classic_uses_the_probe():
@@ -142,22 +142,22 @@ def test_within_a_session_each_arm_against_classic_uses_the_probe():
     rec = {"suite": {"arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
                               {"name": "s", "block": 3, "pairing": "x", "engine": "e"}]},
            "runs": [r for i in range(40) for r in (_run("c", i, b[i], pb[i]), _run("s", i, h[i], ph[i]))]}
-    assert comparisons.judge_vs_classic(rec, D)["s"].dispatch_probe["used"]
+    assert comparisons.judge_vs_classic(rec, D)["s"].dispatch_measurement["used"]
 
 
 def test_a_suite_asks_for_the_probe_and_the_runner_records_it(tmp_path: Path):
-    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=2, dispatch_probe=True))
+    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=2, dispatch_measurement=True))
     runs = [runner.run_one(p, suite, Engines(), runner.NullUI(), None) for p in build_plan(suite)]
-    assert all(isinstance(r["dispatch_probe_ms"], float) and r["dispatch_probe_ms"] > 0 for r in runs)
+    assert all(isinstance(r["dispatch_measurement_ms"], float) and r["dispatch_measurement_ms"] > 0 for r in runs)
     off = load_suite(write_suite(tmp_path, [command_arm("a")], name="off", repetitions=1))
-    assert off.settings.dispatch_probe is False
-    assert runner.run_one(build_plan(off)[0], off, Engines(), runner.NullUI(), None)["dispatch_probe_ms"] is None
-    with pytest.raises(UserError, match="dispatch_probe"):
-        load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", dispatch_probe="yes"))
+    assert off.settings.dispatch_measurement is False
+    assert runner.run_one(build_plan(off)[0], off, Engines(), runner.NullUI(), None)["dispatch_measurement_ms"] is None
+    with pytest.raises(UserError, match="dispatch_measurement"):
+        load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", dispatch_measurement="yes"))
 
 
 def test_a_worker_process_times_the_probe_and_hands_it_over(tmp_path: Path):
-    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=1, dispatch_probe=True))
+    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=1, dispatch_measurement=True))
     w = Worker("base", tmp_path, suite.to_dict(), tmp_path / "logs")
     try:
         plan = build_plan(suite)
@@ -165,7 +165,7 @@ def test_a_worker_process_times_the_probe_and_hands_it_over(tmp_path: Path):
                                       prompt=suite.prompt(plan[0].prompt), settings=suite.settings))
     finally:
         w.close()
-    assert isinstance(out.dispatch_probe_ms, float) and out.dispatch_probe_ms > 0
+    assert isinstance(out.dispatch_measurement_ms, float) and out.dispatch_measurement_ms > 0
 
 
 def test_a_few_disturbed_pairs_do_not_set_the_slope():
@@ -193,11 +193,11 @@ def test_a_sessions_summary_says_what_the_probe_did_whatever_the_verdict():
     rng = np.random.default_rng(13)
     b, h, pr = _moment(rng, 30, sd_own=0.3)
     p = paired.analyze(b, h, D, pr)
-    assert p.verdict == "inconclusive" and p.dispatch_probe["used"]
+    assert p.verdict == "inconclusive" and p.dispatch_measurement["used"]
     rec = {"sequential": {"budget_s": 60, "rounds": 30, "stopped_because": "the budget was spent",
                           "design": D.to_dict(), "looks": [{"figures": {"s": p.to_dict()}}]}}
     line = [ln for ln in sequential_lines(rec) if ln.startswith("  s:")][0]
-    assert "inconclusive" in line and "adjusted for the dispatch probe" in line
+    assert "inconclusive" in line and "adjusted for the dispatch measurement" in line
 
 
 def test_a_stored_checks_pairs_replay_with_and_without_the_probe(tmp_path: Path, capsys):
@@ -213,3 +213,12 @@ def test_a_stored_checks_pairs_replay_with_and_without_the_probe(tmp_path: Path,
     # The probe sees most of each pair's moment here: both slopes take most of the spread out.
     robust = float(out.split("robust: spread with / without the probe, median ")[1].split(",")[0])
     assert robust < 0.6
+
+
+def test_a_suite_s_old_dispatch_probe_key_still_reads_as_dispatch_measurement(tmp_path: Path):
+    # The setting's name before "dispatch measurement": read for one release, never both at once.
+    suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=1, dispatch_probe=True))
+    assert suite.settings.dispatch_measurement is True
+    with pytest.raises(UserError, match="dispatch_probe"):
+        load_suite(write_suite(tmp_path, [command_arm("a")], name="both", dispatch_probe=True,
+                               dispatch_measurement=False))

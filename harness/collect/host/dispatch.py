@@ -1,4 +1,4 @@
-"""The dispatch probe: a fixed piece of MLX work, timed right after each run in the process
+"""The dispatch measurement: a fixed piece of MLX work, timed right after each run in the process
 that made it, whose time follows the host's state and not the code under test.
 
 Why: on a GPU host the decode of one batch is bound by how fast the process dispatches
@@ -6,7 +6,7 @@ kernels, and that speed wanders with the host's state for seconds at a time. The
 a pair see different moments of it, and that difference is most of a pair's spread. Work that
 is the same on both sides of a check and timed in the same moment sees the same wander: its
 pair ratio then predicts part of the engine's, and the paired verdict subtracts that part
-(harness.analyze.covariate, docs/statistics.md, "The dispatch probe"). Prefill cannot serve:
+(harness.analyze.covariate, docs/statistics.md, "The dispatch measurement"). Prefill cannot serve:
 it changes with the code.
 
 The work: STEPS small dependent matrix-vector products, each evaluated before the next is
@@ -49,7 +49,7 @@ def _make() -> Callable[[], float] | None:
     return probe
 
 
-def dispatch_probe_ms() -> float | None:
+def dispatch_measurement_ms() -> float | None:
     """The probe's time in ms, or None where MLX cannot be imported."""
     if not _PROBE:
         _PROBE.append(_make())
