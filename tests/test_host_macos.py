@@ -84,8 +84,8 @@ def test_ioreg_text_values():
 
 # ---------------------------------------------------------------- thermal pressure
 
-@pytest.mark.parametrize("name", ["pmset_therm_m1pro.txt", "pmset_therm_arm64_mtplx.txt",
-                                  "pmset_therm_intel_notes.txt"])
+@pytest.mark.parametrize("name", ["pmset_therm_m1pro.txt", "pmset_therm_m3ultra.txt",
+                                  "pmset_therm_arm64_mtplx.txt", "pmset_therm_intel_notes.txt"])
 def test_pmset_notes_are_no_warnings(name):
     assert thermal.parse_pmset_therm(fixture(name))["warnings"] == []
 
@@ -93,6 +93,8 @@ def test_pmset_notes_are_no_warnings(name):
 def test_pmset_pressure():
     # Apple silicon publishes no level at all: that says nothing either way.
     assert macos.parse_pmset_pressure(fixture("pmset_therm_m1pro.txt")) == UNKNOWN
+    assert macos.parse_pmset_pressure(fixture("pmset_therm_m3ultra.txt")) == UNKNOWN
+    assert thermal.parse_pmset_therm(fixture("pmset_therm_m3ultra.txt"))["limits"] == UNKNOWN
     assert macos.parse_pmset_pressure(fixture("pmset_therm_arm64_mtplx.txt")) == UNKNOWN
     assert macos.parse_pmset_pressure(fixture("pmset_therm_intel_notes.txt")) == "nominal"
     assert macos.parse_pmset_pressure(fixture("pmset_thermlog_intel_throttled.txt")) == "serious"
@@ -104,8 +106,20 @@ def test_pmset_pressure():
     assert macos.parse_pmset_pressure(None) == UNKNOWN
 
 
+# powermetrics' thermal sampler on Apple silicon: its Moderate is ProcessInfo's fair.
+POWERMETRICS_LEVELS = {
+    "powermetrics_thermal.txt": "nominal",
+    "powermetrics_thermal_m1max.txt": "nominal",
+    "powermetrics_thermal_moderate_mac17_3.txt": "fair",   # full header, above Nominal
+}
+
+
+@pytest.mark.parametrize("name", sorted(POWERMETRICS_LEVELS))
+def test_powermetrics_pressure_published(name):
+    assert macos.parse_thermal_pressure_powermetrics(fixture(name)) == POWERMETRICS_LEVELS[name]
+
+
 def test_powermetrics_pressure():
-    assert macos.parse_thermal_pressure_powermetrics(fixture("powermetrics_thermal.txt")) == "nominal"
     assert macos.parse_thermal_pressure_powermetrics(fixture("powermetrics_not_root.txt")) == UNKNOWN
     assert macos.parse_thermal_pressure_powermetrics("Current pressure level: Heavy\n") == "serious"
     assert macos.parse_thermal_pressure_powermetrics(None) == UNKNOWN
@@ -155,6 +169,24 @@ def test_thermal_pressure_off_macos(monkeypatch):
 
 # ---------------------------------------------------------------- memory, swap, backup, Spotlight
 
+MIB = 2**20
+SWAP = {
+    # Mac17,5, Apple A18 Pro, 8 GiB
+    "sysctl_swapusage_a18pro.txt": {
+        "total_bytes": 2048 * MIB, "used_bytes": round(982.69 * MIB), "free_bytes": round(1065.31 * MIB)},
+    # arm64, 64 GiB
+    "sysctl_swapusage_arm64_64g.txt": {
+        "total_bytes": 10240 * MIB, "used_bytes": round(9460.62 * MIB), "free_bytes": round(779.38 * MIB)},
+    # No swap file yet: zeros, not "unknown".
+    "sysctl_swapusage_zero_fastfetch.txt": {"total_bytes": 0, "used_bytes": 0, "free_bytes": 0},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWAP))
+def test_swapusage_published(name):
+    assert macos.parse_swapusage(fixture(name)) == SWAP[name]
+
+
 def test_swapusage():
     assert macos.parse_swapusage(fixture("sysctl_swapusage_px80.txt")) == {
         "total_bytes": 4096 * 2**20, "used_bytes": 2876768256, "free_bytes": 1352 * 2**20 + 2**19}
@@ -162,6 +194,20 @@ def test_swapusage():
     assert macos.parse_swapusage(fixture("sysctl_memory_18core_loaded.txt"))["total_bytes"] == 13958643712
     assert macos.parse_swapusage("sysctl: unknown oid 'vm.swapusage'") == UNKNOWN
     assert macos.parse_swapusage(None) == UNKNOWN
+
+
+MEMORY_FREE_PCT = {
+    "memory_pressure_macmini_32g.txt": 88,       # the full report, 16 KiB pages
+    "memory_pressure_q_a18pro.txt": 38,          # -Q
+    "memory_pressure_q_arm64_64g.txt": 93,
+    "memory_pressure_q_bytes_form.txt": 40,      # "... bytes of physical memory." first line
+    "memory_pressure_stats3159.txt": 66,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY_FREE_PCT))
+def test_memory_pressure_published(name):
+    assert macos.parse_memory_pressure(fixture(name)) == MEMORY_FREE_PCT[name]
 
 
 def test_memory_pressure():
@@ -182,6 +228,9 @@ def test_memory_state_from_one_sysctl():
 
 def test_backup_status():
     assert thermal.parse_tmutil_status(fixture("tmutil_status_idle.txt")) is False
+    # During a backup: Running = 1 beside the nested Progress dict's keys.
+    assert thermal.parse_tmutil_status(fixture("tmutil_status_copying.txt")) is True
+    assert thermal.parse_tmutil_status(None) == UNKNOWN
 
 
 def test_power_source():
