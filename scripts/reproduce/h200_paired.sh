@@ -8,7 +8,8 @@
 #   bash scripts/reproduce/h200_paired.sh OUT fault T COOL BUDGET       # the calibrated F = 0.03 fault
 #   bash scripts/reproduce/h200_paired.sh OUT aa T COOL BUDGET N        # N A/A checks (false alarms)
 #
-# With RESTART_S=SECONDS in the environment, resolve, fault and aa restart both workers that often
+# THRESHOLD=0.01 asks the check to see 1% (default 0.02, the suite's); F=0.04 sets the fault's size
+# (default 0.03, a fraction of one target forward per generated token). With RESTART_S=SECONDS in the environment, resolve, fault and aa restart both workers that often
 # (the suite's restart_s: the verdicts count the worker generations, docs/statistics.md).
 #
 # T is max_tokens; COOL is "host" (the host spec's rule: 0.25 x the previous run, 0.05 s to
@@ -44,7 +45,7 @@ check() {   # check NAME T COOL BUDGET ARGS...
   # and thermal readings) are then at OUT/NAME-T-COOL-work/project/.harness/compare/*/records/.
   rm -rf "$out/$name-t$t-$cool-work"
   $py scripts/studies/asv_sensitivity.py --command compare-commits --suite "$suite" --budget-s "$budget" \
-      --threshold 0.02 --workdir "$out/$name-t$t-$cool-work" --out "$out/$name-t$t-$cool.json" "$@" \
+      --threshold "${THRESHOLD:-0.02}" --workdir "$out/$name-t$t-$cool-work" --out "$out/$name-t$t-$cool.json" "$@" \
       > "$out/$name-t$t-$cool.out" 2>&1 || echo "exit $? for $name"
   tail -4 "$out/$name-t$t-$cool.out"
 }
@@ -60,7 +61,7 @@ case $step in
       $py scripts/studies/pair_noise.py "$rec.json" --threshold 0.02 --json "$rec.noise.json" || true
     done ;;
   resolve) check resolve "${3:?T}" "${4:?COOL}" "${5:?BUDGET}" --work "" --checks 0 --aa 1 ;;
-  fault) check fault "${3:?T}" "${4:?COOL}" "${5:?BUDGET}" --work 0.03 --checks 1 --aa 0 ;;
+  fault) check "fault-f${F:-0.03}" "${3:?T}" "${4:?COOL}" "${5:?BUDGET}" --work "${F:-0.03}" --checks 1 --aa 0 ;;
   aa) check aa "${3:?T}" "${4:?COOL}" "${5:?BUDGET}" --work "" --checks 0 --aa "${6:?N}" ;;
   *) echo "unknown step $step (probe, resolve, fault or aa)" >&2; exit 2 ;;
 esac
