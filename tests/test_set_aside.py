@@ -21,7 +21,7 @@ from harness.analyze import compare, comparisons, contended, sequential, spoiled
 from harness.analyze.design import Design
 from harness.analyze.summary import summarize
 from harness.analyze.verdict import judge
-from harness.ci import pullrequest, twocommits
+from harness.ci import asvsession, pullrequest, twocommits
 from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.collect import sampling
@@ -257,3 +257,25 @@ def test_the_sampling_loop_never_stops_on_set_aside_pairs() -> None:
         assert (got.rounds, got.stopped) == (ref.rounds, ref.stopped)
         assert [x.figures for x in got.looks] == [x.figures for x in ref.looks]
     assert ref.looks and ref.looks[-1].figures["a ms/token"]["verdict"] == "unchanged"
+
+
+def test_the_nightlys_asv_samples_leave_set_aside_runs_out() -> None:
+    arms = [asvsession.ArmSpec("classic", "classic", 1, ()), asvsession.ArmSpec("spec", "spec", 4, ())]
+    got = asvsession.figures_from_record(_session({0: "thermal", 5: "battery"}, 10.0), arms)
+    ref = asvsession.figures_from_record(_session({0: "x", 5: "x"}, drop=True), arms)
+    assert got["figures"]["ms_per_token"]["spec"] == ref["figures"]["ms_per_token"]["spec"]
+    assert len(got["figures"]["ms_per_token"]["spec"]) == 10
+    assert len(got["figures"]["ms_per_token"]["classic"]) == 12      # its runs were not set aside
+    every = asvsession.figures_from_record(_session(dict.fromkeys(range(12), "backup"), 10.0), arms)
+    assert "spec" not in every["figures"]["ms_per_token"]
+    assert every["errors"]["spec"].startswith("every one of its 12 runs was set aside for its host")
+
+
+def test_the_dashboards_point_is_the_median_without_the_set_aside_run() -> None:
+    from harness.analyze import series
+
+    def point(rec: dict[str, Any]) -> Any:
+        view = series.host_series("mac", [(series.commit_view(rec, "r.md", "r.html", "c" * 40), rec)])
+        return next(a for a in view.arms if a.arm == "block3").points[0]
+    got, ref = point(_fixture("gpu-busy", 10.0)), point(_fixture(None, drop=True))
+    assert (got.ms_per_token, got.runs) == (ref.ms_per_token, ref.runs) == (ref.ms_per_token, 1)
