@@ -279,3 +279,14 @@ def test_the_dashboards_point_is_the_median_without_the_set_aside_run() -> None:
         return next(a for a in view.arms if a.arm == "block3").points[0]
     got, ref = point(_fixture("gpu-busy", 10.0)), point(_fixture(None, drop=True))
     assert (got.ms_per_token, got.runs) == (ref.ms_per_token, ref.runs) == (ref.ms_per_token, 1)
+
+
+def test_a_row_whose_every_run_was_set_aside_has_no_timings_and_says_why() -> None:
+    rec = _fixture(None)
+    for r in rec["runs"]:
+        if r["arm"] == "block3" and not r["warmup"]:
+            r["load"] = _load("backup")
+    row = next(s for s in summarize(rec) if s.arm == "block3")
+    assert (row.runs, row.set_aside, row.tok_s_median, row.ms_per_token_median) == (2, 2, None, None)
+    assert "every run set aside" in row.flags and row.do_not_publish
+    assert judge(rec).of("block3").tok_s is None
