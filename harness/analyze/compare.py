@@ -9,7 +9,8 @@ detectable change at most the threshold) and its interval, inside +-threshold, h
 "inconclusive" otherwise, with the smallest detectable change. The two records did not run side
 by side, so a pair carries both runs' spread and no shared drift: the check stays honest, only
 less tight than within one session. A component whose median moves by less than an absolute
-floor (`floor_ms`) is never called faster or slower, whatever its percentage.
+floor (`floor_ms`) is never called faster or slower, whatever its percentage. Runs set aside for
+their host (analyze.spoiled) are left out of both sides' values and still count as contended.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import contended as cont
-from harness.analyze import paired
+from harness.analyze import paired, spoiled
 from harness.analyze.design import Design
 from harness.analyze.rounds import RoundSplit, all_splits, median_range
 from harness.core.errors import UserError
@@ -184,11 +185,11 @@ def _split_runs(recs: tuple[dict[str, Any], ...], arm: str, prompt: str) -> list
 
 def component_changes(a: dict[str, Any], b: dict[str, Any]) -> list[ComponentChange]:
     """Every component of every (arm, prompt) split present in both records, in a's order."""
-    sb = {(s.arm, s.prompt): s for s in all_splits(b)}
+    sb = {(s.arm, s.prompt): s for s in all_splits(b, spoiled.usable_runs(b["runs"]))}
     design = design_for(a["suite"]["settings"])
     share = cont.share_limit(a["suite"]["settings"])
     out = []
-    for s in all_splits(a):
+    for s in all_splits(a, spoiled.usable_runs(a["runs"])):
         t = sb.get((s.arm, s.prompt))
         if t is None or t.unit != s.unit:
             continue
@@ -220,10 +221,12 @@ class Throughput:
     ms: ComponentChange | None
 
 
-def _measured(rec: dict[str, Any]) -> dict[tuple[str, str, int], dict[str, Any]]:
-    """(arm, prompt, repetition) -> the measured ok run with a ms/token."""
+def _measured(rec: dict[str, Any], usable: bool = True) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """(arm, prompt, repetition) -> the run with a ms/token a verdict may use (analyze.spoiled);
+    usable False: every measured ok one (the contended share counts those)."""
+    keep = spoiled.usable if usable else measured_ok
     return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r
-            for r in rec["runs"] if measured_ok(r)
+            for r in rec["runs"] if keep(r)
             and isinstance(r.get("ms_per_token"), (int, float)) and r["ms_per_token"] > 0}
 
 
@@ -233,8 +236,10 @@ def _tok_s(runs: list[dict[str, Any]]) -> Cell | None:
 
 
 def _throughput(arm: str, prompt: str, ra: dict[tuple[str, str, int], dict[str, Any]],
-                rb: dict[tuple[str, str, int], dict[str, Any]], design: Design, share: float) -> Throughput:
-    """ra, rb: each side's runs of this arm (and prompt), keyed (arm, prompt, repetition)."""
+                rb: dict[tuple[str, str, int], dict[str, Any]], design: Design, share: float,
+                busy: tuple[int, int]) -> Throughput:
+    """ra, rb: each side's runs of this arm (and prompt) a verdict may use, keyed (arm, prompt,
+    repetition); busy: (contended, all) runs of the pairs before any was set aside."""
     # Plan order: repetition first, then prompt, as the runs were made.
     keys = sorted(set(ra) & set(rb), key=lambda k: (k[2], k[1]))
     xs = [float(ra[k]["ms_per_token"]) for k in keys]
@@ -242,10 +247,20 @@ def _throughput(arm: str, prompt: str, ra: dict[tuple[str, str, int], dict[str, 
     ms = None
     if keys:
         a, b = Cell(*median_range(xs)), Cell(*median_range(ys))
-        busy, n = _contention([side[k] for k in keys for side in (ra, rb)])
         ms = ComponentChange(arm, prompt, MS_PER_TOKEN, "token", a, b, tuple(xs), tuple(ys),
-                             floor_ms(a.median, b.median), design, busy, n, share)
+                             floor_ms(a.median, b.median), design, *busy, share)
     return Throughput(arm, prompt, _tok_s(list(ra.values())), _tok_s(list(rb.values())), ms)
+
+
+Keyed = dict[tuple[str, str, int], dict[str, Any]]
+
+
+def _of(m: Keyed, arm: str, prompt: str | None = None) -> Keyed:
+    return {k: r for k, r in m.items() if k[0] == arm and (prompt is None or k[1] == prompt)}
+
+
+def _pairs_contention(xa: Keyed, xb: Keyed) -> tuple[int, int]:
+    return _contention([side[k] for k in set(xa) & set(xb) for side in (xa, xb)])
 
 
 def throughput_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[Throughput], list[Throughput]]:
@@ -254,18 +269,19 @@ def throughput_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[Throu
     design = design_for(a["suite"]["settings"])
     share = cont.share_limit(a["suite"]["settings"])
     ma, mb = _measured(a), _measured(b)
+    every_a, every_b = _measured(a, usable=False), _measured(b, usable=False)
     arms = list(dict.fromkeys([x["name"] for x in a["suite"]["arms"]] + [x["name"] for x in b["suite"]["arms"]]))
     prompts = list(dict.fromkeys([p["name"] for p in a["suite"]["prompts"]] + [p["name"] for p in b["suite"]["prompts"]]))
     per_arm, per_prompt = [], []
     for arm in arms:
-        ra = {k: r for k, r in ma.items() if k[0] == arm}
-        rb = {k: r for k, r in mb.items() if k[0] == arm}
-        if not ra and not rb:
+        ea, eb = _of(every_a, arm), _of(every_b, arm)
+        if not ea and not eb:
             continue
-        per_arm.append(_throughput(arm, "", ra, rb, design, share))
+        per_arm.append(_throughput(arm, "", _of(ma, arm), _of(mb, arm), design, share,
+                                   _pairs_contention(ea, eb)))
         for p in prompts:
-            pa = {k: r for k, r in ra.items() if k[1] == p}
-            pb = {k: r for k, r in rb.items() if k[1] == p}
+            pa, pb = _of(every_a, arm, p), _of(every_b, arm, p)
             if pa and pb:
-                per_prompt.append(_throughput(arm, p, pa, pb, design, share))
+                per_prompt.append(_throughput(arm, p, _of(ma, arm, p), _of(mb, arm, p), design, share,
+                                              _pairs_contention(pa, pb)))
     return per_arm, per_prompt

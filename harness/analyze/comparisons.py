@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.analyze import contended, paired
+from harness.analyze import contended, paired, spoiled
 from harness.analyze.design import Design
 from harness.core.runs import measured_ok_runs
 
@@ -50,8 +50,11 @@ def run_figures(r: Run) -> dict[str, float]:
     return out
 
 
-def _by_key(runs: list[Run]) -> dict[Key, Run]:
-    return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r for r in measured_ok_runs(runs)}
+def _by_key(runs: list[Run], usable: bool = True) -> dict[Key, Run]:
+    """The runs a verdict may use by key; usable False: every measured ok run (the contended
+    share counts those)."""
+    kept = spoiled.usable_runs(runs) if usable else measured_ok_runs(runs)
+    return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r for r in kept}
 
 
 Pairs = tuple[list[float], list[float]]
@@ -178,9 +181,9 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
 def judge_vs_classic(record: dict[str, Any], design: Design) -> dict[str, paired.Paired]:
     """Each speculative arm's ms/token against its classic arm, judged paired (adjusted for the
     dispatch measurement when the runs have it); no clean verdict where the pairs' runs are contended
-    past the suite's share (contended.unclean)."""
+    past the suite's share (contended.unclean), runs set aside for their host counted there too."""
     share = contended.share_limit(record["suite"].get("settings") or {})
-    runs = _by_key(record["runs"])
+    runs = _by_key(record["runs"], usable=False)
     out = {}
     for arm, (c, xs, ys, probes) in _vs_classic(record).items():
         both = [x for (a, p, i), r in runs.items() if a == arm and (ref := runs.get((c, p, i)))

@@ -35,7 +35,7 @@ RERUN = "not a clean verdict; rerun on a quiet host"
 
 def is_contended(run: Mapping[str, Any]) -> bool:
     """Marked contended by the watch, or set aside for its host (analyze.spoiled: a backup,
-    battery power, thermal pressure, another process's GPU work): judged alike everywhere."""
+    battery power, thermal pressure, another process's GPU work): counted alike in the share."""
     return "contended" in (run.get("marks") or []) or bool(spoiled.reasons(run))
 
 

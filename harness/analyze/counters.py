@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.analyze import spoiled
 from harness.core import counters as core
 from harness.core.declare import EngineDecl
-from harness.core.runs import measured_ok
 
 EXACT_NOTE = "exact at temperature 0: any change is a change"
 NONDETERMINISTIC = "nondeterministic: runs of one side differ (not exact here; not gated)"
@@ -99,10 +99,10 @@ def is_counter_figure(figure: str) -> bool:
 
 
 def _side(runs: list[dict[str, Any]], arm: str) -> dict[str, list[dict[str, Any]]]:
-    """An arm's measured ok runs at temperature 0, by prompt."""
+    """An arm's runs a verdict may use (analyze.spoiled.usable) at temperature 0, by prompt."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
-        if r.get("arm") == arm and measured_ok(r) \
+        if r.get("arm") == arm and spoiled.usable(r) \
                 and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None):
             out.setdefault(str(r.get("prompt")), []).append(r.get("diagnostics") or {})
     return out

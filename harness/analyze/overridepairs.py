@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.analyze import rounds, stats
+from harness.analyze import rounds, spoiled, stats
 from harness.analyze.facts import Facts
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS
 
@@ -35,9 +35,11 @@ def env_diff(a: dict[str, str], b: dict[str, str]) -> list[str]:
 def one_override_pairs(fx: Facts) -> list[OverridePair]:
     """Each pair of arms of one pairing and block that differ by exactly one variable, on each
     prompt both ran; a profile variable's pairs are left to the profile section. The ratio is of
-    median tok/s per prompt, with the bootstrap interval the summary uses."""
+    median tok/s per prompt, with the bootstrap interval the summary uses, over the runs a verdict
+    may use (analyze.spoiled.usable)."""
     out = []
-    tps = {k: [r["decode_tokens_per_s"] for r in rs if r.get("decode_tokens_per_s")] for k, rs in fx.groups.items()}
+    tps = {k: [r["decode_tokens_per_s"] for r in spoiled.usable_runs(rs) if r.get("decode_tokens_per_s")]
+           for k, rs in fx.groups.items()}
     for i, a in enumerate(fx.arm_order):
         for b in fx.arm_order[i + 1:]:
             ea, eb = fx.arms[a], fx.arms[b]

@@ -136,10 +136,11 @@ def round_split(arm: str, prompt: str, runs: list[dict[str, Any]],
         counters=split_counters(diags, block, decl))
 
 
-def all_splits(record: dict[str, Any]) -> list[RoundSplit]:
+def all_splits(record: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> list[RoundSplit]:
+    """Every (arm, prompt) split of `runs` (default: the measured ok ones)."""
     out = []
-    for (arm, prompt), runs in by_arm_prompt(record).items():
-        s = round_split(arm, prompt, runs, declare.of_record(record, arm))
+    for (arm, prompt), group in by_arm_prompt(record, runs).items():
+        s = round_split(arm, prompt, group, declare.of_record(record, arm))
         if s is not None:
             out.append(s)
     return out

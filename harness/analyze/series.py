@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.analyze import acks as ackmod
+from harness.analyze import spoiled
 from harness.analyze.verdict import DECLINED, ArmVerdict, judge
-from harness.core.runs import measured_ok
 
 MS_PER_TOKEN = "ms_per_token"
 
@@ -37,7 +37,7 @@ class SeriesPoint:
 
     commit: str
     when: str
-    ms_per_token: float          # median over the arm's measured runs that finished ok
+    ms_per_token: float          # median over the runs a verdict may use (analyze.spoiled.usable)
     runs: int                    # how many runs that median is of
     verdict: ArmVerdict          # the judgement of this arm in this commit's record
     page: str                    # the commit's record page (relative to the site's root)
@@ -130,8 +130,9 @@ def commit_view(record: dict[str, Any], name: str, page: str, sha: str | None = 
 
 
 def _ms_per_token(record: dict[str, Any], arm: str) -> list[float]:
+    """The arm's ms/token of the runs a verdict may use (analyze.spoiled.usable), as its median's."""
     return [float(r["ms_per_token"]) for r in record.get("runs", [])
-            if r.get("arm") == arm and measured_ok(r)
+            if r.get("arm") == arm and spoiled.usable(r)
             and isinstance(r.get("ms_per_token"), (int, float))]
 
 

@@ -3,9 +3,9 @@
 Besides another process's CPU (the runner's "contended" mark), a lab Mac can spoil a run in
 ways the contention watch does not see: a Time Machine backup, battery power (macOS lowers the
 clocks), thermal pressure above nominal (the run went ahead after the bounded thermal wait),
-or another process's GPU work. A run with any of these reasons counts as contended wherever a
-verdict is made (analyze.contended.is_contended): past the suite's contended share a clean
-verdict becomes inconclusive, exactly as for contention.
+or another process's GPU work. A run with any of these reasons is left out of every verdict's
+samples (`usable`), and still counts as contended (analyze.contended.is_contended): past the
+suite's contended share a clean verdict becomes inconclusive, exactly as for contention.
 
 Reason codes (short, for flags; the legend's words are the renderers'):
   backup    a backup was running when the run started (`tmutil status`)
@@ -19,8 +19,11 @@ Pure functions of recorded runs; Linux and NVIDIA records carry none of these re
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+from harness.core.runs import measured_ok
+
+R = TypeVar("R", bound=Mapping[str, Any])
 BACKUP, BATTERY, THERMAL, GPU_BUSY = "backup", "battery", "thermal", "gpu-busy"
 REASONS = (BACKUP, BATTERY, THERMAL, GPU_BUSY)   # in the order they are said
 BATTERY_SOURCE = "Battery Power"                 # pmset -g batt: "Now drawing from 'Battery Power'"
@@ -69,3 +72,13 @@ def counts(runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 def set_aside_runs(runs: Iterable[Mapping[str, Any]]) -> int:
     """Measured runs with at least one reason."""
     return sum(1 for r in runs if isinstance(r, Mapping) and not r.get("warmup") and reasons(r))
+
+
+def usable(run: Mapping[str, Any]) -> bool:
+    """A run a verdict may take: measured, finished ok, and not set aside for its host."""
+    return measured_ok(run) and not reasons(run)
+
+
+def usable_runs(runs: Iterable[R]) -> list[R]:
+    """The runs of `runs` a verdict may take (`usable`), in their order."""
+    return [r for r in runs if usable(r)]

@@ -1,8 +1,9 @@
 """Per-arm summary of a record, with the flags that say whether a figure may be published.
 
 One row per (arm, prompt): tok/s differs by prompt, so pooling prompts would put prompt
-variation into the spread and flag every arm. Warm-ups and failed runs are left out of the
-figures (and counted). Reads the record only; runs nothing.
+variation into the spread and flag every arm. Warm-ups, failed runs and runs set aside for
+their host (analyze.spoiled) are left out of the timings and the speedup (and counted). Reads
+the record only; runs nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from harness.analyze.identity import classic_comparisons, describe
 from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
-from harness.core.runs import measured_ok, measured_ok_runs
+from harness.core.runs import measured_ok_runs
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
 
@@ -38,8 +39,8 @@ class ArmSummary:
     contention_samples: int = 0     # all watch samples in the contended runs
     watch_undersampled: int = 0     # runs the watch sampled fewer than 10 times
     watch_in_thread: int = 0        # runs watched from a thread of the harness (its process was lost)
-    # Runs set aside for their host (analyze.spoiled: backup, battery, thermal, gpu-busy), which
-    # count as contended runs here too, and how many runs have each reason code.
+    # Runs set aside for their host (analyze.spoiled: backup, battery, thermal, gpu-busy), counted
+    # in `runs` but not in the timings, and how many runs have each reason code.
     set_aside: int = 0
     set_aside_reasons: dict[str, int] = field(default_factory=dict)
     tok_s_median: float | None = None
@@ -85,6 +86,7 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
     groups = by_arm_prompt(record, measured, keep_empty=True)   # failed runs too: they are counted
     vs_classic = classic_comparisons(record)
     out: list[ArmSummary] = []
+    timed_n: dict[tuple[str, str], int] = {}   # the runs the timings rest on, per row
     for (arm_name, prompt), runs in groups.items():
         a = arms.get(arm_name, {"pairing": "?", "engine": "?", "block": 0})
         ok = measured_ok_runs(runs)
@@ -100,7 +102,9 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
                 c = (r.get("load") or {}).get("contention") or {}
                 s.contended_samples += int(c.get("contended_samples") or 0)
                 s.contention_samples += int(c.get("samples") or 0)
-        tps, mpt = _vals(ok, "decode_tokens_per_s"), _vals(ok, "ms_per_token")
+        timed = spoiled.usable_runs(ok)
+        timed_n[(arm_name, prompt)] = len(timed)
+        tps, mpt = _vals(timed, "decode_tokens_per_s"), _vals(timed, "ms_per_token")
         if tps:
             s.tok_s_median = stats.median(tps)
             s.tok_s_min, s.tok_s_max = stats.min_max(tps)
@@ -140,7 +144,7 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         out.append(s)
     _speedups(out, groups, settings, pairing_targets(record))
     for s in out:
-        _flag(s, settings, record)
+        _flag(s, settings, record, timed_n.get((s.arm, s.prompt), s.runs))
     return out
 
 
@@ -159,11 +163,11 @@ def _classic_for(s: ArmSummary, rows: list[ArmSummary], targets: dict[str, str])
 def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]],
               settings: dict[str, Any], targets: dict[str, str]) -> None:
     def tps(row: ArmSummary) -> list[float]:
-        return _vals(measured_ok_runs(groups[(row.arm, row.prompt)]), "decode_tokens_per_s")
+        return _vals(spoiled.usable_runs(groups[(row.arm, row.prompt)]), "decode_tokens_per_s")
 
     def by_rep(row: ArmSummary) -> dict[int, float]:
         return {int(r.get("repetition", 0)): float(r["ms_per_token"]) for r in groups[(row.arm, row.prompt)]
-                if measured_ok(r) and isinstance(r.get("ms_per_token"), (int, float))}
+                if spoiled.usable(r) and isinstance(r.get("ms_per_token"), (int, float))}
 
     # The smallest detectable change is the paired one (harness.analyze.paired): runs of the same
     # repetition ran next to each other; it is the change caught with 80% power, not a half-width.
@@ -192,13 +196,15 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[st
             s.min_detectable_change = p.detectable
 
 
-def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> None:
+def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any], timed: int) -> None:
     thr = settings["spread_threshold"]
     if s.runs == 0:
         # Failed runs, or none at all (an interrupted session stopped before this arm and prompt).
         s.flags.append("no successful runs" if s.failed else "not run")
     elif s.runs < 2:
         s.flags.append("1 run: spread unknown")
+    elif timed < 2:
+        s.flags.append("every run set aside" if not timed else "1 run not set aside: spread unknown")
     if s.spread is not None and s.spread > thr:
         s.flags.append(f"may be unstable (spread {s.spread:.1%} > {thr:.0%})")
     if s.contended:
@@ -207,7 +213,7 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any]) -> No
         s.flags.append(f"{s.contended} contended{counts}")
     if s.set_aside:
         codes = ", ".join(f"{why} {n}" for why, n in s.set_aside_reasons.items())
-        s.flags.append(f"{s.set_aside} set aside ({codes})")
+        s.flags.append(f"{s.set_aside} set aside ({codes}), not in the figures")
     if s.watch_undersampled:
         s.flags.append(f"{s.watch_undersampled} watch undersampled")
     if s.watch_in_thread:

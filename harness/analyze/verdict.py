@@ -5,7 +5,8 @@ Where the record has a paired reading against classic (the budgeted session's la
 reading is the judgement. A record made without a budget is judged the same way after the fact,
 at one look. Unpaired figures (median tok/s, spreads) describe; they never judge. An arm that
 decoded classic (its gate declined) is "declined", never given a speedup; a profile-mode arm is
-slowed on purpose and is not judged.
+slowed on purpose and is not judged. Runs set aside for their host (analyze.spoiled) are left out
+of every reading and still count towards the contended share.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class ArmVerdict:
     # Short marks a reader needs next to the figures: "unstable", "contended", "1 run", "failed",
     # "quiet timeout", "quick", "no cooldown" (the renderers give each its words).
     marks: tuple[str, ...] = ()
-    # Runs of the pairs behind the reading that were contended, and how many runs there were.
+    # Runs of the pairs behind the reading that were contended (or set aside for their host, so
+    # not in the reading), and how many runs there were.
     contended_runs: int = 0
     paired_runs: int = 0
 

@@ -8,7 +8,8 @@ in that environment, so the commit's own engine and harness do the measuring wit
 protocol (interleaved arms, cooldowns, quiet wait, load recorded), and returns plain numbers
 (asv pickles the return value; a loaded model must never be in it).
 
-Each figure is a list of samples, one per measured run. The benchmarks return them as
+Each figure is a list of samples, one per measured run (the timed and exact ones leave out runs
+set aside for their host: analyze.spoiled.usable). The benchmarks return them as
 {"samples": [...], "number": 1}: asv's runner parses that shape as repeated measurements
 (asv/runner.py, "special parsing for timing benchmark results"), computes median, 99% CI and
 quartiles from them, and with --record-samples (`asv continuous` records them by default)
@@ -39,13 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.analyze import spoiled
 from harness.analyze.memory import run_memory
 from harness.collect.record import Record
 from harness.core import counters, declare
 from harness.core.declare import EngineDecl
 from harness.core.errors import UserError
 from harness.core.redact import is_secret_name
-from harness.core.runs import is_ok, measured_ok
+from harness.core.runs import is_ok
 
 try:
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -285,7 +287,8 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
     "errors": {label: why}, "marks": {label: {mark: count}}, "labels": {label: [run labels]}}.
 
     A figure that does not apply (rounds of classic decode, identity without a baseline) is
-    in "skip"; an arm whose runs failed is in "errors" and every figure of it fails."""
+    in "skip"; an arm whose runs failed, or were all set aside for their host, is in "errors"
+    and every figure of it fails."""
     measured = [r for r in record.get("runs", []) if not r.get("warmup")]
     figs: dict[str, dict[str, list[float]]] = {f: {} for f in FIGURES}
     figs["phase_ms_per_round"] = {}
@@ -301,7 +304,7 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
     classic_mpt: dict[tuple[str | None, int | None], float | None] = {}   # (prompt, repetition): ms_per_token
     if classic_arm is not None:
         classic_mpt = {(r.get("prompt"), r.get("repetition")): r.get("ms_per_token")
-                       for r in by_arm[classic_arm.name] if measured_ok(r)}
+                       for r in by_arm[classic_arm.name] if spoiled.usable(r)}
     for a in arms:
         runs = by_arm[a.name]
         lab = a.label
@@ -319,7 +322,11 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
             errors[lab] = (f"{len(failed)} of {len(runs)} runs failed on this commit: "
                            f"{failed[0].get('error') or 'no error message'}")
             continue
-        figs["ms_per_token"][lab] = [float(r["ms_per_token"]) for r in runs]
+        timed = spoiled.usable_runs(runs)
+        if not timed:
+            errors[lab] = f"every one of its {len(runs)} runs was set aside for its host (docs/lab-hosts.md)"
+            continue
+        figs["ms_per_token"][lab] = [float(r["ms_per_token"]) for r in timed]
         mems = [run_memory(r.get("diagnostics") or {}) for r in runs]
         if all(m is not None for m in mems):
             figs["memory_mib"][lab] = [m[0] / 2**20 for m in mems if m is not None]
@@ -331,8 +338,8 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
         else:
             skip["identity_mismatches"][lab] = ("no baseline for this arm in the baselines file: "
                                                 "record one with `harness baseline record`")
-        _round_figures(a, runs, classic_mpt if classic_arm is not None else None, figs, skip, errors)
-        _counter_figures(lab, runs, charted, figs, skip)
+        _round_figures(a, timed, classic_mpt if classic_arm is not None else None, figs, skip, errors)
+        _counter_figures(lab, timed, charted, figs, skip)
     return {"figures": figs, "skip": skip, "errors": errors, "marks": marks, "labels": run_labels}
 
 

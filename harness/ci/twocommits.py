@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analyze import acks as ackmod
-from harness.analyze import comparisons, contended, counters, envdiff, paired, sequential
+from harness.analyze import comparisons, contended, counters, envdiff, paired, sequential, spoiled
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
@@ -47,7 +47,7 @@ from harness.collect.record import Record
 from harness.collect.worker import Worker
 from harness.core import interrupt
 from harness.core.errors import UserError
-from harness.core.runs import is_ok, measured_ok
+from harness.core.runs import is_ok
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
 EXIT_WORDS = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
@@ -229,14 +229,14 @@ def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any
                   arms: list[str]) -> list[Figure]:
     """Rejection rate and tokens per round of each speculative arm, at temperature 0 the same in
     every run of the same code: any difference between the sides is a change (worse or
-    improved), with no statistics. Runs that differ within one side make the figure
-    nondeterministic here, shown and not gated."""
+    improved), with no statistics, over the runs a verdict may use. Runs that differ within one
+    side make the figure nondeterministic here, shown and not gated."""
     out = []
     for arm in arms:
         for name, value, worse_sign in EXACT_FIGURES:
             sides, counted = [], 0
             for runs in (base_runs, head_runs):
-                ok = [r for r in runs if r.get("arm") == arm and measured_ok(r)
+                ok = [r for r in runs if r.get("arm") == arm and spoiled.usable(r)
                       and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None)]
                 xs = [value(r.get("diagnostics") or {}) for r in ok]
                 sides.append({round(float(x), 12) for x in xs if x is not None})

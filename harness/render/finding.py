@@ -96,8 +96,8 @@ def arms_verdict_table(j: Judgement) -> Table:
 # What each of the verdict's marks means, for the legend under the arms table.
 MARKS = {"unstable": "a prompt's spread is past the suite's threshold",
          "contended": "a foreign process was busy during some of its runs",
-         # Runs set aside for their host (analyze.spoiled), by reason code: as contended runs.
-         **{code: f"some of its runs set aside for the host ({words}), judged as contended runs"
+         # Runs set aside for their host (analyze.spoiled), by reason code.
+         **{code: f"some of its runs set aside for the host ({words}), {hostwords.LEFT_OUT}"
             for code, words in hostwords.LEGEND.items()},
          "1 run": "a prompt has one measured run, so no spread",
          "failed": "some of its measured runs failed",

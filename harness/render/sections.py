@@ -267,7 +267,9 @@ def columns_note(fx: Facts) -> str:
     paired = (" Each arm's paired verdict against classic (its runs matched to classic's by prompt and "
               "repetition) is under Against classic, paired; where the two differ, that one is the judgement."
               if sequential_paragraphs(fx) else "")
-    return ("Columns: tok/s median and min-max over the measured runs that finished; spread is "
+    # Said only where a run was set aside, so a record without one reads as before.
+    aside = " and were not set aside for their host" if any(r.set_aside for r in fx.rows) else ""
+    return (f"Columns: tok/s median and min-max over the measured runs that finished{aside}; spread is "
             "(max - min) / median; vs classic is this arm's median tok/s over its classic arm's on the same "
             "prompt, with a 95% percentile-bootstrap interval of that ratio (runs unpaired; none from fewer "
             f"than {MIN_BOOTSTRAP_RUNS} runs a side)." + paired)

@@ -35,7 +35,7 @@ FLAGS = {"unstable": ("U", "unstable: a prompt's spread over {spread}"),
          "quiet timeout": ("T", "the quiet wait timed out"),
          "quick": ("Q", "quick session (smoke test)"),
          "no cooldown": ("N", "no cooldown between runs"),
-         # Runs set aside for their host (analyze.spoiled), judged as contended runs.
+         # Runs set aside for their host (analyze.spoiled), left out of the verdicts.
          **{m: (c, f"{m}: {hostwords.LEGEND[m]}") for m, c in (
              (spoiled.BACKUP, "B"), (spoiled.BATTERY, "P"), (spoiled.THERMAL, "H"), (spoiled.GPU_BUSY, "G"))}}
 DO_NOT_PUBLISH = ("!", "do not publish these figures")
