@@ -20,8 +20,7 @@ def _host(system="Linux", model="Intel(R) Xeon(R) Processor", chip="unknown",
 def test_every_lab_host_has_a_valid_spec():
     specs = hosts.load_specs()
     assert set(specs) == LAB
-    cooldown = {p["name"]: tuple(p["cooldown"][k] for k in ("floor_s", "ratio", "cap_s"))
-                for p in specs.values()}
+    cooldown = {p.name: (p.cooldown.floor_s, p.cooldown.ratio, p.cooldown.cap_s) for p in specs.values()}
     mac, gpu = (5, 9, 90), (0.05, 0.25, 30)
     assert cooldown == {"m1-ultra": mac, "m3-ultra": mac, "m5-max": mac, "gb10": gpu, "h100": gpu, "h200": gpu,
                         "linux-cpu": (0.05, 0.25, 2)}
@@ -29,12 +28,12 @@ def test_every_lab_host_has_a_valid_spec():
                for n in LAB)
     # A missing vendor figure is said to be unknown, never left silent.
     for p in specs.values():
-        if p["peak_bandwidth_gbs"] is None:
-            assert p["peak_bandwidth_source"].startswith("unknown")
+        if p.peak_bandwidth_gbs is None:
+            assert p.peak_bandwidth_source.startswith("unknown")
 
 
 def test_vendor_bandwidth_figures():
-    bw = {n: p["peak_bandwidth_gbs"] for n, p in hosts.load_specs().items()}
+    bw = {n: p.peak_bandwidth_gbs for n, p in hosts.load_specs().items()}
     assert (bw["m1-ultra"], bw["m3-ultra"], bw["h100"], bw["h200"], bw["gb10"]) == (800, 819, 3350, 4800, 273)
     assert bw["linux-cpu"] is None
 
@@ -42,12 +41,12 @@ def test_vendor_bandwidth_figures():
 def test_h200_gpu_name_picks_h200():
     nv = [{"name": "NVIDIA H200", "compute_cap": "9.0", "generation": "sm_90"}]
     p = hosts.match_spec(_host(gpu_name="NVIDIA H200", nvidia=nv))
-    assert p["name"] == "h200" and p["gpu_generation"] == "sm_90"
+    assert p is not None and p.name == "h200" and p.gpu_generation == "sm_90"
 
 
 def test_an_h100_sxm_picks_h100_and_another_h100_card_nothing():
     nv = [{"name": "NVIDIA H100 80GB HBM3", "compute_cap": "9.0", "generation": "sm_90"}]
-    assert hosts.match_spec(_host(gpu_name="NVIDIA H100 80GB HBM3", nvidia=nv))["name"] == "h100"
+    assert hosts.match_spec(_host(gpu_name="NVIDIA H100 80GB HBM3", nvidia=nv)).name == "h100"
     # The PCIe card has half the bandwidth: the SXM's figures must not be quoted for it.
     assert hosts.match_spec(_host(gpu_name="NVIDIA H100 PCIe", nvidia=[{"name": "NVIDIA H100 PCIe"}])) is None
 
@@ -55,11 +54,11 @@ def test_an_h100_sxm_picks_h100_and_another_h100_card_nothing():
 def test_gb10_from_nvidia_list_only():
     # MLX may not see the GPU (CPU wheel) while nvidia-smi does: the list still decides.
     nv = [{"name": "NVIDIA GB10", "compute_cap": "12.1"}]
-    assert hosts.match_spec(_host(model="Cortex-X925", nvidia=nv))["name"] == "gb10"
+    assert hosts.match_spec(_host(model="Cortex-X925", nvidia=nv)).name == "gb10"
 
 
 def test_linux_cpu_host_gets_the_generic_spec():
-    assert hosts.match_spec(_host())["name"] == "linux-cpu"
+    assert hosts.match_spec(_host()).name == "linux-cpu"
 
 
 def test_apple_chips():
@@ -67,7 +66,7 @@ def test_apple_chips():
                        ("Apple M5 Max", "m5-max")):
         got = hosts.match_spec(_host(system="Darwin", model=chip, chip=chip,
                                         gpu_name=chip))
-        assert got["name"] == name
+        assert got is not None and got.name == name
     # An Apple chip the lab has no host spec for fits nothing (no peak is guessed).
     assert hosts.match_spec(_host(system="Darwin", model="Apple M2 Pro",
                                      chip="Apple M2 Pro")) is None
@@ -88,8 +87,8 @@ def test_this_host_matches_linux_cpu_or_a_gpu_spec():
     elif "H200" in gpu:
         expected = "h200"
     else:   # a host of another kind: whatever matched must match by its own rules
-        expected = got["name"] if got is not None and hosts.matches(got, host) else None
-    assert (got["name"] if got else None) == expected
+        expected = got.name if got is not None and hosts.matches(got, host) else None
+    assert (got.name if got else None) == expected
 
 
 def test_unknown_name_raises_user_error_naming_known_specs():
@@ -97,11 +96,11 @@ def test_unknown_name_raises_user_error_naming_known_specs():
         hosts.get_spec("m9-hyper")
     msg = str(err.value)
     assert "m9-hyper" in msg and all(n in msg for n in LAB)
-    assert hosts.get_spec("h200")["asv_machine"] == "h200"
+    assert hosts.get_spec("h200").asv_machine == "h200"
 
 
 def test_malformed_spec_names_file_and_key(tmp_path):
-    good = hosts.load_specs()["h200"]
+    good = hosts.load_specs()["h200"].as_dict()
     bad = dict(good)
     del bad["asv_machine"]
     (tmp_path / "h200.json").write_text(json.dumps(bad))
@@ -154,10 +153,10 @@ def test_cooldown_missing_or_given_twice(tmp_path):
 def test_old_spec_with_default_cooldown_s_reads_as_a_fixed_floor(tmp_path):
     _write_spec(tmp_path, cooldown=None, default_cooldown_s=30)
     p = hosts.load_specs(tmp_path)["h200"]
-    assert p["cooldown"] == {"floor_s": 30.0, "ratio": 0.0, "cap_s": None}
-    assert hosts.cooldown_rule(p) == {"floor_s": 30.0, "ratio": 0.0, "cap_s": None}
+    assert p.cooldown == hosts.Cooldown(floor_s=30.0, ratio=0.0, cap_s=None)
+    assert p.as_dict()["cooldown"] == {"floor_s": 30.0, "ratio": 0.0, "cap_s": None}
     _write_spec(tmp_path, cooldown={"floor_s": 1, "ratio": 2, "cap_s": None})
-    assert hosts.load_specs(tmp_path)["h200"]["cooldown"]["cap_s"] is None   # null: no cap
+    assert hosts.load_specs(tmp_path)["h200"].cooldown.cap_s is None   # null: no cap
 
 
 def test_host_cooldown_setting_takes_the_whole_rule(tmp_path, monkeypatch):

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+import msgspec
+
 from harness.analyze import acks as ackmod
 from harness.analyze.changepoints import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
 from harness.analyze.design import share_text
@@ -137,16 +139,66 @@ def detect(conf: AsvConfig, machine: str, commits: list[str], suite: dict[str, A
 
 # --- alert state ------------------------------------------------------------------------
 
+class Acknowledged(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An acknowledgement that covers an alert filed before it (benchmarks/acknowledgements.toml)."""
+    series: list[str] = []       # the alert's series it covers
+    line: str | None = None      # "Acknowledged <date> by <who>: <reason>", as added to the Markdown
+    reason: str | None = None
+    by: str | None = None
+    commits: str | None = None   # the acknowledgement's commits, as written
+    at: str | None = None        # when the alert was marked (ISO 8601)
+
+
+class Alert(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One alert as the state file keeps it: one change (commit range and direction) and every
+    series it moved."""
+    id: str
+    series: list[str]
+    direction: str
+    last_before: str
+    first_after: str
+    title: str
+    at: str                      # filed (ISO 8601)
+    acknowledged: Acknowledged | None = None
+
+    @property
+    def updated(self) -> str:
+        """Filed, or acknowledged since: feed readers show the entry again."""
+        ack = self.acknowledged.at if self.acknowledged and self.acknowledged.at else ""
+        return max(self.at, ack)
+
+    @property
+    def feed_title(self) -> str:
+        """The title, "acknowledged: " ahead of it once an acknowledgement covers it."""
+        return ("acknowledged: " if self.acknowledged and self.acknowledged.line else "") + self.title
+
+
+class AlertState(msgspec.Struct):
+    """alerts/<machine>/state.json: every alert ever filed for the host."""
+    version: int = STATE_VERSION
+    alerts: list[Alert] = []
+
+    def find(self, alert_id: str) -> Alert | None:
+        return next((a for a in self.alerts if a.id == alert_id), None)
+
+
 def _state_path(alerts_dir: Path) -> Path:
     return alerts_dir / "state.json"
 
 
-def load_state(alerts_dir: Path) -> dict[str, Any]:
+def load_state(alerts_dir: Path) -> AlertState:
     p = _state_path(alerts_dir)
     if not p.exists():
-        return {"version": STATE_VERSION, "alerts": []}
-    state: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
-    return state
+        return AlertState()
+    try:
+        return msgspec.json.decode(p.read_bytes(), type=AlertState)
+    except msgspec.DecodeError as e:   # a ValidationError too
+        raise UserError(f"{p}: not an alert state file ({e}); restore it from the results "
+                        "repository's history") from None
+
+
+def _write_state(alerts_dir: Path, state: AlertState) -> None:
+    write_text_atomic(_state_path(alerts_dir), json.dumps(msgspec.to_builtins(state), indent=1) + "\n")
 
 
 def alert_id(f: Found) -> str:
@@ -155,15 +207,18 @@ def alert_id(f: Found) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def _same_step(a: dict[str, Any], f: Found, order: dict[str, int]) -> bool:
+def _same_step(a: Alert, f: Found, order: dict[str, int]) -> bool:
     """An earlier alert of the same series and direction whose range overlaps this step's."""
-    if f.step.series not in a["series"] or a["direction"] != f.step.direction:
+    if f.step.series not in a.series or a.direction != f.step.direction:
         return False
-    lo, hi = order.get(a["last_before"]), order.get(a["first_after"])
+    lo, hi = order.get(a.last_before), order.get(a.first_after)
     if lo is None or hi is None:
-        first_after: str = a["first_after"]
-        return first_after == f.step.first_after
+        return a.first_after == f.step.first_after
     return order[f.step.last_before] < hi and lo < order[f.step.first_after]
+
+
+def _earlier(state: AlertState, f: Found, order: dict[str, int]) -> Alert | None:
+    return next((a for a in state.alerts if _same_step(a, f, order)), None)
 
 
 def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[str] | None = None,
@@ -171,7 +226,7 @@ def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[s
     """Alert each step not alerted before (acknowledged ones never): one alert per change (commit
     range and direction) listing every series it moved; write the state, each new alert's
     Markdown and the feed; run the notification command once per new alert. Returns the new
-    alerts (id, title, series, range, file)."""
+    alerts as the nightly's summary lists them (the state's fields and the Markdown's "file")."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
     alerts_dir.mkdir(parents=True, exist_ok=True)
     state = load_state(alerts_dir)
@@ -181,33 +236,31 @@ def file_alerts(h: History, commits: list[str], alerts_dir: Path, notify: list[s
     for f in h.found:
         if f.ack is not None:
             continue
-        old = next((a for a in state["alerts"] if _same_step(a, f, order)), None)
+        old = _earlier(state, f, order)
         if old is not None:
-            f.alert_id = old["id"]
+            f.alert_id = old.id
             continue
         f.alert_id, f.new = alert_id(f), True
         groups.setdefault(f.alert_id, []).append(f)
-    fresh = []
+    fresh: list[Alert] = []
     for aid, fs in groups.items():
-        old = next((a for a in state["alerts"] if a["id"] == aid), None)
-        if old is not None:        # the same change, more series moved: listed, not alerted again
-            old["series"] = sorted(set(old["series"]) | {f.step.series for f in fs})
+        known = state.find(aid)
+        if known is not None:        # the same change, more series moved: listed, not alerted again
+            known.series = sorted(set(known.series) | {f.step.series for f in fs})
             for f in fs:
                 f.new = False
             continue
         write_text_atomic(alerts_dir / f"{aid}.md", alert_markdown(fs, h))
-        state["alerts"].append({"id": aid, "series": sorted(f.step.series for f in fs),
-                                "direction": fs[0].step.direction, "last_before": fs[0].step.last_before,
-                                "first_after": fs[0].step.first_after, "title": alert_title(fs[0], len(fs)),
-                                "at": now.isoformat(timespec="seconds")})
-        fresh.append(aid)
-    write_text_atomic(_state_path(alerts_dir), json.dumps(state, indent=1) + "\n")
+        s = fs[0].step
+        fresh.append(Alert(id=aid, series=sorted(f.step.series for f in fs), direction=s.direction,
+                           last_before=s.last_before, first_after=s.first_after,
+                           title=alert_title(fs[0], len(fs)), at=now.isoformat(timespec="seconds")))
+    state.alerts += fresh
+    _write_state(alerts_dir, state)
     write_feed(alerts_dir, h.machine, state)
-    out = [{**next(a for a in state["alerts"] if a["id"] == aid), "file": str(alerts_dir / f"{aid}.md")}
-           for aid in fresh]
-    for a in out:
-        notify_one(notify, Path(a["file"]), a["title"])
-    return out
+    for a in fresh:
+        notify_one(notify, alerts_dir / f"{a.id}.md", a.title)
+    return [{**msgspec.to_builtins(a), "file": str(alerts_dir / f"{a.id}.md")} for a in fresh]
 
 
 def acknowledge_alerts(h: History, commits: list[str], alerts_dir: Path,
@@ -220,33 +273,33 @@ def acknowledge_alerts(h: History, commits: list[str], alerts_dir: Path,
     marked = _mark_acknowledged(h, state, {c: i for i, c in enumerate(commits)}, alerts_dir,
                                 now or _dt.datetime.now(_dt.timezone.utc))
     if marked:
-        write_text_atomic(_state_path(alerts_dir), json.dumps(state, indent=1) + "\n")
+        _write_state(alerts_dir, state)
         write_feed(alerts_dir, h.machine, state)
     return marked
 
 
-def _mark_acknowledged(h: History, state: dict[str, Any], order: dict[str, int], alerts_dir: Path,
+def _mark_acknowledged(h: History, state: AlertState, order: dict[str, int], alerts_dir: Path,
                        now: _dt.datetime) -> list[str]:
     """Each acknowledged step's earlier alert, not marked yet: its state entry records the
     acknowledgement, and its Markdown gains the line under its heading (the rest kept as it is:
     the file may be an issue body someone edited)."""
     marked = []
     for f in h.found:
-        old = next((a for a in state["alerts"] if _same_step(a, f, order)), None) if f.ack else None
+        old = _earlier(state, f, order) if f.ack else None
         if old is None or f.ack is None:
             continue
-        f.alert_id = old["id"]
-        mark = old.setdefault("acknowledged", {})
-        mark.setdefault("series", [])
-        if f.step.series in mark["series"]:
+        f.alert_id = old.id
+        mark = old.acknowledged = old.acknowledged or Acknowledged()
+        if f.step.series in mark.series:
             continue
-        mark["series"] = sorted(set(mark["series"]) | {f.step.series})
-        if "line" in mark:       # a second series of the alert, covered too
+        mark.series = sorted(set(mark.series) | {f.step.series})
+        if mark.line is not None:       # a second series of the alert, covered too
             continue
-        mark.update(line=ackmod.ack_line(f.ack, now.date().isoformat()), reason=f.ack.reason, by=f.ack.by,
-                    commits=f.ack.commits_spec, at=now.isoformat(timespec="seconds"))
-        _add_ack_line(alerts_dir / f"{old['id']}.md", mark["line"])
-        marked.append(old["id"])
+        mark.line = ackmod.ack_line(f.ack, now.date().isoformat())
+        mark.reason, mark.by, mark.commits = f.ack.reason, f.ack.by, f.ack.commits_spec
+        mark.at = now.isoformat(timespec="seconds")
+        _add_ack_line(alerts_dir / f"{old.id}.md", mark.line)
+        marked.append(old.id)
     return marked
 
 
@@ -260,12 +313,6 @@ def _add_ack_line(path: Path, line: str) -> None:
     lines = text.split("\n")
     at = next((i + 1 for i, x in enumerate(lines) if x.startswith("## ")), 0)
     write_text_atomic(path, "\n".join(lines[:at] + ["", line] + lines[at:]))
-
-
-def acknowledged_title(a: dict[str, Any]) -> str:
-    """An alert's title in the feed, "acknowledged: " ahead of it once an acknowledgement covers it."""
-    title: str = a["title"]
-    return ("acknowledged: " if a.get("acknowledged", {}).get("line") else "") + title
 
 
 def confidence_text(c: float | None) -> str:
@@ -316,29 +363,26 @@ def alert_markdown(fs: list[Found], h: History) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_feed(alerts_dir: Path, machine: str, state: dict[str, Any]) -> None:
+def write_feed(alerts_dir: Path, machine: str, state: AlertState) -> None:
     """An Atom feed with one entry per alert ever filed (newest first)."""
     ns = "http://www.w3.org/2005/Atom"
     ET.register_namespace("", ns)
     feed = ET.Element(f"{{{ns}}}feed")
     ET.SubElement(feed, f"{{{ns}}}title").text = f"benchmark alerts on {machine}"
     ET.SubElement(feed, f"{{{ns}}}id").text = f"urn:harness:alerts:{machine}"
-    alerts = sorted(state["alerts"], key=lambda a: a["at"], reverse=True)
-    # An entry is updated when it was filed, or acknowledged since: feed readers show it again.
-    updated = {a["id"]: max(a["at"], a.get("acknowledged", {}).get("at", "")) for a in alerts}
-    latest = max(updated.values()) if updated else "1970-01-01T00:00:00+00:00"
+    alerts = sorted(state.alerts, key=lambda a: a.at, reverse=True)
+    latest = max((a.updated for a in alerts), default="1970-01-01T00:00:00+00:00")
     ET.SubElement(feed, f"{{{ns}}}updated").text = latest
     for a in alerts:
         e = ET.SubElement(feed, f"{{{ns}}}entry")
-        ET.SubElement(e, f"{{{ns}}}id").text = f"urn:harness:alert:{machine}:{a['id']}"
-        ET.SubElement(e, f"{{{ns}}}title").text = acknowledged_title(a)
-        ET.SubElement(e, f"{{{ns}}}updated").text = updated[a["id"]]
-        line = a.get("acknowledged", {}).get("line")
-        if line:
-            ET.SubElement(e, f"{{{ns}}}summary").text = line
-        body = alerts_dir / f"{a['id']}.md"
+        ET.SubElement(e, f"{{{ns}}}id").text = f"urn:harness:alert:{machine}:{a.id}"
+        ET.SubElement(e, f"{{{ns}}}title").text = a.feed_title
+        ET.SubElement(e, f"{{{ns}}}updated").text = a.updated
+        if a.acknowledged and a.acknowledged.line:
+            ET.SubElement(e, f"{{{ns}}}summary").text = a.acknowledged.line
+        body = alerts_dir / f"{a.id}.md"
         content = ET.SubElement(e, f"{{{ns}}}content", {"type": "text"})
-        content.text = body.read_text(encoding="utf-8") if body.exists() else a["title"]
+        content.text = body.read_text(encoding="utf-8") if body.exists() else a.title
     text = ET.tostring(feed, encoding="unicode", xml_declaration=False)
     write_text_atomic(alerts_dir / "feed.atom", "<?xml version='1.0' encoding='utf-8'?>\n" + text)
 

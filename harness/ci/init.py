@@ -135,7 +135,7 @@ def _default_hosts() -> list[str]:
     from harness.collect.host.info import collect_host
     specs = hosts.load_specs()
     mine = hosts.match_spec(collect_host(), specs)
-    return [mine["name"]] if mine else sorted(specs)
+    return [mine.name] if mine else sorted(specs)
 
 
 def _indent(lines: list[str], n: int) -> str:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.collect.host.specs import HostSpec
 from harness.core.errors import UserError
 from harness.core.schema import section
 
@@ -41,12 +42,12 @@ def detected_gpu_generation(host: dict[str, Any]) -> str:
     return _known(gpu.get("family")) or _known(gpu.get("generation")) or "unknown"
 
 
-def peak_text(spec: dict[str, Any] | None) -> str:
-    peak = (spec or {}).get("peak_bandwidth_gbs")
+def peak_text(spec: HostSpec | None) -> str:
+    peak = spec.peak_bandwidth_gbs if spec else None
     return UNKNOWN_PEAK if peak is None else f"{peak:g} GB/s"
 
 
-def machine_entry(host: dict[str, Any], spec: dict[str, Any] | None,
+def machine_entry(host: dict[str, Any], spec: HostSpec | None,
                   machine: str | None = None) -> tuple[dict[str, str], list[str]]:
     """(asv machine entry, warnings). asv's own fields (os, arch, cpu, num_cpu, ram) plus chip,
     gpu_generation, peak_bandwidth and host_spec, every value a string as asv stores them."""
@@ -60,15 +61,15 @@ def machine_entry(host: dict[str, Any], spec: dict[str, Any] | None,
         chip, gen = detected_chip(host), detected_gpu_generation(host)
         name = machine or d["machine"]
     else:
-        chip = spec["chip"] if _known(spec["chip"]) else detected_chip(host)
-        gen = spec["gpu_generation"] if _known(spec["gpu_generation"]) else detected_gpu_generation(host)
-        name = machine or spec["asv_machine"]
-        if spec.get("peak_bandwidth_gbs") is None:
-            warnings.append(f"host spec {spec['name']} has no peak bandwidth figure "
-                            f"({spec.get('peak_bandwidth_source', 'no source')}); "
+        chip = spec.chip if _known(spec.chip) else detected_chip(host)
+        gen = spec.gpu_generation if _known(spec.gpu_generation) else detected_gpu_generation(host)
+        name = machine or spec.asv_machine
+        if spec.peak_bandwidth_gbs is None:
+            warnings.append(f"host spec {spec.name} has no peak bandwidth figure "
+                            f"({spec.peak_bandwidth_source}); "
                             f"recorded as \"{UNKNOWN_PEAK}\"")
     d.update(machine=name, chip=chip, gpu_generation=gen, peak_bandwidth=peak_text(spec),
-             host_spec=spec["name"] if spec else "none")
+             host_spec=spec.name if spec else "none")
     return d, warnings
 
 
@@ -134,8 +135,8 @@ def register(spec_name: str | None = None, machine: str | None = None,
     if spec is None:
         spec = match_spec(host, load_specs(specs_dir))
     elif not matches(spec, host):
-        warnings.append(f"host spec {spec['name']} was chosen with --spec, but its match "
-                        f"rules {json.dumps(spec['match'], sort_keys=True)} do not hold on this host")
+        warnings.append(f"host spec {spec.name} was chosen with --spec, but its match "
+                        f"rules {json.dumps(spec.match, sort_keys=True)} do not hold on this host")
     entry, more = machine_entry(host, spec, machine)
     write_machine_entry(entry, path)
     return entry, warnings + more, path

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.ci.reportfiles import Backfill, check_figures, context_for, index_text, report_files, write_figures
 from harness.collect.files import check_output, marked, write_output, written_by
@@ -62,7 +63,11 @@ def backfill() -> Backfill:
     by collection's readers here, where the command is put together."""
     from harness.collect.host.specs import match_spec
     from harness.collect.models import model_files
-    return Backfill(host_spec=match_spec, models=model_files)
+
+    def host_spec(host: dict[str, Any]) -> dict[str, Any] | None:
+        spec = match_spec(host)
+        return spec.as_dict() if spec else None
+    return Backfill(host_spec=host_spec, models=model_files)
 
 
 def _first_line(text: str) -> str:

@@ -55,7 +55,7 @@ def host_name(host: dict[str, Any]) -> str:
         spec = match_spec(host)
     except UserError:
         return "local"
-    return _slug(spec["name"]) if spec else "local"
+    return _slug(spec.name) if spec else "local"
 
 
 def _slug(s: str) -> str:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 ADAPTER_PACKAGE = "harness.collect.adapters"
 
 # The phase roles analyses read, and what each means. A role the engine does not declare is a
@@ -86,39 +88,51 @@ class EngineDecl:
 
     def to_dict(self) -> dict[str, Any]:
         """The record's suite.engines[name] (prompts are in the suite's own prompts)."""
-        d: dict[str, Any] = {"name": self.name, "adapter": self.adapter, "phases": list(self.phases),
-                              "phase_labels": dict(self.phase_labels), "overrides": dict(self.overrides),
-                              "override_prefixes": list(self.override_prefixes), "profile_var": self.profile_var,
-                              "numerics": self.numerics, "tools": dict(self.tools), "split_notes": dict(self.split_notes)}
-        # Only when declared: records of engines without them stay as they were.
-        if self.roles:
-            d["roles"] = dict(self.roles)
-        if self.counters:
-            d["counters"] = dict(self.counters)
-        if self.build:
-            d["build"] = list(self.build)
-        if self.interpreted is not None:
-            d["interpreted"] = self.interpreted
-        if self.command is not None:
-            d["command"] = list(self.command)
-        if self.timeout_s is not None:
-            d["timeout_s"] = self.timeout_s
-        if self.parse is not None:
-            d["parse"] = dict(self.parse)
-        return d
+        d: dict[str, Any] = msgspec.to_builtins(Declared(
+            name=self.name, adapter=self.adapter, phases=list(self.phases), phase_labels=self.phase_labels,
+            overrides=self.overrides, override_prefixes=list(self.override_prefixes),
+            profile_var=self.profile_var, numerics=self.numerics, tools=self.tools,
+            split_notes=self.split_notes, roles=self.roles or None, counters=self.counters or None,
+            build=list(self.build) or None, interpreted=self.interpreted,
+            command=None if self.command is None else list(self.command), timeout_s=self.timeout_s,
+            parse=self.parse))
+        return {k: v for k, v in d.items() if v is not None or k in ALWAYS_WRITTEN}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EngineDecl:
-        return cls(name=str(d.get("name", "?")), adapter=str(d.get("adapter", "command")),
-                   phases=tuple(d.get("phases") or ()), phase_labels=dict(d.get("phase_labels") or {}),
-                   roles=dict(d.get("roles") or {}), counters=dict(d.get("counters") or {}),
-                   overrides=dict(d.get("overrides") or {}),
-                   override_prefixes=tuple(d.get("override_prefixes") or ()),
-                   profile_var=d.get("profile_var"), numerics=str(d.get("numerics") or "unknown"),
-                   tools=dict(d.get("tools") or {}), split_notes=dict(d.get("split_notes") or {}),
-                   build=tuple(d.get("build") or ()), interpreted=d.get("interpreted"),
-                   command=None if d.get("command") is None else tuple(d["command"]),
-                   timeout_s=d.get("timeout_s"), parse=d.get("parse"))
+        r = msgspec.convert(d, Declared)
+        return cls(name=r.name, adapter=r.adapter, phases=tuple(r.phases), phase_labels=r.phase_labels,
+                   roles=r.roles or {}, counters=r.counters or {}, overrides=r.overrides,
+                   override_prefixes=tuple(r.override_prefixes), profile_var=r.profile_var,
+                   numerics=r.numerics or "unknown", tools=r.tools, split_notes=r.split_notes,
+                   build=tuple(r.build or ()), interpreted=r.interpreted,
+                   command=None if r.command is None else tuple(r.command), timeout_s=r.timeout_s,
+                   parse=r.parse)
+
+
+class Declared(msgspec.Struct, kw_only=True):
+    """A declaration as the record keeps it (suite.engines[name]): the fields up to split_notes
+    always, the rest only when declared, so records of engines without them stay as they were."""
+    name: str = "?"
+    adapter: str = "command"
+    phases: list[str] = []
+    phase_labels: dict[str, str] = {}
+    overrides: dict[str, str] = {}
+    override_prefixes: list[str] = []
+    profile_var: str | None = None
+    numerics: str | None = "unknown"
+    tools: dict[str, str] = {}
+    split_notes: dict[str, str] = {}
+    roles: dict[str, str] | None = None
+    counters: dict[str, str] | None = None
+    build: list[str] | None = None
+    interpreted: bool | None = None
+    command: list[str] | None = None
+    timeout_s: float | None = None
+    parse: dict[str, Any] | None = None
+
+
+ALWAYS_WRITTEN = {f.name for f in msgspec.structs.fields(Declared)[:10]}
 
 
 # A command engine that declares nothing: no phases, no prefixes, no profile mode.

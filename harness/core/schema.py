@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from harness.core import suitespec, v5names
+from harness.core import migrate_v5, suitespec
 from harness.core.errors import UserError
 from harness.core.results import complete_timings, missing_minimum
 
@@ -381,11 +381,11 @@ def migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
 def migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
     """schema_version 4 -> 5: a run's ms_per_token is kept once, at its top level; the copy in
     its diagnostics goes (the top level takes it where it has none). Keys renamed: a run's
-    dispatch_probe_ms, load.quiet_gate and mark quiet_gate_timeout, and more (v5names)."""
+    dispatch_probe_ms, load.quiet_gate and mark quiet_gate_timeout, and more (migrate_v5)."""
     def moved(r: Any) -> Any:
         if not isinstance(r, dict):
             return r
-        r = v5names.run(r)
+        r = migrate_v5.run(r)
         d = r.get("diagnostics")
         if not isinstance(d, dict) or "ms_per_token" not in d:
             return r
@@ -397,7 +397,7 @@ def migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
     out = {**data, "schema_version": 5}
     if isinstance(out.get("runs"), list):
         out["runs"] = [moved(r) for r in out["runs"]]
-    return v5names.record(out)
+    return migrate_v5.record(out)
 
 
 MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3, 4: migrate_v4}

@@ -381,7 +381,8 @@ def collect_host(repo: str | None = None) -> dict[str, Any]:
     # The host spec this host matched when the record was made (None: none matched), so the
     # record renders the same on any machine, whatever host specs that machine ships.
     try:
-        host["spec"] = match_spec(host)
+        spec = match_spec(host)
+        host["spec"] = spec.as_dict() if spec else None
     except UserError as e:
         host["spec"] = None
         host["spec_error"] = str(e)

@@ -8,8 +8,11 @@ says what the machine is. match_spec() joins the two so records can quote a ceil
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from harness.core.errors import UserError
 
@@ -28,22 +31,58 @@ def repo_specs_dir(start: str | Path | None = None) -> Path | None:
     return d if d is not None and d.is_dir() else None
 
 
-REQUIRED: dict[str, type | tuple[type, ...]] = {"name": str, "asv_machine": str, "chip": str, "gpu_generation": str,
-            "memory_gb": (int, float, type(None)), "peak_bandwidth_gbs": (int, float, type(None)),
-            "peak_bandwidth_source": str, "match": dict}
 MATCH_RULES = {"system", "chip", "gpu_name", "no_gpu"}
-# "cooldown": {"floor_s", "ratio", "cap_s"}: before a measured run, cool down for
-# clamp(ratio x the previous run's wall time, floor_s, cap_s); cap_s null: no cap. A spec
-# from before the rule may give "default_cooldown_s" instead: that floor, ratio 0, no cap.
 COOLDOWN_KEYS = ("floor_s", "ratio", "cap_s")
+
+
+class Cooldown(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Before a measured run, cool down for clamp(ratio x the previous run's wall time, floor_s,
+    cap_s); cap_s null: no cap."""
+    floor_s: float
+    ratio: float
+    cap_s: float | None
+
+    def describe(self) -> str:
+        """"floor 5 s, 9 x previous run, cap 90 s" for cooldown_source and reports."""
+        parts = [f"floor {self.floor_s:g} s"]
+        if self.ratio:
+            parts.append(f"{self.ratio:g} x previous run")
+        if self.cap_s is not None:
+            parts.append(f"cap {self.cap_s:g} s")
+        return ", ".join(parts)
+
+
+class HostSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One lab host: what the vendor promises and how to recognise the machine (`match`: rule ->
+    the words any of which must appear; MATCH_RULES). Other keys in the file are not read."""
+    name: str
+    asv_machine: str
+    chip: str
+    gpu_generation: str
+    memory_gb: int | float | None
+    peak_bandwidth_gbs: int | float | None
+    peak_bandwidth_source: str
+    match: dict[str, Any]
+    cooldown: Cooldown
+    description: str | None = None
+    backend: str | None = None
+    memory_source: str | None = None
+    cooldown_note: str | None = None
+    generic: bool = False      # a fallback: any specific spec that matches wins over it
+
+    def as_dict(self) -> dict[str, Any]:
+        """The spec as a record's host section keeps it."""
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
 
 
 def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
 
-def _validate_cooldown(spec: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The spec's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key."""
+def _cooldown(spec: dict[str, Any], path: Path) -> dict[str, float | None]:
+    """The spec's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key. A
+    spec from before the rule may give "default_cooldown_s" instead: that floor, ratio 0, no cap."""
     if "cooldown" in spec and "default_cooldown_s" in spec:
         raise UserError(f"{path}: key 'cooldown' replaces 'default_cooldown_s'; give one of them")
     if "cooldown" not in spec:
@@ -61,54 +100,48 @@ def _validate_cooldown(spec: dict[str, Any], path: Path) -> dict[str, Any]:
     if unknown or missing:
         raise UserError(f"{path}: key 'cooldown' needs exactly {', '.join(COOLDOWN_KEYS)} "
                         f"(missing: {', '.join(missing) or '-'}; unknown: {', '.join(unknown) or '-'})")
-    for k in ("floor_s", "ratio"):
-        if not _number(c[k]) or c[k] < 0:
-            raise UserError(f"{path}: key 'cooldown.{k}' must be a number >= 0, got {c[k]!r}")
-    cap = c["cap_s"]
-    if cap is not None and (not _number(cap) or cap < c["floor_s"]):
+    floor, ratio, cap = (c[k] for k in COOLDOWN_KEYS)
+    for k, v in (("floor_s", floor), ("ratio", ratio)):
+        if not _number(v) or v < 0:
+            raise UserError(f"{path}: key 'cooldown.{k}' must be a number >= 0, got {v!r}")
+    if cap is not None and (not _number(cap) or cap < floor):
         raise UserError(f"{path}: key 'cooldown.cap_s' must be null or a number >= floor_s "
-                        f"({c['floor_s']!r}), got {cap!r}")
-    return {"floor_s": float(c["floor_s"]), "ratio": float(c["ratio"]),
-            "cap_s": None if cap is None else float(cap)}
+                        f"({floor!r}), got {cap!r}")
+    return {"floor_s": float(floor), "ratio": float(ratio), "cap_s": None if cap is None else float(cap)}
 
 
-def cooldown_rule(spec: dict[str, Any]) -> dict[str, Any]:
-    """A loaded spec's cooldown rule: {"floor_s", "ratio", "cap_s" (None: no cap)}."""
-    c = spec.get("cooldown")
-    if isinstance(c, dict) and all(k in c for k in COOLDOWN_KEYS):
-        return {k: c[k] for k in COOLDOWN_KEYS}
-    return {"floor_s": float(spec.get("default_cooldown_s", 0.0)), "ratio": 0.0, "cap_s": None}
-
-
-def describe_cooldown(rule: dict[str, Any]) -> str:
-    """"floor 5 s, 9 x previous run, cap 90 s" for cooldown_source and reports."""
-    parts = [f"floor {rule['floor_s']:g} s"]
-    if rule.get("ratio"):
-        parts.append(f"{rule['ratio']:g} x previous run")
-    if rule.get("cap_s") is not None:
-        parts.append(f"cap {rule['cap_s']:g} s")
-    return ", ".join(parts)
-
-
-def _validate(spec: Any, path: Path) -> dict[str, Any]:
-    if not isinstance(spec, dict):
+def _validate(raw: Any, path: Path) -> HostSpec:
+    if not isinstance(raw, dict):
         raise UserError(f"{path}: a host spec must be a JSON object")
-    for key, types in REQUIRED.items():
-        if key not in spec:
-            raise UserError(f"{path}: missing key '{key}'")
-        if not isinstance(spec[key], types) or isinstance(spec[key], bool):
-            raise UserError(f"{path}: key '{key}' has the wrong type ({type(spec[key]).__name__})")
-    if spec["name"] != path.stem:
-        raise UserError(f"{path}: name '{spec['name']}' differs from the file name '{path.stem}'")
-    unknown = set(spec["match"]) - MATCH_RULES
-    if unknown or not spec["match"]:
+    # The vendor's figures are named before the cooldown rule, which may come in two forms.
+    missing = [f.name for f in msgspec.structs.fields(HostSpec) if f.required and f.name not in raw]
+    if missing and missing[0] != "cooldown":
+        raise UserError(f"{path}: missing key '{missing[0]}'")
+    fields = {k: v for k, v in raw.items() if k != "default_cooldown_s"}
+    try:
+        spec = msgspec.convert({**fields, "cooldown": _cooldown(raw, path)}, HostSpec)
+    except msgspec.ValidationError as e:
+        raise UserError(f"{path}: {_explain(str(e))}") from None
+    if spec.name != path.stem:
+        raise UserError(f"{path}: name '{spec.name}' differs from the file name '{path.stem}'")
+    unknown = set(spec.match) - MATCH_RULES
+    if unknown or not spec.match:
         raise UserError(f"{path}: key 'match' needs rules from {sorted(MATCH_RULES)}, "
-                        f"got {sorted(spec['match'])}")
-    # Readers rely on "cooldown"; an old spec's default_cooldown_s becomes its floor.
-    return {**spec, "cooldown": _validate_cooldown(spec, path)}
+                        f"got {sorted(spec.match)}")
+    return spec
 
 
-def _load_dir(d: Path) -> dict[str, dict[str, Any]]:
+def _explain(msg: str) -> str:
+    """msgspec's "Object missing required field `x`" / "Expected `str`, got `int` - at `$.x`"
+    in the words of the rest of this module."""
+    if m := re.match(r"Object missing required field `(\w+)`", msg):
+        return f"missing key '{m[1]}'"
+    if m := re.match(r"Expected `(.+?)`, got `(\w+)` - at `\$\.(\w+)`", msg):
+        return f"key '{m[3]}' has the wrong type ({m[2]}; expected {m[1]})"
+    return msg
+
+
+def _load_dir(d: Path) -> dict[str, HostSpec]:
     out = {}
     for path in sorted(d.glob("*.json")):
         try:
@@ -119,7 +152,7 @@ def _load_dir(d: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def load_specs(directory: str | Path | None = None) -> dict[str, dict[str, Any]]:
+def load_specs(directory: str | Path | None = None) -> dict[str, HostSpec]:
     """Specs by name, a malformed one a UserError naming the file. With a directory: its
     *.json. Without: the repository under test's hosts/ first, then the shipped specs it
     does not replace (a local spec of the same name wins); match_spec keeps this order."""
@@ -172,22 +205,22 @@ def _rule_holds(rule: str, want: Any, host: dict[str, Any]) -> bool:
     return False
 
 
-def matches(spec: dict[str, Any], host: dict[str, Any]) -> bool:
-    return all(_rule_holds(rule, want, host) for rule, want in spec["match"].items())
+def matches(spec: HostSpec, host: dict[str, Any]) -> bool:
+    return all(_rule_holds(rule, want, host) for rule, want in spec.match.items())
 
 
-def match_spec(host: dict[str, Any], specs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+def match_spec(host: dict[str, Any], specs: dict[str, HostSpec] | None = None) -> HostSpec | None:
     """The spec whose match rules all hold for collect_host()'s dict; a specific spec
     wins over a generic fallback, and among equals the first in load_specs' order (the
     repository's own before the shipped); None when nothing fits (no peak to quote)."""
     specs = load_specs() if specs is None else specs
     fits = [p for p in specs.values() if matches(p, host)]
-    specific = [p for p in fits if not p.get("generic")]
+    specific = [p for p in fits if not p.generic]
     chosen = specific or fits
     return chosen[0] if chosen else None
 
 
-def get_spec(name: str, directory: str | Path | None = None) -> dict[str, Any]:
+def get_spec(name: str, directory: str | Path | None = None) -> HostSpec:
     specs = load_specs(directory)
     if name not in specs:
         known = ", ".join(sorted(specs)) or "none"
@@ -207,7 +240,6 @@ def resolve_host_settings(suite: Any, host: dict[str, Any]) -> Any:
         return with_settings(suite, cooldown_s=base.cooldown_s, cooldown_ratio=base.cooldown_ratio,
                              cooldown_cap_s=base.cooldown_cap_s,
                              cooldown_source=f"host: no host spec matched, default {base.cooldown_s:g} s")
-    rule = cooldown_rule(spec)
-    return with_settings(suite, cooldown_s=float(rule["floor_s"]), cooldown_ratio=float(rule["ratio"]),
-                         cooldown_cap_s=None if rule["cap_s"] is None else float(rule["cap_s"]),
-                         cooldown_source=f"host spec {spec['name']} ({describe_cooldown(rule)})")
+    rule = spec.cooldown
+    return with_settings(suite, cooldown_s=rule.floor_s, cooldown_ratio=rule.ratio, cooldown_cap_s=rule.cap_s,
+                         cooldown_source=f"host spec {spec.name} ({rule.describe()})")
