@@ -53,6 +53,23 @@ def test_ioreg_gpu_from_the_plist_form(name):
     assert applegpu.parse_ioreg_gpu(xml) == IOREG[name]
 
 
+# `ioreg -a` itself, as published (trimmed by their authors): an M5 Pro's and an M4 Pro's plist.
+IOREG_PLIST = {
+    "ioreg_gpu_m5pro.plist": AppleGpu(device_pct=12, renderer_pct=12, tiler_pct=5,
+                                      in_use_bytes=1046872064, alloc_bytes=6614056960),
+    "ioreg_gpu_m4pro.plist": AppleGpu(device_pct=12, renderer_pct=12, tiler_pct=7,
+                                      in_use_bytes=1270726656, alloc_bytes=8970174464),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IOREG_PLIST))
+def test_ioreg_gpu_from_a_published_plist(name):
+    data = (FIXTURES / name).read_bytes()
+    assert data.startswith(b"<?xml")
+    assert applegpu.parse_ioreg_gpu(data) == IOREG_PLIST[name]
+    assert applegpu.ioreg_gpu_core_count(data) == 16
+
+
 def test_ioreg_gpu_core_count():
     assert applegpu.ioreg_gpu_core_count(fixture("ioreg_gpu_m3max.txt")) == 30
     assert applegpu.ioreg_gpu_core_count(as_plist(fixture("ioreg_gpu_m4.txt"))) == 10
