@@ -41,17 +41,17 @@ class Decode(_Figures):
     param_names = ["arm"]
 
     @_figure("ms/token", "ms_per_token")
-    def track_ms_per_token(self, cache: dict[str, Any], arm: str) -> dict[str, Any]:
+    def track_ms_per_token(self, cache: _s.SessionFigures, arm: str) -> dict[str, Any]:
         """Decode wall time per generated token, prefill excluded (one sample per run)."""
         return _s.samples_for(cache, "ms_per_token", arm)
 
     @_figure("mismatches/run", "identity_mismatches")
-    def track_identity_mismatches(self, cache: dict[str, Any], arm: str) -> dict[str, Any]:
+    def track_identity_mismatches(self, cache: _s.SessionFigures, arm: str) -> dict[str, Any]:
         """1 for a run whose output differs from the arm's own baseline, else 0."""
         return _s.samples_for(cache, "identity_mismatches", arm)
 
     @_figure("MiB", "memory_mib")
-    def track_memory_mib(self, cache: dict[str, Any], arm: str) -> dict[str, Any]:
+    def track_memory_mib(self, cache: _s.SessionFigures, arm: str) -> dict[str, Any]:
         """Device memory the arm needs at its peak: the weights its generation used plus what the
         generation added over the resident part (harness.analyze.memory; one sample per run)."""
         return _s.samples_for(cache, "memory_mib", arm)
@@ -64,17 +64,17 @@ class Rounds(_Figures):
     param_names = ["arm"]
 
     @_figure("ms/round", "ms_per_round")
-    def track_ms_per_round(self, cache: dict[str, Any], arm: str) -> dict[str, Any]:
+    def track_ms_per_round(self, cache: _s.SessionFigures, arm: str) -> dict[str, Any]:
         """Decode wall time per round (draft, verify, accept, finalize, residual)."""
         return _s.samples_for(cache, "ms_per_round", arm)
 
     @_figure("rejected/proposed", "rejection_rate")
-    def track_rejection_rate(self, cache: dict[str, Any], arm: str) -> dict[str, Any]:
+    def track_rejection_rate(self, cache: _s.SessionFigures, arm: str) -> dict[str, Any]:
         """1 - acceptance rate: rejected draft tokens / proposed draft tokens."""
         return _s.samples_for(cache, "rejection_rate", arm)
 
     @_figure("classic steps/round", "round_cost_classic_steps")
-    def track_round_cost_classic_steps(self, cache: dict[str, Any], arm: str) -> dict[str, Any]:
+    def track_round_cost_classic_steps(self, cache: _s.SessionFigures, arm: str) -> dict[str, Any]:
         """One round's wall time in classic decode steps of the same repetition."""
         return _s.samples_for(cache, "round_cost_classic_steps", arm)
 
@@ -86,7 +86,7 @@ class Phases(_Figures):
     param_names = ["arm", "phase"]
 
     @_figure("ms/round", "phase_ms_per_round")
-    def track_phase_ms_per_round(self, cache: dict[str, Any], arm: str, phase: str) -> dict[str, Any]:
+    def track_phase_ms_per_round(self, cache: _s.SessionFigures, arm: str, phase: str) -> dict[str, Any]:
         """Time in one phase per round (default timing: clock read at the algorithm's syncs)."""
         return _s.samples_for(cache, "phase_ms_per_round", f"{arm}|{phase}")
 
@@ -98,7 +98,7 @@ class Counters(_Figures):
     param_names = ["arm", "counter"]
 
     @_figure("count/round", "counter_per_round")
-    def track_counter_per_round(self, cache: dict[str, Any], arm: str, counter: str) -> dict[str, Any]:
+    def track_counter_per_round(self, cache: _s.SessionFigures, arm: str, counter: str) -> dict[str, Any]:
         """Host syncs, target or drafter forwards, or the engine's own counter, per round."""
         return _s.samples_for(cache, "counter_per_round", f"{arm}|{counter}")
 

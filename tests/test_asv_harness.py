@@ -27,7 +27,7 @@ def _run(arm, rep, mpt, mode="classic", rounds=0, accept=None, ident="identical"
          phase=None):
     diag = {"mode": mode, "rounds": rounds, "decode_ms": mpt * 48, "acceptance_rate": accept,
             "phase_ms": phase or {}}
-    return {"arm": arm, "prompt": "code/x", "repetition": rep, "warmup": warmup, "status": status,
+    return {"index": rep, "arm": arm, "prompt": "code/x", "repetition": rep, "warmup": warmup, "status": status,
             "error": None if status == "ok" else "ImportError: broken", "ms_per_token": mpt,
             "diagnostics": diag, "identity": {"status": ident}, "marks": [], "label": "shipping configuration"}
 
@@ -51,21 +51,21 @@ def _record(fail_arm=None, ident="identical"):
 
 def test_figures_are_per_run_samples_without_warmups():
     f = session.figures_from_record(_record(), ARMS)
-    assert f["figures"]["ms_per_token"]["classic"] == [2.0, 2.1, 2.2]
+    assert f.figures["ms_per_token"]["classic"] == [2.0, 2.1, 2.2]
     lab = ARMS[2].label
-    assert f["figures"]["ms_per_round"][lab] == [4.0 * 48 / 32] * 3
-    assert f["figures"]["rejection_rate"][lab] == [0.75] * 3
-    assert f["figures"]["phase_ms_per_round"][f"{lab}|verify_forward"] == [2.0] * 3
+    assert f.figures["ms_per_round"][lab] == [4.0 * 48 / 32] * 3
+    assert f.figures["rejection_rate"][lab] == [0.75] * 3
+    assert f.figures["phase_ms_per_round"][f"{lab}|verify_forward"] == [2.0] * 3
     # Round cost: this run's ms/round over the classic run of the same repetition.
-    assert f["figures"]["round_cost_classic_steps"][lab] == pytest.approx([6.0 / 2.0, 6.0 / 2.1, 6.0 / 2.2])
-    assert "decoded classic" in f["skip"]["ms_per_round"]["block3"]
-    assert "no rounds" in f["skip"]["ms_per_round"]["classic"]
-    assert f["figures"]["identity_mismatches"]["classic"] == [0.0] * 3
+    assert f.figures["round_cost_classic_steps"][lab] == pytest.approx([6.0 / 2.0, 6.0 / 2.1, 6.0 / 2.2])
+    assert "decoded classic" in f.skip["ms_per_round"]["block3"]
+    assert "no rounds" in f.skip["ms_per_round"]["classic"]
+    assert f.figures["identity_mismatches"]["classic"] == [0.0] * 3
 
 
 def test_a_failed_arm_fails_its_figures_and_a_missing_baseline_skips_identity():
     f = session.figures_from_record(_record(fail_arm="block3", ident="no_baseline"), ARMS)
-    assert "3 of 3 runs failed" in f["errors"]["block3"]
+    assert "3 of 3 runs failed" in f.errors["block3"]
     with pytest.raises(RuntimeError, match="runs failed on this commit"):
         session.samples_for(f, "ms_per_token", "block3")
     with pytest.raises(NotImplementedError, match="no baseline"):
@@ -84,8 +84,8 @@ def test_memory_is_a_figure_where_the_engine_reports_it():
         r["diagnostics"].update(peak_memory_bytes=95 * 2**20, resident_memory_bytes=90 * 2**20,
                                 model_memory_bytes=40 * 2**20)
     f = session.figures_from_record(rec, ARMS)
-    assert f["figures"]["memory_mib"]["classic"] == [100.0, 101.0, 102.0]
-    assert f["figures"]["memory_mib"][ARMS[2].label] == [45.0] * 3
+    assert f.figures["memory_mib"]["classic"] == [100.0, 101.0, 102.0]
+    assert f.figures["memory_mib"][ARMS[2].label] == [45.0] * 3
     with pytest.raises(NotImplementedError, match="peak_memory_bytes"):
         session.samples_for(f, "memory_mib", "block3")
 
@@ -132,9 +132,9 @@ def test_a_foreign_engine_declares_its_own_prefixes_and_phases():
             for rep in range(3)]
     f = session.figures_from_record({"runs": runs}, arms)
     lab = arms[1].label
-    assert f["figures"]["phase_ms_per_round"][f"{lab}|verify"] == [2.0] * 3
+    assert f.figures["phase_ms_per_round"][f"{lab}|verify"] == [2.0] * 3
     # Reported in 2 of 3 runs: skipped with the reason, never charted as 0.0.
-    assert f"{lab}|host_readback" not in f["figures"]["phase_ms_per_round"]
+    assert f"{lab}|host_readback" not in f.figures["phase_ms_per_round"]
     with pytest.raises(NotImplementedError, match="no 'host_readback' phase in 1 of 3 runs"):
         session.samples_for(f, "phase_ms_per_round", f"{lab}|host_readback")
     # No acceptance reported: its rejection rate is skipped with the reason, not read as 0.

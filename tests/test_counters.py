@@ -19,7 +19,7 @@ DESIGN = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
 
 
 def _run(arm, prompt, rep, syncs, rounds=10, mode="speculative", temp=0.0, ms=20.0):
-    return {"arm": arm, "prompt": prompt, "repetition": rep, "status": "ok", "ms_per_token": ms,
+    return {"index": rep, "arm": arm, "prompt": prompt, "repetition": rep, "status": "ok", "ms_per_token": ms,
             "result_arm": {"temp": temp},
             "diagnostics": {"mode": mode, "rounds": rounds if mode == "speculative" else 0,
                             "generated_tokens": 24, "decode_ms": ms * 24,
@@ -105,9 +105,9 @@ def test_the_nightly_charts_each_counter_per_round_and_judges_it_exactly():
     assert session.declared_counters(arms) == ["host_syncs", "target_forwards", "drafter_forwards", "host_uploads"]
     runs = [{**r, "warmup": False, "identity": {"status": "identical"}, "marks": []} for r in _side(20)]
     f = session.figures_from_record({"runs": runs}, arms)
-    assert f["figures"]["counter_per_round"]["block3|host_syncs"] == [2.0] * 6
-    assert f["figures"]["counter_per_round"]["block3|host_uploads"] == [1.0] * 6
-    assert "block3|drafter_forwards" in f["skip"]["counter_per_round"]   # not reported: n/a, never 0
+    assert f.figures["counter_per_round"]["block3|host_syncs"] == [2.0] * 6
+    assert f.figures["counter_per_round"]["block3|host_uploads"] == [1.0] * 6
+    assert "block3|drafter_forwards" in f.skip["counter_per_round"]   # not reported: n/a, never 0
     info = series_info("x", "bench_engine.Counters.track_counter_per_round", ("block3", "host_syncs"), None)
     assert info.figure == "counter_per_round:host_syncs" and is_exact(info.figure, 0.0)
     assert not is_exact(info.figure, 0.7)

@@ -70,7 +70,7 @@ def _load(why: str | None) -> dict[str, Any]:
 
 
 def _run(arm: str, rep: int, ms: float, why: str | None = None, marked: bool = False) -> dict[str, Any]:
-    return {"arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "warmup": False,
+    return {"index": rep, "arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "warmup": False,
             "ms_per_token": ms, "decode_tokens_per_s": 1000.0 / ms,
             "marks": ["contended"] if marked else [], "load": _load(why)}
 
@@ -263,12 +263,12 @@ def test_the_nightlys_asv_samples_leave_set_aside_runs_out() -> None:
     arms = [asvsession.ArmSpec("classic", "classic", 1, ()), asvsession.ArmSpec("spec", "spec", 4, ())]
     got = asvsession.figures_from_record(_session({0: "thermal", 5: "battery"}, 10.0), arms)
     ref = asvsession.figures_from_record(_session({0: "x", 5: "x"}, drop=True), arms)
-    assert got["figures"]["ms_per_token"]["spec"] == ref["figures"]["ms_per_token"]["spec"]
-    assert len(got["figures"]["ms_per_token"]["spec"]) == 10
-    assert len(got["figures"]["ms_per_token"]["classic"]) == 12      # its runs were not set aside
+    assert got.figures["ms_per_token"]["spec"] == ref.figures["ms_per_token"]["spec"]
+    assert len(got.figures["ms_per_token"]["spec"]) == 10
+    assert len(got.figures["ms_per_token"]["classic"]) == 12      # its runs were not set aside
     every = asvsession.figures_from_record(_session(dict.fromkeys(range(12), "backup"), 10.0), arms)
-    assert "spec" not in every["figures"]["ms_per_token"]
-    assert every["errors"]["spec"].startswith("every one of its 12 runs was set aside for its host")
+    assert "spec" not in every.figures["ms_per_token"]
+    assert every.errors["spec"].startswith("every one of its 12 runs was set aside for its host")
 
 
 def test_the_dashboards_point_is_the_median_without_the_set_aside_run() -> None:

@@ -22,8 +22,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from harness.core.runs import measured_ok
+from harness.core.schema import Run
 
-R = TypeVar("R", bound=Mapping[str, Any])
+R = TypeVar("R", bound=Run | Mapping[str, Any])
 BACKUP, BATTERY, THERMAL, GPU_BUSY = "backup", "battery", "thermal", "gpu-busy"
 REASONS = (BACKUP, BATTERY, THERMAL, GPU_BUSY)   # in the order they are said
 BATTERY_SOURCE = "Battery Power"                 # pmset -g batt: "Now drawing from 'Battery Power'"
@@ -45,9 +46,9 @@ def _gpu_busy(gpu: Any) -> bool:
     return False
 
 
-def reasons(run: Mapping[str, Any]) -> tuple[str, ...]:
+def reasons(run: Run | Mapping[str, Any]) -> tuple[str, ...]:
     """The run's reasons to be set aside (REASONS' codes, in that order); () for none."""
-    load = run.get("load")
+    load = run.load if isinstance(run, Run) else run.get("load")
     if not isinstance(load, Mapping):
         return ()
     thermal = load.get("thermal")
@@ -74,7 +75,7 @@ def set_aside_runs(runs: Iterable[Mapping[str, Any]]) -> int:
     return sum(1 for r in runs if isinstance(r, Mapping) and not r.get("warmup") and reasons(r))
 
 
-def usable(run: Mapping[str, Any]) -> bool:
+def usable(run: Run | Mapping[str, Any]) -> bool:
     """A run a verdict may take: measured, finished ok, and not set aside for its host."""
     return measured_ok(run) and not reasons(run)
 

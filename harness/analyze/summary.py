@@ -19,7 +19,7 @@ from harness.analyze.identity import classic_comparisons, describe
 from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
-from harness.core.runs import measured_ok_runs
+from harness.core.runs import as_runs, measured_ok_runs
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
 
@@ -122,7 +122,7 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         if a["block"] > 1 and tested:
             s.per_step_acceptance = accepted / tested
             s.per_step_ci = stats.wilson_ci(min(accepted, tested), tested)
-        mems = [m for m in map(run_memory, diags) if m is not None]
+        mems = [m for m in (run_memory(r.diagnostics) for r in as_runs(ok)) if m is not None]
         if mems:
             s.memory_bytes = max(m[0] for m in mems)
             added = [m[1] for m in mems if m[1] is not None]

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ from harness.core import counters, declare
 from harness.core.declare import EngineDecl
 from harness.core.errors import UserError
 from harness.core.redact import is_secret_name
-from harness.core.runs import is_ok
+from harness.core.runs import as_runs
+from harness.core.schema import Run
 
 try:
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -217,19 +219,18 @@ def with_repetitions(text: str, n: int) -> str:
     return new if count else f"{line}\n{text}"
 
 
-def _figures_of(record: Path, rc: Any) -> dict[str, Any]:
+def _figures_of(record: Path, rc: int | str) -> SessionFigures:
     try:
         data = Record.load(record).data   # any schema version, migrated; a journal merged
     except UserError as e:
         raise RuntimeError(str(e)) from None
     figs = figures_from_record(data, arm_specs(load_suite_file(suite_path())))
-    figs["record"] = str(record)
-    figs["exit_status"] = rc
+    figs.record, figs.exit_status = str(record), rc
     print(f"harness session: {record} (exit {rc})")
     return figs
 
 
-def run_session() -> dict[str, Any]:
+def run_session() -> SessionFigures:
     """asv's setup_cache: one `harness run` of the suite in this environment -> figures."""
     given = os.environ.get(RECORD_ENV, "").strip()
     if given:
@@ -272,106 +273,110 @@ run_session.timeout = SESSION_TIMEOUT_S + 300  # type: ignore[attr-defined]
 
 # --- figures from a record -----------------------------------------------------------
 
-def _spec_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+@dataclass
+class SessionFigures:
+    """What one session's record gives the benchmarks (asv pickles it: plain values only).
+    A figure that does not apply (rounds of classic decode, identity without a baseline) is in
+    `skip`; an arm whose runs failed, or were all set aside for their host, is in `errors` and
+    every figure of it fails."""
+    figures: dict[str, dict[str, list[float]]]   # figure -> arm label (or "label|phase") -> samples
+    skip: dict[str, dict[str, str]]              # figure -> label or key -> why it does not apply
+    errors: dict[str, str]                       # label -> why every figure of the arm fails
+    marks: dict[str, dict[str, int]]             # label -> the runs' marks, counted
+    labels: dict[str, list[str]]                 # label -> the runs' labels (an override's note)
+    record: str | None = None                    # the session's record, once run
+    exit_status: int | str | None = None         # `harness run`'s, or what measured it
+
+
+def _reported(x: float | None, what: str) -> float:
+    # A measured ok run has its timings (core.results.complete_timings): missing is a broken record.
+    if x is None:
+        raise RuntimeError(f"a measured run of this record has no {what}")
+    return float(x)
+
+
+def _spec_runs(runs: list[Run]) -> list[Run]:
     """Runs that really decoded speculatively and have rounds to divide by."""
-    out = []
-    for r in runs:
-        d = r.get("diagnostics") or {}
-        if d.get("mode") == "speculative" and (d.get("rounds") or 0) > 0:
-            out.append(r)
-    return out
+    return [r for r in runs if r.diagnostics.mode == "speculative" and (r.diagnostics.rounds or 0) > 0]
 
 
-def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str, Any]:
-    """{"figures": {figure: {label: [samples]}}, "skip": {figure: {label: why}},
-    "errors": {label: why}, "marks": {label: {mark: count}}, "labels": {label: [run labels]}}.
-
-    A figure that does not apply (rounds of classic decode, identity without a baseline) is
-    in "skip"; an arm whose runs failed, or were all set aside for their host, is in "errors"
-    and every figure of it fails."""
-    measured = [r for r in record.get("runs", []) if not r.get("warmup")]
+def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> SessionFigures:
+    """The figures of a (migrated) record's measured runs, one sample per run."""
+    measured = [r for r in as_runs(record.get("runs", [])) if not r.warmup]
     figs: dict[str, dict[str, list[float]]] = {f: {} for f in FIGURES}
     figs["phase_ms_per_round"] = {}
     charted = declared_counters(arms)
-    skip: dict[str, dict[str, str]] = {f: {} for f in FIGURES}
-    errors: dict[str, str] = {}
-    marks: dict[str, dict[str, int]] = {}
-    run_labels: dict[str, list[str]] = {}
+    out = SessionFigures(figures=figs, skip={f: {} for f in FIGURES}, errors={}, marks={}, labels={})
     classic_arm = next((a for a in arms if a.block == 1), None)
-    by_arm = {a.name: sorted([r for r in measured if r.get("arm") == a.name],
-                             key=lambda r: (r.get("repetition", 0), r.get("prompt", "")))
+    by_arm = {a.name: sorted([r for r in measured if r.arm == a.name],
+                             key=lambda r: (r.repetition or 0, r.prompt or ""))
               for a in arms}
     classic_mpt: dict[tuple[str | None, int | None], float | None] = {}   # (prompt, repetition): ms_per_token
     if classic_arm is not None:
-        classic_mpt = {(r.get("prompt"), r.get("repetition")): r.get("ms_per_token")
+        classic_mpt = {(r.prompt, r.repetition): r.ms_per_token
                        for r in by_arm[classic_arm.name] if spoiled.usable(r)}
     for a in arms:
         runs = by_arm[a.name]
         lab = a.label
-        m: dict[str, int] = {}
-        for r in runs:
-            for mk in r.get("marks") or []:
-                m[mk] = m.get(mk, 0) + 1
-        marks[lab] = m
-        run_labels[lab] = sorted({r.get("label") or "unlabelled" for r in runs})
-        failed = [r for r in runs if not is_ok(r)]
+        out.marks[lab] = dict(Counter(mk for r in runs for mk in r.marks))
+        out.labels[lab] = sorted({r.label or "unlabelled" for r in runs})
+        failed = [r for r in runs if not r.is_ok]
         if not runs:
-            errors[lab] = "no measured runs of this arm in the record"
+            out.errors[lab] = "no measured runs of this arm in the record"
             continue
         if failed:
-            errors[lab] = (f"{len(failed)} of {len(runs)} runs failed on this commit: "
-                           f"{failed[0].get('error') or 'no error message'}")
+            out.errors[lab] = (f"{len(failed)} of {len(runs)} runs failed on this commit: "
+                               f"{failed[0].error or 'no error message'}")
             continue
         timed = spoiled.usable_runs(runs)
         if not timed:
-            errors[lab] = f"every one of its {len(runs)} runs was set aside for its host (docs/lab-hosts.md)"
+            out.errors[lab] = f"every one of its {len(runs)} runs was set aside for its host (docs/lab-hosts.md)"
             continue
-        figs["ms_per_token"][lab] = [float(r["ms_per_token"]) for r in timed]
-        mems = [run_memory(r.get("diagnostics") or {}) for r in runs]
+        figs["ms_per_token"][lab] = [_reported(r.ms_per_token, "ms_per_token") for r in timed]
+        mems = [run_memory(r.diagnostics) for r in runs]
         if all(m is not None for m in mems):
             figs["memory_mib"][lab] = [m[0] / 2**20 for m in mems if m is not None]
         else:
-            skip["memory_mib"][lab] = "the engine reports no diagnostics.peak_memory_bytes"
-        idents = [(r.get("identity") or {}).get("status") for r in runs]
+            out.skip["memory_mib"][lab] = "the engine reports no diagnostics.peak_memory_bytes"
+        idents = [r.identity.status if r.identity else None for r in runs]
         if all(s in ("identical", "differs") for s in idents):
             figs["identity_mismatches"][lab] = [1.0 if s == "differs" else 0.0 for s in idents]
         else:
-            skip["identity_mismatches"][lab] = ("no baseline for this arm in the baselines file: "
-                                                "record one with `harness baseline record`")
-        _round_figures(a, timed, classic_mpt if classic_arm is not None else None, figs, skip, errors)
-        _counter_figures(lab, timed, charted, figs, skip)
-    return {"figures": figs, "skip": skip, "errors": errors, "marks": marks, "labels": run_labels}
+            out.skip["identity_mismatches"][lab] = ("no baseline for this arm in the baselines file: "
+                                                    "record one with `harness baseline record`")
+        _round_figures(a, timed, classic_mpt if classic_arm is not None else None, out)
+        _counter_figures(lab, timed, charted, out)
+    return out
 
 
-def _round_figures(a: ArmSpec, runs: list[dict[str, Any]],
+def _round_figures(a: ArmSpec, runs: list[Run],
                    classic_mpt: dict[tuple[str | None, int | None], float | None] | None,
-                   figs: dict[str, dict[str, list[float]]], skip: dict[str, dict[str, str]],
-                   errors: dict[str, str]) -> None:
+                   out: SessionFigures) -> None:
     """The per-round figures of one arm whose runs all succeeded: ms/round, rejection rate, each
     phase per round, and one round in classic steps (classic_mpt None: no classic arm ran)."""
-    lab = a.label
+    lab, figs, skip = a.label, out.figures, out.skip
     spec = _spec_runs(runs)
     if a.block == 1 or not spec:
         why = ("classic decode has no rounds" if a.block == 1 else
                "the exactness gate declined on this host, so the arm decoded classic")
-        for f in ("ms_per_round", "rejection_rate", "round_cost_classic_steps"):
+        for f in ("ms_per_round", "rejection_rate", "round_cost_classic_steps", "phase_ms_per_round"):
             skip[f][lab] = why
-        skip["phase_ms_per_round"][lab] = why
         return
     if len(spec) < len(runs):
-        errors[lab] = (f"only {len(spec)} of {len(runs)} runs decoded speculatively "
-                       "(the gate decided differently between runs)")
+        out.errors[lab] = (f"only {len(spec)} of {len(runs)} runs decoded speculatively "
+                           "(the gate decided differently between runs)")
         return
-    rounds = [float(r["diagnostics"]["rounds"]) for r in spec]
-    figs["ms_per_round"][lab] = [float(r["diagnostics"]["decode_ms"]) / n for r, n in zip(spec, rounds)]
-    accept = [r["diagnostics"].get("acceptance_rate") for r in spec]
+    diags = [r.diagnostics for r in spec]
+    rounds = [float(d.rounds or 0) for d in diags]    # > 0: _spec_runs
+    figs["ms_per_round"][lab] = [_reported(d.decode_ms, "diagnostics.decode_ms") / n for d, n in zip(diags, rounds)]
+    accept = [d.acceptance_rate for d in diags]
     if all(x is not None for x in accept):
-        figs["rejection_rate"][lab] = [1.0 - float(x) for x in accept]
+        figs["rejection_rate"][lab] = [1.0 - float(x) for x in accept if x is not None]
     else:
         skip["rejection_rate"][lab] = "the engine reported neither acceptance_rate nor proposed/accepted counts"
     # A phase the engine did not report in every run is skipped, never read as 0.0 (which
     # a comparison would call "unchanged").
-    reported = [r["diagnostics"].get("phase_ms") or {} for r in spec]
+    reported = [d.phase_ms for d in diags]
     for p in dict.fromkeys([*a.phases, *(k for ph in reported for k in ph)]):
         key = f"{lab}|{p}"
         if all(p in ph for ph in reported):
@@ -383,7 +388,7 @@ def _round_figures(a: ArmSpec, runs: list[dict[str, Any]],
     # prompt and repetition (adjacent in time, so they share the machine's state).
     cost = []
     for r, ms in zip(spec, figs["ms_per_round"][lab]):
-        c = (classic_mpt or {}).get((r.get("prompt"), r.get("repetition")))
+        c = (classic_mpt or {}).get((r.prompt, r.repetition))
         if c:
             cost.append(ms / float(c))
     if classic_mpt is None or len(cost) < len(spec):
@@ -392,32 +397,32 @@ def _round_figures(a: ArmSpec, runs: list[dict[str, Any]],
         figs["round_cost_classic_steps"][lab] = cost
 
 
-def _counter_figures(lab: str, runs: list[dict[str, Any]], charted: list[str],
-                     figs: dict[str, dict[str, list[float]]], skip: dict[str, dict[str, str]]) -> None:
+def _counter_figures(lab: str, runs: list[Run], charted: list[str], out: SessionFigures) -> None:
     """Each work counter per round (classic decode: per token), one sample per run; n/a where a
     run did not report it."""
-    diags = [r.get("diagnostics") or {} for r in runs]
-    units = [int(d.get("rounds") or 0) if d.get("mode") == "speculative" else int(d.get("generated_tokens") or 0)
-             for d in diags]
+    diags = [r.diagnostics for r in runs]
+    units = [(d.rounds or 0) if d.mode == "speculative" else (d.generated_tokens or 0) for d in diags]
     for name in charted:
         key = f"{lab}|{name}"
-        if all(u > 0 and name in (d.get("counters") or {}) for d, u in zip(diags, units)):
-            figs["counter_per_round"][key] = [float(d["counters"][name]) / u for d, u in zip(diags, units)]
+        counted = [(d.counters or {}).get(name) for d in diags]
+        if all(u > 0 and c is not None for c, u in zip(counted, units)):
+            out.figures["counter_per_round"][key] = [float(c or 0) / u for c, u in zip(counted, units)]
         else:
-            skip["counter_per_round"][key] = f"the engine reported no {name!r} counter in every run"
+            out.skip["counter_per_round"][key] = f"the engine reported no {name!r} counter in every run"
 
 
-def samples_for(cache: dict[str, Any], figure: str, key: str) -> dict[str, Any]:
+def samples_for(cache: SessionFigures, figure: str, key: str) -> dict[str, Any]:
     """asv's repeated-measurement shape for one figure and arm. An arm that failed raises (asv:
     failed on this commit); a figure that does not apply is skipped (asv: n/a)."""
     label = key.split("|", 1)[0]
-    if label in cache["errors"]:
-        raise RuntimeError(f"{label}: {cache['errors'][label]}")
-    why = cache["skip"].get(figure, {}).get(label) or cache["skip"].get(figure, {}).get(key)
+    if label in cache.errors:
+        raise RuntimeError(f"{label}: {cache.errors[label]}")
+    skipped = cache.skip.get(figure, {})
+    why = skipped.get(label) or skipped.get(key)
     if why:
         print(f"asv: skipped: {label}: {why}")
         raise SkipNotImplemented(why)
-    xs = cache["figures"][figure].get(key)
+    xs = cache.figures[figure].get(key)
     if not xs:
         raise RuntimeError(f"{figure}: no samples for {key}")
     return {"samples": xs, "number": 1}
