@@ -27,6 +27,7 @@ import math
 import subprocess
 import tarfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -47,7 +48,7 @@ from harness.collect.record import Record
 from harness.collect.worker import Worker
 from harness.core import interrupt
 from harness.core.errors import UserError
-from harness.core.runs import is_ok
+from harness.core.runs import as_runs, is_ok
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
 EXIT_WORDS = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
@@ -174,12 +175,8 @@ class Comparison:
                 f.ack = a.reason if a else None
 
 
-def _failed_by_arm(record: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in record.runs:
-        if not r.get("warmup") and not is_ok(r):
-            out[r["arm"]] = out.get(r["arm"], 0) + 1
-    return out
+def _failed_by_arm(record: Record) -> dict[str, int]:
+    return dict(Counter(r.arm or "?" for r in as_runs(record.runs) if not r.warmup and not r.is_ok))
 
 
 def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: list[str],
@@ -327,6 +324,13 @@ class CheckInterrupted(KeyboardInterrupt):
     says where the runs are, for the command's one line."""
 
 
+@dataclass
+class _Side:   # one commit of the check: its record, and the worker that runs it
+    sha: str
+    record: Record
+    worker: Worker
+
+
 class _PairedSession:
     """Two sides (base, head), each an exported tree, a persistent worker and a record; runs made
     pair by pair, the side that goes first alternating (ABBA)."""
@@ -340,7 +344,7 @@ class _PairedSession:
         suite_dict = suite.to_dict()
         self.settings_dict = suite_dict["settings"]
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        self.sides: dict[str, dict[str, Any]] = {}
+        self.sides: dict[str, _Side] = {}
         # Each commit exported (and built, once, where its engine declares a build); refused
         # here, before any worker starts, when both would run one executable.
         trees = side_trees(repo, suite, work, {"base": base_sha, "head": head_sha}, export_commit, say)
@@ -354,20 +358,20 @@ class _PairedSession:
             rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict,
                                 side_host(host, sha, (names or {}).get(side, sha[:8])), command,
                                 len(build_plan(suite)), extra=extra)
-            self.sides[side] = {"sha": sha, "record": rec, "worker": Worker(side, root, suite_dict, work / "logs")}
+            self.sides[side] = _Side(sha, rec, Worker(side, root, suite_dict, work / "logs"))
         self.pacer, self.ui, self.pair_no = runner.Pacer(), runner.NullUI(), 0
         self.generation_started = time.monotonic()
 
-    def record(self, side: str) -> Any:
-        return self.sides[side]["record"]
+    def record(self, side: str) -> Record:
+        return self.sides[side].record
 
     def run_on(self, side: str, p: Any) -> None:
         interrupt.check()   # a signal dropped inside a fork's hooks still stops (core/interrupt.py)
         sd = self.sides[side]
-        run = runner.run_one(p, self.suite, sd["worker"], self.ui, None, self.pacer)
+        run = runner.run_one(p, self.suite, sd.worker, self.ui, None, self.pacer)
         run["side"] = side
-        run["worker_generation"] = sd["worker"].generation
-        sd["record"].add_run(annotate_identity(annotate_label(run), self.store, self.settings_dict))
+        run["worker_generation"] = sd.worker.generation
+        sd.record.add_run(annotate_identity(annotate_label(run), self.store, self.settings_dict))
         interrupt.check()
 
     def warm_up(self) -> None:
@@ -385,7 +389,7 @@ class _PairedSession:
         plan = build_plan(self.suite, 0)
 
         def warm(side: str) -> float:
-            w, t = self.sides[side]["worker"], time.monotonic()
+            w, t = self.sides[side].worker, time.monotonic()
             w.stop()
             # Any failure here, as in a measured run (runner._attempt): the measured runs then fail
             # (recorded) or start the worker again; the check goes on.
@@ -405,8 +409,8 @@ class _PairedSession:
             # On Ctrl-C, not waiting for the warm-ups: close() then stops the workers, which ends them.
             pool.shutdown(wait=False, cancel_futures=True)
         for side, sd in self.sides.items():
-            sd["record"].data.setdefault("restarts", []).append(
-                {"generation": sd["worker"].generation, "before_round": before_round,
+            sd.record.data.setdefault("restarts", []).append(
+                {"generation": sd.worker.generation, "before_round": before_round,
                  "warmup_wall_s": round(walls[side], 3), "wall_s": round(time.monotonic() - t0, 3)})
         self.generation_started = time.monotonic()
 
@@ -426,8 +430,8 @@ class _PairedSession:
                 if p.index not in self.record(side).done_indices():
                     self.run_on(side, p)
         for sd in self.sides.values():
-            sd["record"].data["planned_runs"] = len(plan)
-            sd["record"].data["planned_repetitions"] = i + 1
+            sd.record.data["planned_runs"] = len(plan)
+            sd.record.data["planned_repetitions"] = i + 1
 
     def look(self, console: Any, t0: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> dict[str, paired.Paired]:
         design = self.design.at_looks(times, sizes)
@@ -448,8 +452,8 @@ class _PairedSession:
         records written."""
         self.pacer.close()
         for sd in self.sides.values():
-            sd["worker"].close(grace_s=0.0 if interrupted else 5.0)
-            sd["record"].finish(sd["record"].data.get("planned_runs", 0), interrupted)
+            sd.worker.close(grace_s=0.0 if interrupted else 5.0)
+            sd.record.finish(sd.record.data.get("planned_runs", 0), interrupted)
 
 
 def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outcome, budget_s: float | None,
@@ -460,11 +464,10 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
 
     base_rec, head_rec = session.record("base"), session.record("head")
     labels: dict[str, set[str]] = {}
-    for rec in (base_rec, head_rec):
-        for r in rec.runs:
-            if not r.get("warmup"):
-                labels.setdefault(r["arm"], set()).add(r.get("label") or "unlabelled")
-    out = Comparison(base=session.sides["base"]["sha"], head=session.sides["head"]["sha"], design=design,
+    for r in as_runs([*base_rec.runs, *head_rec.runs]):
+        if not r.warmup and r.arm:
+            labels.setdefault(r.arm, set()).add(r.label or "unlabelled")
+    out = Comparison(base=session.sides["base"].sha, head=session.sides["head"].sha, design=design,
                      figures=judge(base_rec.runs, head_rec.runs, session.arms, design,
                                    share=session.suite.settings.watch.contended_share),
                      identity=identity_rows({"base": [base_rec.data], "head": [head_rec.data]}),
@@ -474,23 +477,23 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
                      duration_s=duration_s,
                      labels={a: sorted(v) for a, v in labels.items()})
     sides = session.sides
-    measured = sum((sd["record"].data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
+    measured = sum((sd.record.data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
     restarts = base_rec.data.get("restarts") or []   # both sides restart together: one list's time
-    out.notes = {"duty": {side: sd["record"].data.get("duty") for side, sd in sides.items()},
+    out.notes = {"duty": {side: sd.record.data.get("duty") for side, sd in sides.items()},
                  "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(duration_s, 3),
                                 "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None,
                                 "restarts": len(restarts),
                                 "restart_wall_s": round(sum(float(r.get("wall_s") or 0.0) for r in restarts), 3)},
-                 "worker_restarts": {side: sd["worker"].restarts for side, sd in sides.items()},
-                 "generations": {side: sd["worker"].generation for side, sd in sides.items()},
+                 "worker_restarts": {side: sd.worker.restarts for side, sd in sides.items()},
+                 "generations": {side: sd.worker.generation for side, sd in sides.items()},
                  "restart_s": session.suite.settings.restart_s, "builds": session.builds,
                  "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)],
                  "environment_compared": envdiff.compared(base_rec.data, head_rec.data),
                  "contention": contended.sides_info({"head": head_rec.runs, "base": base_rec.runs},
                                                     session.suite.settings)}
     for sd in sides.values():
-        sd["record"].data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
-                                           "sequential": out.outcome}
-        sd["record"].write()
+        sd.record.data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
+                                        "sequential": out.outcome}
+        sd.record.write()
     return out
 

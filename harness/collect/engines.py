@@ -294,6 +294,12 @@ def _adapter(kind: str) -> Adapter:
     return adapter
 
 
+class RunsEngines(Protocol):
+    """What the runner measures through: Engines in this process, or a compare-commits worker."""
+
+    def run(self, req: RunRequest) -> EngineOutput: ...
+
+
 @dataclass
 class Engines:
     """One adapter per adapter kind, made on first use and kept for the session so loaded models

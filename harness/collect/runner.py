@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.collect.engines import EngineFailure, Engines, RunRequest
+from harness.collect.engines import EngineFailure, Engines, RunRequest, RunsEngines
 from harness.collect.host import gpuload as host_gpu
 from harness.collect.host import load as host_load
 from harness.collect.host import quiet as host_quiet
@@ -223,7 +223,7 @@ def _cooldown(seconds: float, ui: Any, eta: float | None) -> None:
         time.sleep(min(0.25, left))
 
 
-def run_one(planned: PlannedRun, suite: Suite, engines: Engines, ui: Any,
+def run_one(planned: PlannedRun, suite: Suite, engines: RunsEngines, ui: Any,
             eta: float | None, pacer: Pacer | None = None) -> dict[str, Any]:
     """One planned run, waits included; updates the pacer. ui: RunnerUI or NullUI (anything
     with status(text, eta) and finished_run(run, eta))."""
@@ -322,7 +322,7 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
     return _Waits(cooldown, quiet, quiet_wait, thermal_wait, thermal, marks)
 
 
-def _measure(engines: Engines, req: RunRequest, s: Any,
+def _measure(engines: RunsEngines, req: RunRequest, s: Any,
              pacer: Pacer) -> tuple[Any, EngineFailure | None, float, dict[str, Any]]:
     """The run itself, under the contention watch when it is on: (output, failure, wall_s, watch)."""
     if not s.watch.enabled:
@@ -366,7 +366,7 @@ def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
     }
 
 
-def _attempt(engines: Engines, req: RunRequest) -> tuple[Any, EngineFailure | None]:
+def _attempt(engines: RunsEngines, req: RunRequest) -> tuple[Any, EngineFailure | None]:
     try:
         out = engines.run(req)
     except EngineFailure as f:
