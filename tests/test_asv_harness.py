@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.analyze.envdiff import EnvDifference
 from harness.ci import asvtool, machine, nightly, pullrequest
 from harness.core.errors import UserError
 
@@ -310,7 +311,7 @@ def test_markdown_puts_the_verdict_first_and_names_labels_design_and_asv():
     assert "block3-inexact: not a shipping configuration" in md
     assert "<summary>asv over the same samples (Mann-Whitney U): 1 regression, 2 untouched, 1 not comparable" in md
     assert "Environment:" not in shown and "Environment: no difference in what the records hold" in md
-    c.notes["environment"] = [{"what": "mlx", "a": "0.32.4", "b": "0.33.0"}]
+    c.notes.environment = [EnvDifference("mlx", "0.32.4", "0.33.0")]
     md = pullrequest.render_markdown(c, meta, rows, COMPARE_OUT)
     lines = md.splitlines()
     assert lines[5].startswith("Environment: 1 difference, listed first: mlx 0.32.4 -> 0.33.0")

@@ -48,8 +48,8 @@ def test_check_records_carry_the_host_harness_version_and_commit_their_report_na
 
 def test_environment_line_of_a_command_engine_without_mlx_names_no_mlx(tmp_path):
     c, _ = _check(tmp_path)
-    words = c.notes["environment_compared"]
-    assert c.notes["environment"] == []
+    words = c.notes.environment_compared
+    assert c.notes.environment == []
     assert not any("mlx" in w.lower() for w in words) and "BLAS" not in words
     assert {"CPU", "Python", "harness"} <= set(words)
     line = envdiff.diff_sentence([], words)

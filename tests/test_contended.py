@@ -61,7 +61,7 @@ def test_paired_check_on_contended_runs_exits_inconclusive_and_says_so_everywher
     d = Design(threshold=0.1)
     figs = twocommits.judge(base, head, ["a"], d)
     c = twocommits.Comparison("b" * 40, "h" * 40, d, figs, [], {}, {"base": "b", "head": "h"}, {"rounds": 24}, 60.0)
-    c.notes["contention"] = contended.sides_info({"head": head, "base": base}, SETTINGS)
+    c.notes.contention = contended.sides_info({"head": head, "base": base}, SETTINGS)
     assert c.exit_status == twocommits.INCONCLUSIVE == 3
     head_line = c.headline()
     assert head_line.startswith("inconclusive: a ms/token worse (+2") or head_line.startswith("inconclusive: a ms/token worse (+3")

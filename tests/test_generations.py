@@ -15,6 +15,7 @@ import pytest
 from harness_helpers import REPO, command_arm, one_commit_repo, write_suite
 
 from harness.analyze import comparisons, paired
+from harness.analyze.checknotes import CheckNotes
 from harness.analyze.design import Design
 from harness.ci import pullrequest
 from harness.ci.twocommits import Comparison, compare_commits, judge
@@ -103,7 +104,7 @@ def test_pairs_carry_their_generations_and_the_comment_says_what_they_did():
     c = Comparison("b" * 40, "h" * 40, D, [fig], [], {}, {"base": "b", "head": "h"}, {"rounds": 320}, 1.0)
     meta = {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0}
     assert "restarted every" not in pullrequest.render_markdown(c, meta)   # no restart_s: a crash restart
-    c.notes = {"restart_s": 20.0}
+    c.notes = CheckNotes(restart_s=20.0)
     md = pullrequest.render_markdown(c, meta)
     assert "restarted every 20 s during the check (`restart_s`), so the pairs came from 8 worker generations" in md
     assert "rather than reading as a change: c ms/token (7 degrees of freedom)." in md
@@ -117,9 +118,9 @@ def test_a_check_restarts_its_workers_and_tags_every_run(tmp_path: Path):
     repo = one_commit_repo(tmp_path)
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=4, warmups=1, restart_s=1e-6))
     c = compare_commits(repo, "HEAD", "HEAD", suite, tmp_path / "work")
-    assert c.notes["generations"] == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
-    assert c.notes["restart_s"] == 1e-6
-    assert c.notes["check_duty"]["restarts"] == 3 and c.notes["check_duty"]["restart_wall_s"] > 0
+    assert c.notes.generations == {"base": 4, "head": 4}   # a fresh pair before rounds 2, 3, 4
+    assert c.notes.restart_s == 1e-6
+    assert c.notes.check_duty.restarts == 3 and c.notes.check_duty.restart_wall_s > 0
     md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0})
     assert "3 restarts of both workers took" in md, md
     for side in ("base", "head"):

@@ -184,7 +184,7 @@ def _check(why: str | None, spoiled_n: int) -> tuple[twocommits.Comparison, list
     d = Design(threshold=0.1)
     c = twocommits.Comparison("b" * 40, "h" * 40, d, twocommits.judge(base, head, ["a"], d), [], {},
                            {"base": "b", "head": "h"}, {"rounds": 24}, 60.0)
-    c.notes["contention"] = contended.sides_info({"head": head, "base": base}, SETTINGS)
+    c.notes.contention = contended.sides_info({"head": head, "base": base}, SETTINGS)
     md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check",
                                      "duration_s": 60.0})
     return c, md.splitlines()
@@ -210,7 +210,7 @@ def test_pr_check_on_runs_set_aside_past_the_share_is_inconclusive(why: str) -> 
     said = " ".join(md[:10])
     assert "contended or set aside: 20 of 24 runs of head" in said
     assert f"({why} 20)" in said and hostwords.LEGEND[why] in said
-    assert all(len(x) <= 80 for x in hostwords.set_aside_lines(c.notes["contention"]))
+    assert all(len(x) <= 80 for x in hostwords.set_aside_lines(c.notes.contention))
 
 
 # ---------------------------------------------------------------- the quiet wait's GPU

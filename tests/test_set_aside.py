@@ -220,14 +220,14 @@ def test_a_check_whose_head_set_aside_runs_are_slow_does_not_read_slower(why: st
     # The live look of the sampling loop judges the same pairs.
     assert twocommits.judge(base, head, ["a"], d, gated_only=True)[0].result == ref[0].result
     c = twocommits.Comparison("b" * 40, "h" * 40, d, figs, [], {}, {"base": "b", "head": "h"}, {"rounds": 24}, 60.0)
-    c.notes["contention"] = contended.sides_info({"head": head, "base": base}, SETTINGS)
+    c.notes.contention = contended.sides_info({"head": head, "base": base}, SETTINGS)
     assert c.exit_status == twocommits.PASS and "worse" not in c.headline()
     md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check",
                                          "duration_s": 60.0}).splitlines()
     said = " ".join(md[:8])
     assert f"set aside for the host: 3 of 24 runs of head ({why} 3), left out of the verdicts" in said
     assert hostwords.LEGEND[why] in said and "slower" not in md[0] and "worse" not in md[0]
-    assert all(len(x) <= 80 for x in hostwords.set_aside_lines(c.notes["contention"]))
+    assert all(len(x) <= 80 for x in hostwords.set_aside_lines(c.notes.contention))
 
 
 def test_the_sampling_loop_never_stops_on_set_aside_pairs() -> None:

@@ -19,7 +19,7 @@ Pure functions of records and readings; nothing here runs or measures.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from harness.analyze import paired, spoiled
@@ -56,41 +56,65 @@ def count(runs: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
     return sum(map(is_contended, ms)), len(ms)
 
 
-def sides_info(sides: Mapping[str, Iterable[Mapping[str, Any]]], settings: Mapping[str, Any] | Any) -> dict[str, Any]:
-    """Each side's contended and measured runs, the share a side may have, the watch's
-    threshold, and the sides over the share (in the order given); where runs were set aside for
-    their host (analyze.spoiled), "set_aside": {side: {"runs", "reasons": {code: runs}}}."""
+@dataclass
+class SideCount:
+    contended: int     # measured runs contended or set aside for the host
+    runs: int          # measured runs
+
+
+@dataclass
+class SetAside:
+    runs: int                     # measured runs set aside for their host (analyze.spoiled)
+    reasons: dict[str, int]       # reason code -> runs, in spoiled.REASONS' order
+
+
+@dataclass
+class SidesContention:
+    """Each side's contended and measured runs, the share a side may have, the watch's threshold,
+    the sides over the share (in the order given), and the sides with runs set aside."""
+    limit: float
+    threshold_pct: float | None
+    sides: dict[str, SideCount]
+    over: list[str]
+    set_aside: dict[str, SetAside] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the JSON summaries give it ("set_aside" only where a host reason occurs)."""
+        d = asdict(self)
+        if not self.set_aside:
+            del d["set_aside"]
+        return d
+
+
+def sides_info(sides: Mapping[str, Iterable[Mapping[str, Any]]], settings: Mapping[str, Any] | Any) -> SidesContention:
+    """The contention of each side's measured runs (a side: a commit, or an arm of a session)."""
     limit = share_limit(settings)
     watch = settings.get("watch") if isinstance(settings, Mapping) else getattr(settings, "watch", None)
     pct = watch.get("threshold_pct") if isinstance(watch, Mapping) else getattr(watch, "threshold_pct", None)
     listed = {name: list(runs) for name, runs in sides.items()}
-    counted = {name: count(runs) for name, runs in listed.items()}
-    out: dict[str, Any] = {"limit": limit, "threshold_pct": pct,
-                           "sides": {n: {"contended": c, "runs": m} for n, (c, m) in counted.items()},
-                           "over": [n for n, (c, m) in counted.items() if m and c / m > limit]}
-    # Only where a host reason occurs, so a record without one reads as before.
-    host = {n: {"runs": spoiled.set_aside_runs(rs), "reasons": spoiled.counts(rs)} for n, rs in listed.items()}
-    if any(h["runs"] for h in host.values()):
-        out["set_aside"] = {n: h for n, h in host.items() if h["runs"]}
-    return out
+    counted = {name: SideCount(*count(runs)) for name, runs in listed.items()}
+    host = {n: SetAside(spoiled.set_aside_runs(rs), spoiled.counts(rs)) for n, rs in listed.items()}
+    return SidesContention(limit=limit, threshold_pct=pct, sides=counted,
+                           over=[n for n, c in counted.items() if c.runs and c.contended / c.runs > limit],
+                           set_aside={n: h for n, h in host.items() if h.runs})
 
 
-def contention_lines(info: Mapping[str, Any] | None) -> list[str]:
+def contention_lines(info: SidesContention | None) -> list[str]:
     """The lines said first when a side is over its share, e.g.
     "contended: 39 of 48 runs of head (81%), 30 of 48 of base (62%);" and
     "  over the 25% a side may have: [watch] threshold_pct = 15 marks a run;" and
     "  figures here are not clean verdicts; rerun on a quiet host". [] otherwise."""
-    if not info or not info.get("over"):
+    if not info or not info.over:
         return []
-    sides = info["sides"]
-    order = list(info["over"]) + [n for n in sides if n not in info["over"] and sides[n]["runs"]]
-    said = ", ".join(f"{sides[n]['contended']} of {sides[n]['runs']} runs of {n} "
-                     f"({sides[n]['contended'] / sides[n]['runs']:.0%})" for n in order)
-    pct = info.get("threshold_pct")
+    sides = info.sides
+    order = list(info.over) + [n for n in sides if n not in info.over and sides[n].runs]
+    said = ", ".join(f"{sides[n].contended} of {sides[n].runs} runs of {n} "
+                     f"({sides[n].contended / sides[n].runs:.0%})" for n in order)
+    pct = info.threshold_pct
     pct_s = f"{pct:g}" if isinstance(pct, (int, float)) else "?"
-    what = "contended or set aside" if info.get("set_aside") else "contended"
+    what = "contended or set aside" if info.set_aside else "contended"
     return [f"{what}: {said};",
-            f"  over the {info['limit']:.0%} a side may have ([watch] contended_share);",
+            f"  over the {info.limit:.0%} a side may have ([watch] contended_share);",
             f"  [watch] threshold_pct = {pct_s} marks a run contended: rerun on a quiet host"]
 
 
@@ -115,7 +139,7 @@ def reading_text(p: paired.Paired | Mapping[str, Any]) -> str:
     return f"{c['reading']}{change}, but {c['contended']} of {c['runs']} runs were contended: {RERUN}"
 
 
-def record_info(record: Mapping[str, Any]) -> dict[str, Any]:
+def record_info(record: Mapping[str, Any]) -> SidesContention:
     """sides_info() of one session, each arm a side (its runs are what its figures rest on)."""
     arms: dict[str, list[Mapping[str, Any]]] = {}
     for r in record.get("runs") or []:

@@ -256,7 +256,7 @@ def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path:
         "failed": sum(r["status"] == "failed" for r in record["runs"]),
         "identity_differs": sum((r.get("identity") or {}).get("status") == "differs" for r in record["runs"]),
         "duty": record_duty(record),
-        "contention": contended.record_info(record),
+        "contention": contended.record_info(record).to_dict(),
         "arms": [s.to_dict() for s in rows],
     }
 

@@ -30,12 +30,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.analyze import acks as ackmod
 from harness.analyze import comparisons, contended, counters, envdiff, paired, sequential, spoiled
+from harness.analyze.checknotes import CheckDuty, CheckNotes
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
@@ -110,7 +111,7 @@ class Comparison:
     records: dict[str, str]                  # side -> record path
     outcome: dict[str, Any]
     duration_s: float
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: CheckNotes = field(default_factory=CheckNotes)
     labels: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -479,18 +480,18 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
     sides = session.sides
     measured = sum((sd.record.data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
     restarts = base_rec.data.get("restarts") or []   # both sides restart together: one list's time
-    out.notes = {"duty": {side: sd.record.data.get("duty") for side, sd in sides.items()},
-                 "check_duty": {"measured_run_s": round(measured, 3), "wall_s": round(duration_s, 3),
-                                "duty_cycle": round(measured / duration_s, 4) if duration_s > 0 else None,
-                                "restarts": len(restarts),
-                                "restart_wall_s": round(sum(float(r.get("wall_s") or 0.0) for r in restarts), 3)},
-                 "worker_restarts": {side: sd.worker.restarts for side, sd in sides.items()},
-                 "generations": {side: sd.worker.generation for side, sd in sides.items()},
-                 "restart_s": session.suite.settings.restart_s, "builds": session.builds,
-                 "environment": [asdict(d) for d in envdiff.env_diff(base_rec.data, head_rec.data)],
-                 "environment_compared": envdiff.compared(base_rec.data, head_rec.data),
-                 "contention": contended.sides_info({"head": head_rec.runs, "base": base_rec.runs},
-                                                    session.suite.settings)}
+    out.notes = CheckNotes(
+        duty={side: sd.record.data.get("duty") for side, sd in sides.items()},
+        check_duty=CheckDuty(measured_run_s=round(measured, 3), wall_s=round(duration_s, 3),
+                             duty_cycle=round(measured / duration_s, 4) if duration_s > 0 else None,
+                             restarts=len(restarts),
+                             restart_wall_s=round(sum(float(r.get("wall_s") or 0.0) for r in restarts), 3)),
+        worker_restarts={side: sd.worker.restarts for side, sd in sides.items()},
+        generations={side: sd.worker.generation for side, sd in sides.items()},
+        restart_s=session.suite.settings.restart_s, builds=session.builds,
+        environment=envdiff.env_diff(base_rec.data, head_rec.data),
+        environment_compared=envdiff.compared(base_rec.data, head_rec.data),
+        contention=contended.sides_info({"head": head_rec.runs, "base": base_rec.runs}, session.suite.settings))
     for sd in sides.values():
         sd.record.data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
                                         "sequential": out.outcome}

@@ -44,10 +44,13 @@ def summary_json(c: Comparison) -> dict[str, Any]:
             "figures": figure_rows(c),
             "identity": [{"arm": r.arm, "prompt": r.prompt, "status": r.status, "detail": r.detail}
                          for r in c.identity],
-            "newly_failing": c.newly_failing, "duty": c.notes.get("check_duty"),
-            "environment": c.notes.get("environment", []),
-            "duty_per_side": c.notes.get("duty"), "builds": c.notes.get("builds") or {},
-            "contention": c.notes.get("contention")}
+            "newly_failing": c.newly_failing, **_notes(c.notes.to_dict())}
+
+
+def _notes(n: dict[str, Any]) -> dict[str, Any]:
+    """The check's notes under the summary's own names."""
+    return {"duty": n["check_duty"], "environment": n["environment"], "duty_per_side": n["duty"],
+            "builds": n["builds"], "contention": n["contention"]}
 
 
 EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, every output byte-identical "

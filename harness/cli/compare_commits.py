@@ -89,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
     records = {side: json.loads(Path(p).read_text(encoding="utf-8")) for side, p in c.records.items()}
     # A side contended past its share, then waiting that took the check: said first.
     # Runs set aside for their host (a backup, battery, thermal pressure, GPU) are named next.
-    for line in (contention_lines(c.notes.get("contention")) + set_aside_lines(c.notes.get("contention"))
+    for line in (contention_lines(c.notes.contention) + set_aside_lines(c.notes.contention)
                  + check_waiting_lines(records, c.duration_s)):
         out.print(line, markup=False, highlight=False)
-    diffs = [envdiff.EnvDifference(**d) for d in c.notes.get("environment", [])]
-    out.print(envdiff.diff_sentence(diffs, c.notes.get("environment_compared")), markup=False,
+    diffs = c.notes.environment
+    out.print(envdiff.diff_sentence(diffs, c.notes.environment_compared), markup=False,
               highlight=False)   # before any figure
     for d in diffs:
         out.print(f"  {d.what}: {d.a} -> {d.b}", markup=False, highlight=False)

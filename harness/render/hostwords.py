@@ -6,10 +6,10 @@ every output; the report's flags table takes its row from `reasons_text`."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from harness.analyze import spoiled
+from harness.analyze.contended import SidesContention
 
 # Each reason code's words: what the host was doing when the run started.
 LEGEND = {spoiled.BACKUP: "a backup was running",
@@ -35,23 +35,20 @@ def reasons_text(codes: Iterable[str]) -> str:
             + f"; {LEFT_OUT}; the row is do not publish")
 
 
-def set_aside_lines(info: Mapping[str, Any] | None, width: int = WIDTH) -> list[str]:
-    """From analyze.contended.sides_info's "set_aside": e.g.
+def set_aside_lines(info: SidesContention | None, width: int = WIDTH) -> list[str]:
+    """From analyze.contended.sides_info's set_aside: e.g.
     "set aside for the host: 12 of 24 runs of head (battery 12), 3 of 24 runs of base
     (gpu-busy 3), left out of the verdicts (docs/lab-hosts.md); battery: the host ran on
     battery power; ...", wrapped to `width`; [] when no run was set aside."""
-    aside = (info or {}).get("set_aside")
-    if not aside:
+    if info is None or not info.set_aside:
         return []
-    assert info is not None
-    sides = info.get("sides") or {}
     parts, codes = [], []
-    for name, h in aside.items():
-        runs = (sides.get(name) or {}).get("runs")
-        counted = ", ".join(f"{c} {n}" for c, n in h["reasons"].items())
-        parts.append(f"{h['runs']} of {runs} runs of {name} ({counted})" if runs
-                     else f"{h['runs']} runs of {name} ({counted})")
-        codes += [c for c in h["reasons"] if c not in codes]
+    for name, h in info.set_aside.items():
+        side = info.sides.get(name)
+        counted = ", ".join(f"{c} {n}" for c, n in h.reasons.items())
+        parts.append(f"{h.runs} of {side.runs} runs of {name} ({counted})" if side and side.runs
+                     else f"{h.runs} runs of {name} ({counted})")
+        codes += [c for c in h.reasons if c not in codes]
     order = [c for c in spoiled.REASONS if c in codes]
     text = f"set aside for the host: {', '.join(parts)}, {LEFT_OUT} (docs/lab-hosts.md); {legend(order)}"
     return textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False)

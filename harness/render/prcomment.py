@@ -114,11 +114,11 @@ def visible(c: ComparisonIn, meta: CheckMeta, links: Links | None) -> list[str]:
            f"### Benchmark check on {meta.machine}: {st} (`{c.head[:8]}` against `{c.base[:8]}`)", "",
            f"**{headline(c)}**", ""]
     # A side contended past its share, and waiting that took the check, are said before any figure.
-    for said in (contention_lines(c.notes.get("contention")), set_aside_lines(c.notes.get("contention")),
+    for said in (contention_lines(c.notes.contention), set_aside_lines(c.notes.contention),
                  meta.waiting):
         if said:
             out += [" ".join(x.strip() for x in said), ""]
-    if c.notes.get("environment"):        # what differs between the sides comes before the figures
+    if c.notes.environment:        # what differs between the sides comes before the figures
         out += [prcomment_method.environment(c)[0], ""]
     gated = [f for f in c.figures if f.gated]
     if gated:

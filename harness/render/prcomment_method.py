@@ -48,7 +48,7 @@ def probe_sentence(c: ComparisonIn) -> str:
 def generations_sentence(c: ComparisonIn) -> str:
     """Say that the suite restarted the workers during the check (`restart_s`), and which gated
     figures' worker generations differed (their intervals then rest on the generations)."""
-    every = c.notes.get("restart_s")
+    every = c.notes.restart_s
     gated = [f for f in c.figures if f.gated and f.result.generations]
     if not every or not gated:
         return ""
@@ -91,8 +91,8 @@ GATED_NOTE = ("Gated figures (decode ms/token of every arm; rejection rate and t
 
 def environment(c: ComparisonIn) -> list[str]:
     """The environment sentence and, where the sides differ, the table of what differs."""
-    diffs = [envdiff.EnvDifference(**x) for x in c.notes.get("environment", [])]
-    out = [envdiff.diff_sentence(diffs, c.notes.get("environment_compared"))]
+    diffs = c.notes.environment
+    out = [envdiff.diff_sentence(diffs, c.notes.environment_compared)]
     if diffs:
         out += ["", "| field | base | head |", "|---|---|---|"]
         out += [f"| {x.what} | {x.a} | {x.b} |" for x in diffs]
@@ -131,13 +131,13 @@ def load_and_time(c: ComparisonIn, meta: CheckMeta) -> list[str]:
         if n:
             out.append(f"- {side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
                        f"{n['quiet_wait_timeouts']} quiet-wait timeouts")
-    duty = c.notes.get("check_duty") or {}
-    if duty.get("duty_cycle") is not None:
-        restarts = (f"; {duty['restarts']} restarts of both workers took {duty['restart_wall_s']:.0f} s"
-                    if duty.get("restarts") else "")
-        out.append(f"- duty cycle {duty['duty_cycle']:.0%}: {duty['measured_run_s']:.0f} s of measured runs "
-                   f"(both sides) in {duty['wall_s']:.0f} s, exports and model loads included{restarts}")
-    for side, b in (c.notes.get("builds") or {}).items():
+    duty = c.notes.check_duty
+    if duty is not None and duty.duty_cycle is not None:
+        restarts = (f"; {duty.restarts} restarts of both workers took {duty.restart_wall_s:.0f} s"
+                    if duty.restarts else "")
+        out.append(f"- duty cycle {duty.duty_cycle:.0%}: {duty.measured_run_s:.0f} s of measured runs "
+                   f"(both sides) in {duty.wall_s:.0f} s, exports and model loads included{restarts}")
+    for side, b in c.notes.builds.items():
         # Each commit's engine was built in its own tree (harness.ci.build), or reused.
         how = f"built earlier in {b['wall_s']:.1f} s, reused" if b["cached"] else f"built in {b['wall_s']:.1f} s"
         out.append(f"- {side} {b['commit'][:12]}: {how} (`{' && '.join(' '.join(a) for a in b['argv'])}`)")

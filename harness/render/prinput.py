@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.analyze.checknotes import CheckNotes
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
 
@@ -46,7 +47,7 @@ class ComparisonIn(Protocol):
     records: dict[str, str]     # side -> record path
     outcome: dict[str, Any]     # rounds, stopped_because
     duration_s: float
-    notes: dict[str, Any]       # contention, environment, restart_s, check_duty, builds
+    notes: CheckNotes           # contention, environment, restart_s, check_duty, builds
     labels: dict[str, list[str]]
 
     @property
