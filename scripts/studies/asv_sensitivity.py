@@ -82,7 +82,8 @@ def one_check(cmd: str, proj: Path, env: dict, base: str, head: str, out: Path, 
     row["stopped"] = data.get("stopped")
     row["worse_gated"] = [f"{f['arm']} {f['figure']}" for f in data["figures"] if f["gated"] and f["verdict"] == "worse"]
     for f in data["figures"]:
-        if f["gated"] and f["arm"] == "classic":
+        # classic's timing verdict, not its exact figures (work counters), which are gated too
+        if f["gated"] and f["arm"] == "classic" and f["figure"] == "ms/token":
             row.update(classic_verdict=f["verdict"], classic_ratio=f["ratio"], classic_n=f["n"],
                        classic_detectable=f["detectable_value"], classic_generations=f.get("generations"))
     row["pairs"] = pair_stats(data.get("records") or {}, data.get("design"))
