@@ -4,6 +4,10 @@ A run is measured unless it is a warm-up, and ok unless it failed (an engine err
 the gate refused, or a run set aside on load). Statistics, identity and figures read the
 measured ok runs; a few readers also take ok warm-ups (a shape's first use, an output to
 compare), and say so by calling `is_ok` alone.
+
+The record still travels as a dict while its readers move to the typed `Run`: `as_run` and
+`as_runs` are the boundary a typed analysis converts at, once at its entry (a `Run` passes
+through), and `is_ok`/`measured_ok` read either form until every caller passes `Run`s.
 """
 
 from __future__ import annotations
@@ -11,17 +15,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-R = TypeVar("R", bound=Mapping[str, Any])
+import msgspec
+
+from harness.core.schema import Run
+
+R = TypeVar("R", bound=Run | Mapping[str, Any])
 
 
-def is_ok(run: Mapping[str, Any]) -> bool:
+def as_run(run: Run | Mapping[str, Any]) -> Run:
+    """A run as the typed `Run` (a loaded record's run dict converted, a `Run` as it is)."""
+    return run if isinstance(run, Run) else msgspec.convert(run, Run)
+
+
+def as_runs(runs: Iterable[Run | Mapping[str, Any]]) -> list[Run]:
+    """`as_run` of each, in their order."""
+    return [as_run(r) for r in runs]
+
+
+def is_ok(run: Run | Mapping[str, Any]) -> bool:
     """The run finished ok (a warm-up too)."""
-    return run.get("status") == "ok"
+    return run.is_ok if isinstance(run, Run) else run.get("status") == "ok"
 
 
-def measured_ok(run: Mapping[str, Any]) -> bool:
+def measured_ok(run: Run | Mapping[str, Any]) -> bool:
     """The run is measured (not a warm-up) and finished ok."""
-    return not run.get("warmup") and is_ok(run)
+    return run.measured_ok if isinstance(run, Run) else not run.get("warmup") and is_ok(run)
 
 
 def measured_ok_runs(runs: Iterable[R]) -> list[R]:

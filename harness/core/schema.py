@@ -263,6 +263,16 @@ class Run(_S, kw_only=True):
     marks: list[str] = []
     identity: Identity | None = None
 
+    @property
+    def is_ok(self) -> bool:
+        """The run finished ok (a warm-up too): harness.core.runs says who reads this alone."""
+        return self.status == "ok"
+
+    @property
+    def measured_ok(self) -> bool:
+        """The run is measured (not a warm-up) and finished ok."""
+        return not self.warmup and self.status == "ok"
+
 
 class SuiteSection(_S, kw_only=True):
     """The suite as the session ran it: the suite file's own types (harness.core.suitespec), so a
