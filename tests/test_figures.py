@@ -309,7 +309,7 @@ def test_an_engine_without_diagnostics_or_a_record_without_measured_runs() -> No
     that stopped after its warm-ups has nothing to draw: no figure, not an empty one."""
     r = rec(MTP)
     for x in r["runs"]:
-        x["diagnostics"] = None
+        del x["diagnostics"]
     assert [f.name for f in record_figures(record_figure_data(r))] == ["ms-per-token-by-run"]
     r["runs"] = [x for x in r["runs"] if x.get("warmup")]
     assert record_figures(record_figure_data(r)) == []

@@ -10,6 +10,7 @@ from harness.analyze import drafterstep, envdiff, rounds
 from harness.analyze.costmodel import ModelTables
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
+from harness.core.runs import measured_ok_runs
 from harness.core.schema import section
 
 
@@ -39,7 +40,7 @@ class Facts:
         self.prompts = [p["name"] for p in self.suite["prompts"]]
         self.multi_prompt = len(self.prompts) > 1
         self.rows = summarize(data)
-        self.groups = rounds.by_arm_prompt(data)
+        self.groups = rounds.by_arm_prompt(data, measured_ok_runs(data["runs"]))
         self.splits = rounds.all_splits(data)
         self.drafter_splits = drafterstep.drafter_splits(data)
         self.profiles = rounds.profile_comparisons(data)

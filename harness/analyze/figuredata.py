@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.analyze import acceptance, compare, contended, rounds, stats
 from harness.core import declare
-from harness.core.runs import is_ok
+from harness.core.runs import is_ok, measured_ok_runs
 
 KV_BIN = 8       # KV lengths grouped in bins of this many tokens: fine enough to see a slope
 FIRST_USE, REPEAT = "first use", "repeat"
@@ -187,7 +187,7 @@ def position_acceptance(record: dict[str, Any]) -> tuple[tuple[PositionAcceptanc
     same tokens, so (as harness.analyze.acceptance) only the first measured run per prompt counts."""
     greedy = float(record["suite"]["settings"].get("temp") or 0.0) == 0.0
     by_arm: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for (arm, prompt), rs in rounds.by_arm_prompt(record).items():
+    for (arm, prompt), rs in rounds.by_arm_prompt(record, measured_ok_runs(record["runs"])).items():
         by_arm.setdefault(arm, {})[prompt] = rs
     out = []
     for arm, per_prompt in by_arm.items():
@@ -306,7 +306,7 @@ def _name(record: dict[str, Any]) -> str:
 
 
 def _ms_rows(before: dict[str, Any], after: dict[str, Any]) -> tuple[BeforeAfter, ...]:
-    sides = [{k: [m for r in rs if (m := _ms(r)) is not None] for k, rs in rounds.by_arm_prompt(rec).items()}
+    sides = [{k: [m for r in rs if (m := _ms(r)) is not None] for k, rs in rounds.by_arm_prompt(rec, measured_ok_runs(rec["runs"])).items()}
              for rec in (before, after)]
     keys = list(dict.fromkeys([*sides[0], *sides[1]]))
     return tuple(BeforeAfter(a, p, _interval(sides[0].get((a, p), [])), _interval(sides[1].get((a, p), [])))
