@@ -27,7 +27,7 @@ def _run(arm, rep, mpt, mode="classic", rounds=0, accept=None, ident="identical"
          phase=None):
     diag = {"mode": mode, "rounds": rounds, "decode_ms": mpt * 48, "acceptance_rate": accept,
             "phase_ms": phase or {}}
-    return {"arm": arm, "prompt": "code/x", "repetition": rep, "warmup": warmup, "status": status,
+    return {"index": rep, "arm": arm, "prompt": "code/x", "repetition": rep, "warmup": warmup, "status": status,
             "error": None if status == "ok" else "ImportError: broken", "ms_per_token": mpt,
             "diagnostics": diag, "identity": {"status": ident}, "marks": [], "label": "shipping configuration"}
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.analyze import stats
 from harness.analyze.comparisons import scaling_for
-from harness.analyze.rounds import by_arm_prompt, measured_by_arm_prompt
+from harness.analyze.rounds import Groups, by_arm_prompt, measured_by_arm_prompt
 from harness.core.runs import as_runs
 from harness.core.schema import RoundEntry
 
@@ -59,10 +59,11 @@ class DrafterSplit:
         return max(self.stages, key=lambda s: s[1])[0] if self.stages else "none"
 
 
-def drafter_splits(record: dict[str, Any]) -> list[DrafterSplit]:
-    """Profiled arms whose engine split its drafter forwards, summed over measured runs."""
+def drafter_splits(record: dict[str, Any], groups: Groups | None = None) -> list[DrafterSplit]:
+    """Profiled arms whose engine split its drafter forwards, summed over measured runs;
+    groups: rounds.measured_by_arm_prompt's."""
     out = []
-    for (arm, prompt), runs in measured_by_arm_prompt(record).items():
+    for (arm, prompt), runs in measured_by_arm_prompt(record, groups).items():
         diags = [r.diagnostics for r in runs]
         splits = [d.drafter_split for d in diags if d.profile and d.drafter_split is not None]
         if not diags or len(splits) < len(diags):

@@ -22,6 +22,7 @@ from typing import Any
 from harness.analyze import acceptance, compare, contended, rounds, stats
 from harness.core import declare
 from harness.core.runs import is_ok, measured_ok_runs
+from harness.core.schema import Run, RunDiagnostics
 
 KV_BIN = 8       # KV lengths grouped in bins of this many tokens: fine enough to see a slope
 FIRST_USE, REPEAT = "first use", "repeat"
@@ -175,26 +176,26 @@ def kv_curves(record: dict[str, Any]) -> tuple[KvCurve, ...]:
     return tuple(out)
 
 
-def _counts(d: dict[str, Any]) -> tuple[list[int], list[int]] | None:
-    acc, prop = d.get("accepted_by_position"), d.get("proposed_by_position")
-    if not isinstance(acc, list) or not isinstance(prop, list) or len(acc) != len(prop) or not prop:
+def _counts(d: RunDiagnostics) -> tuple[list[int], list[int]] | None:
+    acc, prop = d.accepted_by_position, d.proposed_by_position
+    if acc is None or prop is None or len(acc) != len(prop) or not prop:
         return None
-    return [int(a) for a in acc], [int(p) for p in prop]
+    return acc, prop
 
 
 def position_acceptance(record: dict[str, Any]) -> tuple[tuple[PositionAcceptance, ...], str]:
     """Per speculative arm, counts summed over its runs. At temperature 0 repetitions repeat the
     same tokens, so (as harness.analyze.acceptance) only the first measured run per prompt counts."""
     greedy = float(record["suite"]["settings"].get("temp") or 0.0) == 0.0
-    by_arm: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for (arm, prompt), rs in rounds.by_arm_prompt(record, measured_ok_runs(record["runs"])).items():
+    by_arm: dict[str, dict[str, list[Run]]] = {}
+    for (arm, prompt), rs in rounds.measured_by_arm_prompt(record).items():
         by_arm.setdefault(arm, {})[prompt] = rs
     out = []
     for arm, per_prompt in by_arm.items():
         runs = list(acceptance.first_runs(per_prompt).values()) if greedy else \
             [r for rs in per_prompt.values() for r in rs]
-        counts = [c for r in runs if (r.get("diagnostics") or {}).get("mode") == "speculative"
-                  for c in [_counts(r["diagnostics"])] if c is not None]
+        counts = [c for r in runs if r.diagnostics.mode == "speculative"
+                  if (c := _counts(r.diagnostics)) is not None]
         if not counts:
             continue
         k = max(len(p) for _, p in counts)

@@ -48,9 +48,14 @@ def by_arm_prompt(record: dict[str, Any], runs: Iterable[R], keep_empty: bool = 
     return out if keep_empty else {k: v for k, v in out.items() if v}
 
 
-def measured_by_arm_prompt(record: dict[str, Any]) -> dict[tuple[str, str], list[Run]]:
-    """The record's measured ok runs, typed, by (arm, prompt) in suite order."""
-    return by_arm_prompt(record, as_runs(measured_ok_runs(record["runs"])))
+# Runs by (arm, prompt), in suite order.
+Groups = dict[tuple[str, str], list[Run]]
+
+
+def measured_by_arm_prompt(record: dict[str, Any], groups: Groups | None = None) -> Groups:
+    """The record's measured ok runs, typed, by (arm, prompt) in suite order: `groups` where the
+    caller has them so (a report's Facts), else converted here."""
+    return by_arm_prompt(record, as_runs(measured_ok_runs(record["runs"]))) if groups is None else groups
 
 
 def engaged(runs: Sequence[Run | Mapping[str, Any]]) -> bool:
@@ -140,9 +145,10 @@ def round_split(arm: str, prompt: str, runs: list[Run], decl: EngineDecl | None 
         counters=split_counters(diags, block, decl))
 
 
-def all_splits(record: dict[str, Any]) -> list[RoundSplit]:
+def all_splits(record: dict[str, Any], groups: Groups | None = None) -> list[RoundSplit]:
+    """Each (arm, prompt)'s round split where its engine gives one; groups: measured_by_arm_prompt's."""
     out = []
-    for (arm, prompt), runs in measured_by_arm_prompt(record).items():
+    for (arm, prompt), runs in measured_by_arm_prompt(record, groups).items():
         s = round_split(arm, prompt, runs, declare.of_record(record, arm))
         if s is not None:
             out.append(s)
@@ -203,8 +209,9 @@ def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
     return None
 
 
-def profile_comparisons(record: dict[str, Any]) -> list[ProfileComparison]:
-    groups = measured_by_arm_prompt(record)
+def profile_comparisons(record: dict[str, Any], groups: Groups | None = None) -> list[ProfileComparison]:
+    """Each profiled arm against its unprofiled twin, per prompt; groups: measured_by_arm_prompt's."""
+    groups = measured_by_arm_prompt(record, groups)
     out = []
     for (arm, prompt), runs in groups.items():
         if not (engaged(runs) and profiled(runs)):
