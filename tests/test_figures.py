@@ -157,7 +157,7 @@ def test_cpu_blas_marks_its_contended_runs_and_has_no_kv_figure() -> None:
 def test_a_failed_run_is_marked_and_warm_ups_are_left_out() -> None:
     r = rec(MTP)
     victim = measured(r)[4]
-    victim.update(status="error", ms_per_token=None)
+    victim.update(status="failed", ms_per_token=None)
     fd = record_figure_data(r)
     warm = {x["index"] for x in r["runs"] if x.get("warmup")}
     points = [p for s in fd.runs for p in s.points]

@@ -22,7 +22,7 @@ from harness.analyze import stats
 from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import Groups, by_arm_prompt, measured_by_arm_prompt
 from harness.core.runs import as_runs
-from harness.core.schema import RoundEntry
+from harness.core.schema import RoundEntry, Run
 
 # A first-use cost above this share of the decode time of the runs it fell in is flagged.
 FIRST_USE_SHARE = 0.05
@@ -165,9 +165,31 @@ def _probe(record: dict[str, Any], width: int, pairing: str | None) -> tuple[flo
     return None, None
 
 
+@dataclass(frozen=True)
+class TimedRound:
+    """A speculative round that logged its verify ms and the KV length before it."""
+
+    verify_ms: float
+    kv_len: int
+    first_use: bool        # its shape was new to the engine's loaded target
+    run: Run               # the run it fell in
+
+
 def _width(x: RoundEntry) -> int:
     """The verify width of a round: its drafted tokens and the target's own."""
     return len(x.drafted or []) + 1
+
+
+def widest_timed_rounds(runs: list[Run]) -> tuple[int, list[TimedRound]]:
+    """The speculative runs' timed rounds of the widest verify only (a shorter last round is
+    another shape), and that width; (0, []) when no round logged its timing."""
+    timed = [(_width(x), TimedRound(ms, kv, bool(x.first_use), r)) for r in runs if r.diagnostics.mode == "speculative"
+             for x in r.diagnostics.rounds_log or []
+             if (ms := x.verify_ms) is not None and (kv := x.kv_len) is not None]
+    if not timed:
+        return 0, []
+    width = max(w for w, _ in timed)
+    return width, [t for w, t in timed if w == width]
 
 
 def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
@@ -176,26 +198,23 @@ def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
     every = [r for r in as_runs(record["runs"]) if r.is_ok]
     out = []
     for (arm, prompt), runs in by_arm_prompt(record, every).items():
-        timed = [(x, ms, kv, r) for r in runs if r.diagnostics.mode == "speculative"
-                 for x in r.diagnostics.rounds_log or []
-                 if (ms := x.verify_ms) is not None and (kv := x.kv_len) is not None]
+        width, timed = widest_timed_rounds(runs)
         if not timed:
             continue
-        width = max(_width(x) for x, _, _, _ in timed)
-        timed = [t for t in timed if _width(t[0]) == width]
         bins: dict[int, KvBin] = {}
         first, repeat = [], []
         first_runs: dict[int, float | None] = {}
-        for x, ms, kv, r in timed:
+        for t in timed:
+            ms, kv = t.verify_ms, t.kv_len
             b = bins.setdefault(kv // KV_BIN, KvBin(kv // KV_BIN * KV_BIN, kv // KV_BIN * KV_BIN + KV_BIN - 1))
-            if x.first_use:
+            if t.first_use:
                 first.append(ms)
                 b.first.append(ms)
-                first_runs[id(r)] = r.diagnostics.decode_ms
+                first_runs[id(t.run)] = t.run.diagnostics.decode_ms
             else:
                 repeat.append(ms)
                 b.repeat.append(ms)
-        measured = [ms for _, ms, _, r in timed if not r.warmup]
+        measured = [t.verify_ms for t in timed if not t.run.warmup]
         decode = list(first_runs.values())
         decode_ms = sum(d for d in decode if d is not None) if None not in decode else None
         warm, cold = _probe(record, width, runs[0].pairing)
