@@ -9,18 +9,17 @@ command engine, one process per run, holds nothing else) is taken at that peak.
 
 from __future__ import annotations
 
-from typing import Any
+from harness.core.schema import RunDiagnostics
 
 
-def run_memory(diagnostics: dict[str, Any]) -> tuple[int, int | None] | None:
+def run_memory(diagnostics: RunDiagnostics) -> tuple[int, int | None] | None:
     """(bytes this run needed, bytes its generation added over the resident part), or None when
     the engine reported no memory."""
-    peak = diagnostics.get("peak_memory_bytes")
+    peak = diagnostics.peak_memory_bytes
     if peak is None:
         return None
-    resident = diagnostics.get("resident_memory_bytes")
-    model = diagnostics.get("model_memory_bytes")
-    added = int(peak) - int(resident) if resident is not None else None
+    resident, model = diagnostics.resident_memory_bytes, diagnostics.model_memory_bytes
+    added = peak - resident if resident is not None else None
     if model is not None and added is not None:
-        return int(model) + added, added
-    return int(peak), added
+        return model + added, added
+    return peak, added

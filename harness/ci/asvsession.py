@@ -45,7 +45,7 @@ from harness.core import counters, declare
 from harness.core.declare import EngineDecl
 from harness.core.errors import UserError
 from harness.core.redact import is_secret_name
-from harness.core.runs import is_ok, measured_ok
+from harness.core.runs import as_run, is_ok, measured_ok
 
 try:
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -320,7 +320,7 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> dict[str
                            f"{failed[0].get('error') or 'no error message'}")
             continue
         figs["ms_per_token"][lab] = [float(r["ms_per_token"]) for r in runs]
-        mems = [run_memory(r.get("diagnostics") or {}) for r in runs]
+        mems = [run_memory(as_run(r).diagnostics) for r in runs]
         if all(m is not None for m in mems):
             figs["memory_mib"][lab] = [m[0] / 2**20 for m in mems if m is not None]
         else:
