@@ -39,9 +39,9 @@ class Facts:
         self.arm_order = [a["name"] for a in self.suite["arms"]]
         self.prompts = [p["name"] for p in self.suite["prompts"]]
         self.multi_prompt = len(self.prompts) > 1
-        self.rows = summarize(data)
         # The record's runs typed once, for every analysis of it that reads runs.
         self.runs = as_runs(data["runs"])
+        self.rows = summarize(data, self.runs)
         self.groups = rounds.by_arm_prompt(data, measured_ok_runs(self.runs))
         self.splits = rounds.all_splits(data, self.groups)
         self.drafter_splits = drafterstep.drafter_splits(data, self.groups)

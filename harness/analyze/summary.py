@@ -74,16 +74,18 @@ class ArmSummary:
         return asdict(self)
 
 
-def summarize(record: dict[str, Any]) -> list[ArmSummary]:
+def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[ArmSummary]:
+    """One row per (arm, prompt) in suite order; runs: the record's runs typed, in its order,
+    where the caller has them so (a report's Facts), else converted here."""
     suite = record["suite"]
     settings = suite["settings"]
     arms = {a["name"]: a for a in suite["arms"]}
-    typed = as_runs(record["runs"])
+    typed = as_runs(record["runs"]) if runs is None else runs
     # analyze.spoiled reads the record's run dicts: each typed run's dict, by the run.
     raw_of = {id(r): raw for raw, r in zip(record["runs"], typed)}
     # Failed runs too: they are counted.
     groups = by_arm_prompt(record, [r for r in typed if not r.warmup], keep_empty=True)
-    vs_classic = classic_comparisons(record)
+    vs_classic = classic_comparisons(record, typed)
     out: list[ArmSummary] = []
     for (arm_name, prompt), runs in groups.items():
         a = arms.get(arm_name, {"pairing": "?", "engine": "?", "block": 0})

@@ -133,7 +133,7 @@ def scaling_section(fx: Facts) -> dict[str, Any] | None:
 
 
 def cost_section(fx: Facts) -> dict[str, Any]:
-    c = costreport.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
+    c = costreport.build(fx.rec, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
     out: dict[str, Any] = {"available": c.available, "reason": reportcost.reason(c),
                            "notes": reportcost.notes(c), "peak": reportcost.peak_note(c)}
     if c.target is not None:
