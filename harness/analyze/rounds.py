@@ -19,7 +19,7 @@ from harness.analyze import stats
 from harness.analyze.counters import SplitCounters, split_counters, units
 from harness.core import declare
 from harness.core.declare import EngineDecl
-from harness.core.runs import R, as_runs, measured_ok_runs
+from harness.core.runs import as_runs, measured_ok_runs
 from harness.core.schema import Run, RunDiagnostics
 
 
@@ -34,22 +34,20 @@ def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) ->
     return var is not None and var in overrides
 
 
-def by_arm_prompt(record: dict[str, Any], runs: Iterable[R], keep_empty: bool = False) -> dict[tuple[str, str], list[R]]:
+# Runs by (arm, prompt), in suite order.
+Groups = dict[tuple[str, str], list[Run]]
+
+
+def by_arm_prompt(record: dict[str, Any], runs: Iterable[Run], keep_empty: bool = False) -> Groups:
     """Runs by (arm, prompt), in suite order, so a table reads like the suite; keep_empty keeps
-    the (arm, prompt) pairs no run reached. Runs come typed or, from a caller not yet typed, as
-    the record's dicts, and are grouped as they come."""
-    out: dict[tuple[str, str], list[R]] = {}
+    the (arm, prompt) pairs no run reached."""
+    out: Groups = {}
     for a in record["suite"]["arms"]:
         for p in record["suite"]["prompts"]:
             out[(a["name"], p["name"])] = []
     for r in runs:
-        key = (str(r.arm), str(r.prompt)) if isinstance(r, Run) else (r["arm"], r["prompt"])
-        out.setdefault(key, []).append(r)
+        out.setdefault((str(r.arm), str(r.prompt)), []).append(r)
     return out if keep_empty else {k: v for k, v in out.items() if v}
-
-
-# Runs by (arm, prompt), in suite order.
-Groups = dict[tuple[str, str], list[Run]]
 
 
 def measured_by_arm_prompt(record: dict[str, Any], groups: Groups | None = None) -> Groups:

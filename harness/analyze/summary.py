@@ -250,11 +250,12 @@ def has_cooldown(settings: dict[str, Any]) -> bool:
 
 def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
     """The one JSON line printed last for machines."""
+    runs = as_runs(record["runs"])
     return {
         "kind": "harness.summary", "record": record_path, "session_id": record.get("session_id"),
-        "complete": record.get("complete"), "runs": len(record["runs"]),
-        "failed": sum(r["status"] == "failed" for r in record["runs"]),
-        "identity_differs": sum((r.get("identity") or {}).get("status") == "differs" for r in record["runs"]),
+        "complete": record.get("complete"), "runs": len(runs),
+        "failed": sum(r.status == "failed" for r in runs),
+        "identity_differs": sum(r.identity is not None and r.identity.status == "differs" for r in runs),
         "duty": record_duty(record),
         "contention": contended.record_info(record),
         "arms": [s.to_dict() for s in rows],
