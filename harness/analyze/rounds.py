@@ -57,7 +57,8 @@ def measured_by_arm_prompt(record: dict[str, Any], groups: Groups | None = None)
 
 
 def engaged(runs: Sequence[Run | Mapping[str, Any]]) -> bool:
-    """Every run decoded speculatively (the gate engaged, by itself or overridden)."""
+    """Every run decoded speculatively (the gate engaged, by itself or overridden). Runs typed,
+    or the run dicts of a caller not yet typed (analyze.verdict), converted here."""
     return bool(runs) and all(r.diagnostics.mode == "speculative" for r in as_runs(runs))
 
 
