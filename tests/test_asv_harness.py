@@ -277,9 +277,9 @@ def test_identity_breaks_and_runs_failing_at_head_only_fail():
 
 
 def _rec(outputs):
-    return {"runs": [{"arm": a, "prompt": "p", "status": "ok", "token_ids": ids, "text": t,
+    return {"runs": [{"index": i, "arm": a, "prompt": "p", "status": "ok", "token_ids": ids, "text": t,
                       "text_sha256": t, "warmup": False, "marks": [], "label": lab}
-                     for a, ids, t, lab in outputs]}
+                     for i, (a, ids, t, lab) in enumerate(outputs)]}
 
 
 def test_identity_against_the_base_commits_output():

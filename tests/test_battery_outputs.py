@@ -220,7 +220,7 @@ def test_pr_check_output_carries_its_marker_and_is_replaced_next_time(tmp_path, 
     from harness.analyze.design import Design
     from harness.ci import pullrequest, twocommits
     proj = asv_project(tmp_path)
-    runs = [{"arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
+    runs = [{"index": rep, "arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
              "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
              "identity": {"status": "identical"}, "marks": []} for rep in range(8)]
     design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)

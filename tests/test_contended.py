@@ -26,7 +26,7 @@ SETTINGS = {"watch": {"threshold_pct": 15.0, "contended_share": 0.25}}
 
 def _runs(n, ms, busy, rng, arm="a", sd=0.01):
     """n measured runs of one arm, the first `busy` of them marked contended."""
-    return [{"arm": arm, "prompt": "p", "repetition": i, "status": "ok", "warmup": False,
+    return [{"index": i, "arm": arm, "prompt": "p", "repetition": i, "status": "ok", "warmup": False,
              "ms_per_token": ms * float(np.exp(rng.normal(0.0, sd))),
              "marks": ["contended"] if i < busy else []} for i in range(n)]
 

@@ -12,7 +12,7 @@ from harness.ci import twocommits
 from harness.core import counters as core
 from harness.core.declare import EngineDecl
 from harness.core.results import result_problem
-from harness.core.schema import EngineResult
+from harness.core.schema import EngineResult, RunDiagnostics
 from harness.render.roundsec import counters_line
 
 DESIGN = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
@@ -67,13 +67,13 @@ def test_no_counters_no_figure_and_classic_counts_per_token():
 
 
 def test_the_round_split_says_the_counters_per_round():
-    diags = [r["diagnostics"] for r in _side(20)]
+    diags = [msgspec.convert(r["diagnostics"], RunDiagnostics) for r in _side(20)]
     sc = counters.split_counters(diags, 3, EngineDecl(name="x", counters={"host_uploads": "ids up"}))
     assert sc is not None and sc.unit == "round" and sc.units == 60
     assert [c.name for c in sc.counts] == ["host_syncs", "target_forwards", "host_uploads"]
     assert counters_line(sc) == ("Counted per round at block 3, over 60 rounds: 2 host syncs, "
                                  "1 target forward of 3 tokens, 1 host upload.")
-    assert counters.split_counters([{**diags[0], "counters": None}, diags[1]], 3) is None
+    assert counters.split_counters([msgspec.structs.replace(diags[0], counters=None), diags[1]], 3) is None
 
 
 def test_a_reported_counter_must_be_a_count():

@@ -100,8 +100,8 @@ def test_the_family_uses_each_figures_probe():
 
 
 def _run(arm, rep, mpt, probe):
-    return {"arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "ms_per_token": mpt,
-            "dispatch_measurement_ms": probe, "diagnostics": {"mode": "classic"}}
+    return {"index": rep, "arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "ms_per_token": float(mpt),
+            "dispatch_measurement_ms": float(probe), "diagnostics": {"mode": "classic"}}
 
 
 META = {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 1.0}

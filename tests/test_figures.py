@@ -157,7 +157,7 @@ def test_cpu_blas_marks_its_contended_runs_and_has_no_kv_figure() -> None:
 def test_a_failed_run_is_marked_and_warm_ups_are_left_out() -> None:
     r = rec(MTP)
     victim = measured(r)[4]
-    victim.update(status="error", ms_per_token=None)
+    victim.update(status="failed", ms_per_token=None)
     fd = record_figure_data(r)
     warm = {x["index"] for x in r["runs"] if x.get("warmup")}
     points = [p for s in fd.runs for p in s.points]
@@ -309,7 +309,7 @@ def test_an_engine_without_diagnostics_or_a_record_without_measured_runs() -> No
     that stopped after its warm-ups has nothing to draw: no figure, not an empty one."""
     r = rec(MTP)
     for x in r["runs"]:
-        x["diagnostics"] = None
+        del x["diagnostics"]
     assert [f.name for f in record_figures(record_figure_data(r))] == ["ms-per-token-by-run"]
     r["runs"] = [x for x in r["runs"] if x.get("warmup")]
     assert record_figures(record_figure_data(r)) == []

@@ -83,7 +83,7 @@ def test_one_generation_or_none_judges_the_pairs_as_before():
 
 
 def _run(arm: str, rep: int, mpt: float, gen: int | None) -> dict:
-    r = {"arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "ms_per_token": mpt,
+    r = {"index": rep, "arm": arm, "prompt": "p", "repetition": rep, "status": "ok", "ms_per_token": float(mpt),
          "diagnostics": {"mode": "classic"}}
     if gen is not None:
         r["worker_generation"] = gen

@@ -61,7 +61,7 @@ def _runs(n: int, ms: float, spoiled_n: int, rng: Any, arm: str, why: str | None
     run marked contended by the watch instead, as before lab readings)."""
     out = []
     for i in range(n):
-        r = {"arm": arm, "prompt": "p", "repetition": i, "status": "ok", "warmup": False,
+        r = {"index": i, "arm": arm, "prompt": "p", "repetition": i, "status": "ok", "warmup": False,
              "ms_per_token": ms * float(np.exp(rng.normal(0.0, 0.01))), "marks": [],
              "load": {"thermal": dict(MAC_THERMAL),
                       "gpu": {"limit_pct": 20.0, "before": IDLE_GPU, "after": IDLE_GPU}}}

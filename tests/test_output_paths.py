@@ -250,7 +250,7 @@ def _stub_comparison(tmp_path: Path):
     from harness.ci import twocommits
     runs = []
     for rep in range(8):
-        runs.append({"arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
+        runs.append({"index": rep, "arm": "classic", "prompt": "p", "repetition": rep, "warmup": False, "status": "ok",
                      "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
                      "identity": {"status": "identical"}, "marks": []})
     design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)

@@ -129,7 +129,7 @@ def test_no_roles_cost_section_is_typed() -> None:
     rec = without_roles(migrated())
     from harness.analyze.facts import Facts
     fx = Facts(str(RECORD), rec, report_cli.inputs_for(rec, BACKFILL))
-    c = costreport.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
+    c = costreport.build(fx.rec, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
     assert c.available and c.no_what_if == costreport.NO_ROLES
     assert c.missing_roles == ("draft", "verify") and c.what_if == [] and c.model is None
     assert c.break_even and c.target is not None

@@ -225,20 +225,20 @@ def test_acceptance_paired_and_unpaired() -> None:
 
 def test_paired_matches_rounds_by_offset() -> None:
     from harness.analyze.acceptance import paired
-    a = {"p": {"diagnostics": {"rounds_log": [{"offset": 0, "drafted": [1, 2], "accepted": 2},
-                                              {"offset": 3, "drafted": [4, 5], "accepted": 0},
-                                              {"offset": 4, "drafted": [6, 7], "accepted": 1}]}}}
-    b = {"p": {"diagnostics": {"rounds_log": [{"offset": 0, "drafted": [1, 2], "accepted": 2},
-                                              {"offset": 3, "drafted": [4, 9], "accepted": 1},
-                                              {"offset": 5, "drafted": [6, 7], "accepted": 1}]}}}
-    r = paired("a", a, "b", b)
+    from harness.core.runs import as_run
+    log_a = [{"offset": 0, "drafted": [1, 2], "accepted": 2}, {"offset": 3, "drafted": [4, 5], "accepted": 0},
+             {"offset": 4, "drafted": [6, 7], "accepted": 1}]
+    log_b = [{"offset": 0, "drafted": [1, 2], "accepted": 2}, {"offset": 3, "drafted": [4, 9], "accepted": 1},
+             {"offset": 5, "drafted": [6, 7], "accepted": 1}]
+
+    def runs(log: list[dict]) -> dict:
+        return {"p": as_run({"index": 0, "status": "ok", "diagnostics": {"rounds_log": log}})}
+    r = paired("a", runs(log_a), "b", runs(log_b))
     assert (r.matched, r.same_proposal, r.differ, r.a_more, r.b_more) == (2, 1, 1, 0, 1)
     assert (r.accepted_a, r.accepted_b) == (2, 3) and r.sign_p == pytest.approx(1.0)
     # An engine that logs only counts (mlx-lm: "proposed") has no proposal to compare.
-    for run in (a, b):
-        for e in run["p"]["diagnostics"]["rounds_log"]:
-            e["proposed"] = len(e.pop("drafted"))
-    assert paired("a", a, "b", b).same_proposal is None
+    counted = [[{**e, "proposed": len(e["drafted"]), "drafted": None} for e in log] for log in (log_a, log_b)]
+    assert paired("a", runs(counted[0]), "b", runs(counted[1])).same_proposal is None
 
 
 def _change(before: list[float], after: list[float], floor: float = 0.0, component: str = "c"):

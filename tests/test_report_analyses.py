@@ -11,6 +11,7 @@ from harness.analyze.facts import Facts
 from harness.analyze.overridepairs import env_diff, one_override_pairs
 from harness.ci.reportfiles import inputs_for, load_record
 from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
+from harness.core.schema import Identity
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 DEFAULT = REPORTS / "20261207-035522-default-linux-cpu.json"
@@ -95,7 +96,7 @@ def test_classic_checks_compare_the_first_run_with_its_targets_classic_run() -> 
     declined = [c for (arm, _), c in checks.items() if not c.engaged]
     assert declined and all(c.result["status"] == "identical" for c in declined)
     run = fx.groups[("block2", fx.prompts[0])][1]
-    run["identity"] = {"status": "differs", "first_token": 4}
+    run.identity = Identity(status="differs", first_token=4)
     assert first_differing(fx, "block2", fx.prompts[0]) == {"status": "differs", "first_token": 4}
     assert first_differing(fx, "block2", fx.prompts[1]) is None
 

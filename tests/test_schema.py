@@ -20,6 +20,7 @@ from harness.collect.engines import CommandAdapter, EngineFailure, RunRequest
 from harness.collect.record import Record
 from harness.collect.suite import load_suite
 from harness.core import declare, schema
+from harness.core.runs import as_runs
 from harness.render import reportcontext as rp
 
 V1 = REPO / "tests" / "fixtures" / "report" / "record.json"
@@ -202,8 +203,8 @@ def _diag(phases: dict[str, float], decode: float = 100.0) -> dict[str, Any]:
 
 def test_open_phase_names_keep_an_extra_phase_and_never_invent_zero() -> None:
     decl = declare.EngineDecl(name="myeng", phases=("fetch", "verify"))
-    runs = [{"diagnostics": _diag({"verify": 60.0, "fetch": 30.0, "host_readback": 10.0})},
-            {"diagnostics": _diag({"verify": 70.0, "fetch": 30.0})}]
+    runs = as_runs([{"index": 0, "status": "ok", "diagnostics": _diag({"verify": 60.0, "fetch": 30.0, "host_readback": 10.0})},
+                    {"index": 1, "status": "ok", "diagnostics": _diag({"verify": 70.0, "fetch": 30.0})}])
     split = rounds.round_split("a", "p", runs, decl)
     assert split is not None
     assert [c.name for c in split.components] == ["fetch", "verify", "host_readback"]  # declared, then extra

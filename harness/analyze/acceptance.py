@@ -10,17 +10,17 @@ per arm and prompt (the first), and says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from harness.analyze import stats
+from harness.core.schema import RoundEntry, Run
 
 
-def first_runs(runs_by_prompt: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def first_runs(runs_by_prompt: dict[str, list[Run]]) -> dict[str, Run]:
     return {p: rs[0] for p, rs in runs_by_prompt.items() if rs}
 
 
-def repetitions_agree(runs: list[dict[str, Any]]) -> bool:
-    ids = [r.get("token_ids") for r in runs]
+def repetitions_agree(runs: list[Run]) -> bool:
+    ids = [r.token_ids for r in runs]
     return all(x is not None and x == ids[0] for x in ids)
 
 
@@ -34,11 +34,11 @@ class Unpaired:
     ci: tuple[float, float] | None    # Wilson, 95%
 
 
-def unpaired(arm: str, runs: dict[str, dict[str, Any]]) -> Unpaired:
-    diags = [r.get("diagnostics") or {} for r in runs.values()]
-    rounds = sum(int(d.get("rounds") or 0) for d in diags)
-    trials = sum(int(d.get("per_step_tested") or 0) for d in diags)
-    acc = sum(int(d.get("accepted") or 0) for d in diags)
+def unpaired(arm: str, runs: dict[str, Run]) -> Unpaired:
+    diags = [r.diagnostics for r in runs.values()]
+    rounds = sum(d.rounds or 0 for d in diags)
+    trials = sum(d.per_step_tested or 0 for d in diags)
+    acc = sum(d.accepted or 0 for d in diags)
     if not trials:
         return Unpaired(arm, rounds, 0, acc, None, None)
     return Unpaired(arm, rounds, trials, acc, acc / trials, stats.wilson_ci(min(acc, trials), trials))
@@ -69,11 +69,11 @@ class PairedAB:
         return self.accepted_b / self.accepted_a - 1.0 if self.accepted_a else None
 
 
-def _log(run: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    return {int(e["offset"]): e for e in (run.get("diagnostics") or {}).get("rounds_log") or []}
+def _log(run: Run) -> dict[int, RoundEntry]:
+    return {e.offset: e for e in run.diagnostics.rounds_log or []}
 
 
-def paired(a: str, runs_a: dict[str, dict[str, Any]], b: str, runs_b: dict[str, dict[str, Any]]) -> PairedAB:
+def paired(a: str, runs_a: dict[str, Run], b: str, runs_b: dict[str, Run]) -> PairedAB:
     """Match rounds on the prompts both arms ran; the caller checks that the text is identical."""
     prompts = [p for p in runs_a if p in runs_b]
     res = PairedAB(a, b, prompts, 0, 0, 0, 0, 0, 0, 0, 0, 0)
@@ -85,11 +85,11 @@ def paired(a: str, runs_a: dict[str, dict[str, Any]], b: str, runs_b: dict[str, 
         for off in sorted(set(la) & set(lb)):
             ea, eb = la[off], lb[off]
             res.matched += 1
-            na, nb = int(ea["accepted"]), int(eb["accepted"])
+            na, nb = ea.accepted, eb.accepted
             res.accepted_a += na
             res.accepted_b += nb
-            if ea.get("drafted") is not None and eb.get("drafted") is not None:
-                res.same_proposal = (res.same_proposal or 0) + (list(ea["drafted"]) == list(eb["drafted"]))
+            if ea.drafted is not None and eb.drafted is not None:
+                res.same_proposal = (res.same_proposal or 0) + (ea.drafted == eb.drafted)
             else:
                 have_drafts = False
             if na != nb:
@@ -103,8 +103,7 @@ def paired(a: str, runs_a: dict[str, dict[str, Any]], b: str, runs_b: dict[str, 
     return res
 
 
-def identical_text(runs_a: dict[str, dict[str, Any]], runs_b: dict[str, dict[str, Any]]) -> bool:
+def identical_text(runs_a: dict[str, Run], runs_b: dict[str, Run]) -> bool:
     common = [p for p in runs_a if p in runs_b]
     return bool(common) and all(
-        runs_a[p].get("token_ids") is not None and runs_a[p].get("token_ids") == runs_b[p].get("token_ids")
-        for p in common)
+        runs_a[p].token_ids is not None and runs_a[p].token_ids == runs_b[p].token_ids for p in common)

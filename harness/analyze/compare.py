@@ -23,9 +23,9 @@ from typing import Any
 from harness.analyze import contended as cont
 from harness.analyze import paired, spoiled
 from harness.analyze.design import Design
-from harness.analyze.rounds import RoundSplit, all_splits, median_range
+from harness.analyze.rounds import Groups, RoundSplit, all_splits, by_arm_prompt, median_range
 from harness.core.errors import UserError
-from harness.core.runs import measured_ok
+from harness.core.runs import as_runs, measured_ok
 
 
 def pairing_key(p: dict[str, Any]) -> tuple[str, str, str]:
@@ -183,13 +183,18 @@ def _split_runs(recs: tuple[dict[str, Any], ...], arm: str, prompt: str) -> list
             and r.get("arm") == arm and r.get("prompt") == prompt]
 
 
+def _usable_groups(record: dict[str, Any]) -> Groups:
+    """The runs a verdict may use (analyze.spoiled.usable), typed, by (arm, prompt)."""
+    return by_arm_prompt(record, as_runs(spoiled.usable_runs(record["runs"])))
+
+
 def component_changes(a: dict[str, Any], b: dict[str, Any]) -> list[ComponentChange]:
     """Every component of every (arm, prompt) split present in both records, in a's order."""
-    sb = {(s.arm, s.prompt): s for s in all_splits(b, spoiled.usable_runs(b["runs"]))}
+    sb = {(s.arm, s.prompt): s for s in all_splits(b, _usable_groups(b))}
     design = design_for(a["suite"]["settings"])
     share = cont.share_limit(a["suite"]["settings"])
     out = []
-    for s in all_splits(a, spoiled.usable_runs(a["runs"])):
+    for s in all_splits(a, _usable_groups(a)):
         t = sb.get((s.arm, s.prompt))
         if t is None or t.unit != s.unit:
             continue

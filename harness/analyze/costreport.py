@@ -19,7 +19,7 @@ from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import ProfileComparison, RoundSplit
 from harness.collect.models import Tensors
 from harness.core import declare
-from harness.core.runs import is_ok
+from harness.core.schema import ArmInfo, Run
 
 EMBED = "model.embed_tokens."
 
@@ -180,11 +180,12 @@ def with_borrowed(own: Bytes, target: Tensors, borrows: dict[str, str]) -> Bytes
 ClassicRef = dict[tuple[str, str], tuple[str, float]]
 
 
-def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSplit],
+def build(record: dict[str, Any], runs: list[Run], classic_ref: ClassicRef, splits: list[RoundSplit],
           profiles: list[ProfileComparison], host_spec: dict[str, Any] | None,
           models: ModelTables) -> CostSection:
-    """models: each pairing's target and drafter tensor tables, read by the caller: (directory,
-    table) or (directory, why it could not be read); a role the pairing lacks is absent."""
+    """runs: the record's runs, typed. models: each pairing's target and drafter tensor tables,
+    read by the caller: (directory, table) or (directory, why it could not be read); a role the
+    pairing lacks is absent."""
     arms = {a["name"]: a for a in record["suite"]["arms"]}
     sec = CostSection(break_even=_break_even(splits, classic_ref))
     # The modelled arm: the first profile comparison with a classic reference, else any classic.
@@ -217,9 +218,9 @@ def build(record: dict[str, Any], classic_ref: ClassicRef, splits: list[RoundSpl
     ddir, dtab = tables.get("drafter", (None, None))
     if isinstance(dtab, dict):
         sec.drafter_dir = str(ddir)
-        quant = _result_arm(record, prof.profiled.arm).get("drafter_quantization") if prof is not None else None
-        sec.drafter = drafter_bytes(dtab, quant)
-        borrows = _result_arm(record, prof.profiled.arm).get("drafter_borrows") if prof is not None else None
+        ran = _result_arm(runs, prof.profiled.arm) if prof is not None else ArmInfo()
+        sec.drafter = drafter_bytes(dtab, ran.drafter_quantization)
+        borrows = ran.drafter_borrows
         if borrows:
             sec.drafter = with_borrowed(sec.drafter, ttab, borrows)
     if prof is None:
@@ -271,11 +272,9 @@ def _peak(spec: dict[str, Any] | None) -> Peak:
                 str(spec.get("peak_bandwidth_source", "")))
 
 
-def _result_arm(record: dict[str, Any], arm: str) -> dict[str, Any]:
-    for r in record["runs"]:
-        if r["arm"] == arm and is_ok(r):   # warm-ups too: any ok run says how the arm ran
-            return r.get("result_arm") or {}
-    return {}
+def _result_arm(runs: list[Run], arm: str) -> ArmInfo:
+    """How the arm ran, as the engine said: warm-ups too, any ok run says it."""
+    return next((r.result_arm for r in runs if r.arm == arm and r.is_ok), ArmInfo())
 
 
 def _round_model(p: ProfileComparison, classic_ms: float) -> tuple[cm.RoundModel, RoundBasis] | None:

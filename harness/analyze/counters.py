@@ -10,13 +10,15 @@ counter nondeterministic there: shown, not gated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import spoiled
 from harness.core import counters as core
 from harness.core.declare import EngineDecl
+from harness.core.runs import as_runs
+from harness.core.schema import Run, RunDiagnostics
 
 EXACT_NOTE = "exact at temperature 0: any change is a change"
 NONDETERMINISTIC = "nondeterministic: runs of one side differ (not exact here; not gated)"
@@ -50,28 +52,28 @@ def order(names: Sequence[str], decl: EngineDecl | None) -> list[str]:
             + [n for n in names if n not in core.STANDARD and n not in own])
 
 
-def _units(d: dict[str, Any]) -> int:
-    return int(d.get("rounds") or 0) if d.get("mode") == "speculative" else int(d.get("generated_tokens") or 0)
+def units(d: RunDiagnostics) -> int:
+    """A run's units: its rounds when it decoded speculatively, else its tokens."""
+    return (d.rounds or 0) if d.mode == "speculative" else (d.generated_tokens or 0)
 
 
-def split_counters(diags: Sequence[dict[str, Any]], block: int, decl: EngineDecl | None = None) -> SplitCounters | None:
+def split_counters(diags: Sequence[RunDiagnostics], block: int, decl: EngineDecl | None = None) -> SplitCounters | None:
     """The counters every run reported, per unit; None when a run reported none (an engine
     without counters, a record from before them) or counted no unit."""
-    reported = [d.get("counters") for d in diags]
-    if not diags or not all(isinstance(c, dict) and c for c in reported):
+    cs = [d.counters for d in diags if d.counters]
+    if not diags or len(cs) < len(diags):
         return None
-    units = sum(_units(d) for d in diags)
-    if units <= 0:
+    total_units = sum(units(d) for d in diags)
+    if total_units <= 0:
         return None
-    cs = [c for c in reported if isinstance(c, dict)]
     names = order(list(dict.fromkeys(k for c in cs for k in c if all(k in x for x in cs))), decl)
-    totals = {n: sum(int(c[n]) for c in cs) for n in names}
+    totals = {n: sum(c[n] for c in cs) for n in names}
     per_forward = {fwd: totals[tok] / totals[fwd] for tok, fwd in core.PER_FORWARD.items()
                    if tok in totals and totals.get(fwd)}
     shown = [n for n in names if n not in core.PER_FORWARD]   # positions: said per forward
-    unit = "round" if diags[0].get("mode") == "speculative" else "token"
-    return SplitCounters(unit, units, block, tuple(
-        Count(n, core.words(n), totals[n], totals[n] / units, per_forward.get(n)) for n in shown))
+    unit = "round" if diags[0].mode == "speculative" else "token"
+    return SplitCounters(unit, total_units, block, tuple(
+        Count(n, core.words(n), totals[n], totals[n] / total_units, per_forward.get(n)) for n in shown))
 
 
 # --- two sides of a check --------------------------------------------------------------
@@ -98,42 +100,54 @@ def is_counter_figure(figure: str) -> bool:
     return figure.endswith(("/round" + SUFFIX, "/token" + SUFFIX)) and not figure.startswith("tokens/")
 
 
-def _side(runs: list[dict[str, Any]], arm: str) -> dict[str, list[dict[str, Any]]]:
+# One run's counters and units, for a side whose every run reported counters.
+_Tally = tuple[dict[str, int], int]
+
+
+def _side(runs: list[Run], arm: str) -> dict[str, list[RunDiagnostics]]:
     """An arm's runs a verdict may use (analyze.spoiled.usable) at temperature 0, by prompt."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[RunDiagnostics]] = {}
     for r in runs:
-        if r.get("arm") == arm and spoiled.usable(r) \
-                and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None):
-            out.setdefault(str(r.get("prompt")), []).append(r.get("diagnostics") or {})
+        if r.arm == arm and spoiled.usable(r) and r.result_arm.temp in (0, 0.0, None):
+            out.setdefault(str(r.prompt), []).append(r.diagnostics)
     return out
 
 
-def _per_unit(side: dict[str, list[dict[str, Any]]], prompts: list[str], name: str) -> tuple[float, bool]:
+def _per_unit(side: dict[str, list[_Tally]], prompts: list[str], name: str) -> tuple[float, bool]:
     """(counter per unit over the prompts, deterministic): each prompt's runs must agree."""
-    total = units = 0
+    total = total_units = 0
     same = True
     for p in prompts:
-        seen = {(int(d["counters"][name]), _units(d)) for d in side[p]}
+        seen = {(counts[name], u) for counts, u in side[p]}
         same = same and len(seen) == 1
         c, u = min(seen)
-        total, units = total + c, units + u
-    return (total / units if units else 0.0), same
+        total, total_units = total + c, total_units + u
+    return (total / total_units if total_units else 0.0), same
 
 
-def compare(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: Sequence[str]) -> list[Change]:
+def _tallies(side: dict[str, list[RunDiagnostics]], prompts: list[str]) -> dict[str, list[_Tally]] | None:
+    """The prompts' runs as tallies; None when one of them reported no counters."""
+    out = {p: [(d.counters, units(d)) for d in side[p] if d.counters is not None] for p in prompts}
+    return out if all(len(out[p]) == len(side[p]) for p in prompts) else None
+
+
+def compare(base_runs: Sequence[Run | Mapping[str, Any]], head_runs: Sequence[Run | Mapping[str, Any]],
+            arms: Sequence[str]) -> list[Change]:
     """Every counter both sides reported in every run of an arm, per unit, judged exactly."""
+    base, head = as_runs(base_runs), as_runs(head_runs)
     out = []
     for arm in arms:
-        b, h = _side(base_runs, arm), _side(head_runs, arm)
-        prompts = [p for p in b if p in h]
-        diags = [d for p in prompts for d in b[p] + h[p]]
-        if not prompts or not all(isinstance(d.get("counters"), dict) for d in diags):
+        b_diags, h_diags = _side(base, arm), _side(head, arm)
+        prompts = [p for p in b_diags if p in h_diags]
+        b, h = _tallies(b_diags, prompts), _tallies(h_diags, prompts)
+        if not prompts or b is None or h is None:
             continue
-        modes = {d.get("mode") for d in diags}
+        modes = {d.mode for p in prompts for d in b_diags[p] + h_diags[p]}
         if len(modes) != 1:        # the gate decided differently: per round and per token differ
             continue
         unit = "round" if modes.pop() == "speculative" else "token"
-        names = [n for n in diags[0]["counters"] if all(n in d["counters"] for d in diags)]
+        every = [counts for side in (b, h) for p in prompts for counts, _ in side[p]]
+        names = [n for n in every[0] if all(n in c for c in every)]
         for name in order(names, None):
             bv, b_same = _per_unit(b, prompts, name)
             hv, h_same = _per_unit(h, prompts, name)

@@ -20,8 +20,9 @@ from typing import Any
 
 from harness.analyze import stats
 from harness.analyze.comparisons import scaling_for
-from harness.analyze.rounds import by_arm_prompt
-from harness.core.runs import is_ok
+from harness.analyze.rounds import Groups, by_arm_prompt, measured_by_arm_prompt
+from harness.core.runs import as_runs
+from harness.core.schema import RoundEntry, Run
 
 # A first-use cost above this share of the decode time of the runs it fell in is flagged.
 FIRST_USE_SHARE = 0.05
@@ -58,26 +59,27 @@ class DrafterSplit:
         return max(self.stages, key=lambda s: s[1])[0] if self.stages else "none"
 
 
-def drafter_splits(record: dict[str, Any]) -> list[DrafterSplit]:
-    """Profiled arms whose engine split its drafter forwards, summed over measured runs."""
+def drafter_splits(record: dict[str, Any], groups: Groups | None = None) -> list[DrafterSplit]:
+    """Profiled arms whose engine split its drafter forwards, summed over measured runs;
+    groups: rounds.measured_by_arm_prompt's."""
     out = []
-    for (arm, prompt), runs in by_arm_prompt(record).items():
-        diags = [r.get("diagnostics") or {} for r in runs]
-        if not diags or not all(d.get("profile") and isinstance(d.get("drafter_split"), dict) for d in diags):
+    for (arm, prompt), runs in measured_by_arm_prompt(record, groups).items():
+        diags = [r.diagnostics for r in runs]
+        splits = [d.drafter_split for d in diags if d.profile and d.drafter_split is not None]
+        if not diags or len(splits) < len(diags):
             continue
-        phases = list(dict.fromkeys(p for d in diags for p in d["drafter_split"]))
-        rounds = sum(int(d.get("rounds") or 0) for d in diags)
-        for phase in phases:
-            parts = [d["drafter_split"].get(phase) or {} for d in diags]
+        rounds = sum(d.rounds or 0 for d in diags)
+        for phase in dict.fromkeys(p for split in splits for p in split):
+            parts = [part for split in splits if (part := split.get(phase)) is not None]
             stages: dict[str, float] = {}
-            for p in parts:
-                for k, v in (p.get("ms") or {}).items():
-                    stages[k] = stages.get(k, 0.0) + float(v)
+            for part in parts:
+                for k, v in part.ms.items():
+                    stages[k] = stages.get(k, 0.0) + v
             if not stages:
                 continue
-            own: list[Any] = [(d.get("phase_ms") or {}).get(phase) for d in diags]
-            phase_ms = sum(float(x) for x in own) if all(isinstance(x, (int, float)) for x in own) else None
-            out.append(DrafterSplit(arm, prompt, phase, sum(int(p.get("forwards") or 0) for p in parts),
+            own = [d.phase_ms.get(phase) for d in diags]
+            phase_ms = sum(x for x in own if x is not None) if None not in own else None
+            out.append(DrafterSplit(arm, prompt, phase, sum(part.forwards for part in parts),
                                     rounds, list(stages.items()), phase_ms))
     return out
 
@@ -163,36 +165,59 @@ def _probe(record: dict[str, Any], width: int, pairing: str | None) -> tuple[flo
     return None, None
 
 
+@dataclass(frozen=True)
+class TimedRound:
+    """A speculative round that logged its verify ms and the KV length before it."""
+
+    verify_ms: float
+    kv_len: int
+    first_use: bool        # its shape was new to the engine's loaded target
+    run: Run               # the run it fell in
+
+
+def _width(x: RoundEntry) -> int:
+    """The verify width of a round: its drafted tokens and the target's own."""
+    return len(x.drafted or []) + 1
+
+
+def widest_timed_rounds(runs: list[Run]) -> tuple[int, list[TimedRound]]:
+    """The speculative runs' timed rounds of the widest verify only (a shorter last round is
+    another shape), and that width; (0, []) when no round logged its timing."""
+    timed = [(_width(x), TimedRound(ms, kv, bool(x.first_use), r)) for r in runs if r.diagnostics.mode == "speculative"
+             for x in r.diagnostics.rounds_log or []
+             if (ms := x.verify_ms) is not None and (kv := x.kv_len) is not None]
+    if not timed:
+        return 0, []
+    width = max(w for w, _ in timed)
+    return width, [t for w, t in timed if w == width]
+
+
 def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
     """Per speculative arm and prompt whose engine logs verify ms and KV length per round."""
-    every = [r for r in record["runs"] if is_ok(r)]   # warm-ups too: a shape's first use may be theirs
+    # Warm-ups too: a shape's first use may be theirs.
+    every = [r for r in as_runs(record["runs"]) if r.is_ok]
     out = []
     for (arm, prompt), runs in by_arm_prompt(record, every).items():
-        logs = [((r.get("diagnostics") or {}).get("rounds_log") or [], r) for r in runs
-                if (r.get("diagnostics") or {}).get("mode") == "speculative"]
-        rounds = [(x, r) for log, r in logs for x in log
-                  if isinstance(x, dict) and x.get("verify_ms") is not None and x.get("kv_len") is not None]
-        if not rounds:
+        width, timed = widest_timed_rounds(runs)
+        if not timed:
             continue
-        width = max(len(x.get("drafted") or []) + 1 for x, _ in rounds)
-        rounds = [(x, r) for x, r in rounds if len(x.get("drafted") or []) + 1 == width]
         bins: dict[int, KvBin] = {}
-        first, repeat, first_runs = [], [], {}
-        for x, r in rounds:
-            ms, kv = float(x["verify_ms"]), int(x["kv_len"])
+        first, repeat = [], []
+        first_runs: dict[int, float | None] = {}
+        for t in timed:
+            ms, kv = t.verify_ms, t.kv_len
             b = bins.setdefault(kv // KV_BIN, KvBin(kv // KV_BIN * KV_BIN, kv // KV_BIN * KV_BIN + KV_BIN - 1))
-            if x.get("first_use"):
+            if t.first_use:
                 first.append(ms)
                 b.first.append(ms)
-                dec = (r.get("diagnostics") or {}).get("decode_ms")
-                first_runs[id(r)] = float(dec) if isinstance(dec, (int, float)) else None
+                first_runs[id(t.run)] = t.run.diagnostics.decode_ms
             else:
                 repeat.append(ms)
                 b.repeat.append(ms)
-        measured = [float(x["verify_ms"]) for x, r in rounds if not r.get("warmup")]
+        measured = [t.verify_ms for t in timed if not t.run.warmup]
         decode = list(first_runs.values())
-        decode_ms = None if any(d is None for d in decode) else sum(d for d in decode if d is not None)
-        warm, cold = _probe(record, width, runs[0].get("pairing"))
-        out.append(ShapeCost(arm, prompt, width, len(rounds), first, repeat, decode_ms, measured,
+        decode_ms = sum(d for d in decode if d is not None) if None not in decode else None
+        warm, cold = _probe(record, width, runs[0].pairing)
+        out.append(ShapeCost(arm, prompt, width, len(timed), first, repeat, decode_ms, measured,
                              [bins[k] for k in sorted(bins)], warm, cold))
     return out

@@ -10,7 +10,8 @@ from harness.analyze import drafterstep, envdiff, rounds
 from harness.analyze.costmodel import ModelTables
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
-from harness.core.schema import section
+from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.schema import EngineInfo, Run, section
 
 
 @dataclass(frozen=True)
@@ -38,19 +39,22 @@ class Facts:
         self.arm_order = [a["name"] for a in self.suite["arms"]]
         self.prompts = [p["name"] for p in self.suite["prompts"]]
         self.multi_prompt = len(self.prompts) > 1
-        self.rows = summarize(data)
-        self.groups = rounds.by_arm_prompt(data)
-        self.splits = rounds.all_splits(data)
-        self.drafter_splits = drafterstep.drafter_splits(data)
-        self.profiles = rounds.profile_comparisons(data)
+        # The record's runs typed once, for every analysis of it that reads runs.
+        self.runs = as_runs(data["runs"])
+        self.rows = summarize(data, self.runs)
+        self.groups = rounds.by_arm_prompt(data, measured_ok_runs(self.runs))
+        self.splits = rounds.all_splits(data, self.groups)
+        self.drafter_splits = drafterstep.drafter_splits(data, self.groups)
+        self.profiles = rounds.profile_comparisons(data, self.groups)
         self.host_spec = inputs.host_spec
         self.models = inputs.models
         self.acks = inputs.acks
         self.host = data.get("host") or {}
-        measured = [r for r in data["runs"] if not r.get("warmup")]
-        self.runs_of: dict[str, list[dict[str, Any]]] = {a: [] for a in self.arm_order}
-        for r in measured:
-            self.runs_of.setdefault(r["arm"], []).append(r)
+        # Every measured run by arm, failed ones too.
+        self.runs_of: dict[str, list[Run]] = {a: [] for a in self.arm_order}
+        for r in self.runs:
+            if not r.warmup:
+                self.runs_of.setdefault(str(r.arm), []).append(r)
 
     def runs_per_median(self) -> tuple[int, int]:
         """The fewest and most measured ok runs behind one arm and prompt's median: a budget
@@ -65,7 +69,7 @@ class Facts:
 
     # gate and labels ----------------------------------------------------------------
     def outcome(self, arm: str) -> str:
-        outs = sorted({(r.get("gate") or {}).get("outcome") or "unknown" for r in self.runs_of.get(arm, [])})
+        outs = sorted({r.gate.outcome for r in self.runs_of.get(arm, [])})
         return "/".join(outs) if outs else "no runs"
 
     def engaged(self, arm: str, prompt: str | None = None) -> bool:
@@ -75,12 +79,12 @@ class Facts:
 
     def shipping(self, arm: str) -> bool:
         rs = self.runs_of.get(arm, [])
-        return bool(rs) and all(r.get("shipping") for r in rs)
+        return bool(rs) and all(r.shipping for r in rs)
 
     def overrides(self, arm: str) -> dict[str, str]:
         out: dict[str, str] = {}
         for r in self.runs_of.get(arm, []):
-            out.update(r.get("overrides") or {})
+            out.update(r.overrides)
         return dict(sorted(out.items()))
 
     def notes(self, arm: str) -> dict[str, str]:
@@ -88,7 +92,7 @@ class Facts:
         phase_notes; an engine that gives none has none)."""
         out: dict[str, str] = {}
         for r in self.runs_of.get(arm, []):
-            out.update((r.get("diagnostics") or {}).get("phase_notes") or {})
+            out.update(r.diagnostics.phase_notes or {})
         return out
 
     def profiled(self, arm: str) -> bool:
@@ -99,42 +103,32 @@ class Facts:
         return declare.of_record(self.rec, arm).overrides.get(var, "changes how the engine runs")
 
     def label(self, arm: str) -> str:
-        labels = sorted({r.get("label") or "unlabelled" for r in self.runs_of.get(arm, [])})
+        labels = sorted({r.label or "unlabelled" for r in self.runs_of.get(arm, [])})
         return "; ".join(labels)
 
     def engine_desc(self, arm: str) -> str:
         for r in self.runs_of.get(arm, []):
-            e = r.get("engine_info") or {}
-            if e:
+            e = r.engine_info
+            if e != EngineInfo():    # a failed run has no engine parts
                 # Only what the engine reported: a foreign engine need not use MLX or a BLAS.
-                extra = [f"{k.replace('_', '-')} {e[k]}" for k in ("mlx", "mlx_lm") if e.get(k)]
-                extra += [str(e[k]) for k in ("device",) if e.get(k)]
-                extra += [f"{k} {e[k]}" for k in ("numerics",) if e.get(k)]
+                extra = [f"{k} {v}" for k, v in (("mlx", e.mlx), ("mlx-lm", e.mlx_lm)) if v]
+                extra += [e.device] if e.device else []
+                extra += [f"numerics {e.numerics}"] if e.numerics else []
                 # A CPU BLAS is named only for an engine on the CPU: on a GPU it did not do the arithmetic.
-                extra += [f"BLAS {e['blas']}" for _ in [0] if e.get("blas") and not self.on_gpu(arm)]
+                extra += [f"BLAS {e.blas}"] if e.blas and not self.on_gpu(arm) else []
                 # An attention path the engine chose (e.g. cuDNN on CUDA), and who chose it.
-                att = e.get("attention")
-                if not isinstance(att, dict):
-                    att = {}
+                att = e.attention or {}
                 if att.get("cudnn_sdpa") is not None:
                     extra.append(f"cuDNN attention {'on' if att['cudnn_sdpa'] else 'off'}: {att.get('decided_by', '?')}")
-                return f"{e.get('name', '?')} {e.get('version', '?')}" + (f" ({', '.join(extra)})" if extra else "")
+                return f"{e.name} {e.version}" + (f" ({', '.join(extra)})" if extra else "")
         return "unknown"
 
     def blas(self, arm: str) -> str:
-        for r in self.runs_of.get(arm, []):
-            b = (r.get("engine_info") or {}).get("blas")
-            if b:
-                return str(b)
-        return "unknown"
+        return next((r.engine_info.blas for r in self.runs_of.get(arm, []) if r.engine_info.blas), "unknown")
 
     def device(self, arm: str) -> str | None:
         """The device the arm's engine reported (engine.device), or None."""
-        for r in self.runs_of.get(arm, []):
-            d = (r.get("engine_info") or {}).get("device")
-            if d:
-                return str(d)
-        return None
+        return next((r.engine_info.device for r in self.runs_of.get(arm, []) if r.engine_info.device), None)
 
     def on_gpu(self, arm: str) -> bool:
         return is_gpu_device(self.device(arm))
@@ -166,11 +160,9 @@ class Facts:
         return gpu_stack(self.host)
 
     def reading(self, arm: str) -> str | None:
-        for r in self.runs_of.get(arm, []):
-            g = r.get("gate") or {}
-            if g.get("reading") and g.get("outcome") not in ("not_applicable", None):
-                return str(g["reading"])
-        return None
+        # An outcome the engine did not say ("unknown") is no gate whose reading to quote.
+        return next((r.gate.reading for r in self.runs_of.get(arm, [])
+                     if r.gate.reading and r.gate.outcome not in ("not_applicable", "unknown")), None)
 
     # host ---------------------------------------------------------------------------
     def host_name(self) -> str:
@@ -198,7 +190,7 @@ class Facts:
         for rs in self.groups.values():
             for r in rs:
                 for k in ("before", "after"):
-                    v = ((r.get("load") or {}).get(k) or {}).get("loadavg_1")
+                    v = (r.load.get(k) or {}).get("loadavg_1")
                     if isinstance(v, (int, float)):
                         xs.append(float(v))
         return rounds.median_range(xs) if xs else None
@@ -211,8 +203,8 @@ class Facts:
         v = pairing.get(role)
         if v is None:
             return "none"
-        seen = sorted({str((r.get("result_arm") or {}).get(role)) for rs in self.runs_of.values() for r in rs
-                       if r.get("pairing") == pairing["name"] and (r.get("result_arm") or {}).get(role)})
+        seen = sorted({d for rs in self.runs_of.values() for r in rs
+                       if r.pairing == pairing["name"] and (d := _model_dir(r, role))})
         root = str(section(self.host, "repo").get("path") or "")
         rel = [x[len(root) + 1:] if root and x.startswith(root + "/") else x for x in seen]
         where = f" ({', '.join(rel)})" if rel else ""
@@ -237,3 +229,8 @@ class Facts:
         return out
 
 
+
+
+def _model_dir(run: Run, role: str) -> str | None:
+    """The directory the engine reported for the run's "target" or "drafter"."""
+    return run.result_arm.target if role == "target" else run.result_arm.drafter

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import acceptance, compare, contended, rounds, stats
+from harness.analyze.drafterstep import TimedRound, widest_timed_rounds
 from harness.core import declare
-from harness.core.runs import is_ok
+from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.schema import Run, RunDiagnostics
 
 KV_BIN = 8       # KV lengths grouped in bins of this many tokens: fine enough to see a slope
 FIRST_USE, REPEAT = "first use", "repeat"
@@ -118,83 +120,70 @@ class FigureData:
     phases: tuple[tuple[str, str], ...]    # (phase, legend label) in the engines' order
 
 
-def _ms(run: dict[str, Any]) -> float | None:
-    x = run.get("ms_per_token")
-    if is_ok(run) and isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0:
-        return float(x)
-    return None
+def _ms(run: Run) -> float | None:
+    x = run.ms_per_token
+    return x if run.is_ok and x is not None and x > 0 else None
 
 
-def run_series(record: dict[str, Any]) -> tuple[tuple[RunSeries, ...], int]:
-    """Measured runs per (arm, prompt) in suite order, and the count of warm-ups left out."""
-    runs = [r for r in record["runs"] if not r.get("warmup")]
-    groups = rounds.by_arm_prompt(record, runs)
+def run_series(record: dict[str, Any], runs: list[Run]) -> tuple[tuple[RunSeries, ...], int]:
+    """Measured runs per (arm, prompt) in suite order, and the count of warm-ups left out;
+    runs: the record's runs typed, in its order."""
+    # analyze.contended reads the record's run dicts: each run's reading, by its typed run.
+    busy = {id(r): contended.is_contended(raw) for raw, r in zip(record["runs"], runs)}
     out = []
-    for (arm, prompt), rs in groups.items():
-        pts = tuple(RunPoint(int(r.get("index", i)), _ms(r), contended.is_contended(r),
-                             "quiet_wait_timeout" in (r.get("marks") or []))
-                    for i, r in enumerate(rs))
+    for (arm, prompt), rs in rounds.by_arm_prompt(record, [r for r in runs if not r.warmup]).items():
+        pts = tuple(RunPoint(r.index, _ms(r), busy[id(r)], "quiet_wait_timeout" in r.marks) for r in rs)
         out.append(RunSeries(arm, prompt, tuple(sorted(pts, key=lambda p: p.index))))
-    return tuple(out), sum(1 for r in record["runs"] if r.get("warmup"))
+    return tuple(out), sum(1 for r in runs if r.warmup)
 
 
-def _full_width_rounds(runs: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
-    """Rounds that log verify ms and KV length, of the widest verify only (as
-    drafterstep.shape_costs reads them: a shorter last round is another shape)."""
-    logs = [x for r in runs if (r.get("diagnostics") or {}).get("mode") == "speculative"
-            for x in (r.get("diagnostics") or {}).get("rounds_log") or []
-            if isinstance(x, dict) and x.get("verify_ms") is not None and x.get("kv_len") is not None]
-    if not logs:
-        return 0, []
-    width = max(len(x.get("drafted") or []) + 1 for x in logs)
-    return width, [x for x in logs if len(x.get("drafted") or []) + 1 == width]
-
-
-def _curve(arm: str, width: int, kind: str, xs: list[dict[str, Any]]) -> KvCurve | None:
+def _curve(arm: str, width: int, kind: str, xs: list[TimedRound]) -> KvCurve | None:
     bins: dict[int, list[float]] = {}
     for x in xs:
-        bins.setdefault(int(x["kv_len"]) // KV_BIN * KV_BIN, []).append(float(x["verify_ms"]))
+        bins.setdefault(x.kv_len // KV_BIN * KV_BIN, []).append(x.verify_ms)
     if not bins:
         return None
     keys = sorted(bins)
     return KvCurve(arm, width, kind, tuple(keys), tuple(stats.median(bins[k]) for k in keys), len(xs))
 
 
-def kv_curves(record: dict[str, Any]) -> tuple[KvCurve, ...]:
-    every = [r for r in record["runs"] if is_ok(r)]   # warm-ups too: a shape's first use may be theirs
-    by_arm: dict[str, list[dict[str, Any]]] = {}
+def kv_curves(record: dict[str, Any], runs: list[Run]) -> tuple[KvCurve, ...]:
+    """Verify ms by KV length per arm, first uses and repeats apart; runs: the record's, typed."""
+    every = [r for r in runs if r.is_ok]   # warm-ups too: a shape's first use may be theirs
+    by_arm: dict[str, list[Run]] = {}
     for (arm, _), rs in rounds.by_arm_prompt(record, every).items():
         by_arm.setdefault(arm, []).extend(rs)
     out = []
     for arm, rs in by_arm.items():
-        width, logs = _full_width_rounds(rs)
+        width, timed = widest_timed_rounds(rs)
         for kind in (FIRST_USE, REPEAT):
-            c = _curve(arm, width, kind, [x for x in logs if bool(x.get("first_use")) == (kind == FIRST_USE)])
+            c = _curve(arm, width, kind, [x for x in timed if x.first_use == (kind == FIRST_USE)])
             if c is not None:
                 out.append(c)
     return tuple(out)
 
 
-def _counts(d: dict[str, Any]) -> tuple[list[int], list[int]] | None:
-    acc, prop = d.get("accepted_by_position"), d.get("proposed_by_position")
-    if not isinstance(acc, list) or not isinstance(prop, list) or len(acc) != len(prop) or not prop:
+def _counts(d: RunDiagnostics) -> tuple[list[int], list[int]] | None:
+    acc, prop = d.accepted_by_position, d.proposed_by_position
+    if acc is None or prop is None or len(acc) != len(prop) or not prop:
         return None
-    return [int(a) for a in acc], [int(p) for p in prop]
+    return acc, prop
 
 
-def position_acceptance(record: dict[str, Any]) -> tuple[tuple[PositionAcceptance, ...], str]:
-    """Per speculative arm, counts summed over its runs. At temperature 0 repetitions repeat the
-    same tokens, so (as harness.analyze.acceptance) only the first measured run per prompt counts."""
+def position_acceptance(record: dict[str, Any], groups: rounds.Groups) -> tuple[tuple[PositionAcceptance, ...], str]:
+    """Per speculative arm, counts summed over its runs (groups: rounds.measured_by_arm_prompt's).
+    At temperature 0 repetitions repeat the same tokens, so (as harness.analyze.acceptance) only
+    the first measured run per prompt counts."""
     greedy = float(record["suite"]["settings"].get("temp") or 0.0) == 0.0
-    by_arm: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for (arm, prompt), rs in rounds.by_arm_prompt(record).items():
+    by_arm: dict[str, dict[str, list[Run]]] = {}
+    for (arm, prompt), rs in groups.items():
         by_arm.setdefault(arm, {})[prompt] = rs
     out = []
     for arm, per_prompt in by_arm.items():
         runs = list(acceptance.first_runs(per_prompt).values()) if greedy else \
             [r for rs in per_prompt.values() for r in rs]
-        counts = [c for r in runs if (r.get("diagnostics") or {}).get("mode") == "speculative"
-                  for c in [_counts(r["diagnostics"])] if c is not None]
+        counts = [c for r in runs if r.diagnostics.mode == "speculative"
+                  if (c := _counts(r.diagnostics)) is not None]
         if not counts:
             continue
         k = max(len(p) for _, p in counts)
@@ -216,11 +205,12 @@ def _phase_order(record: dict[str, Any], names: list[str]) -> list[str]:
     return [p for p in declared if p in names] + [p for p in names if p not in declared]
 
 
-def split_bars(record: dict[str, Any]) -> tuple[tuple[SplitBar, ...], tuple[tuple[str, str], ...]]:
+def split_bars(record: dict[str, Any], groups: rounds.Groups) -> tuple[tuple[SplitBar, ...], tuple[tuple[str, str], ...]]:
+    """Each round split as a bar, and the phases' legend; groups: rounds.measured_by_arm_prompt's."""
     bars: list[SplitBar] = []
     labels: dict[str, str] = {}
     asked = {a["name"]: int(a.get("block") or 1) for a in record["suite"]["arms"]}
-    for s in rounds.all_splits(record):
+    for s in rounds.all_splits(record, groups):
         decl = declare.of_record(record, s.arm)
         segs = tuple(Segment(c.name, _plain(c.label), c.per_unit_ms) for c in s.components)
         for c in s.components:
@@ -232,13 +222,15 @@ def split_bars(record: dict[str, Any]) -> tuple[tuple[SplitBar, ...], tuple[tupl
 
 def record_figure_data(record: dict[str, Any]) -> FigureData:
     """The series of every figure of one (loaded) record."""
-    runs, warmups = run_series(record)
-    acc, acc_runs = position_acceptance(record)
-    bars, phases = split_bars(record)
+    typed = as_runs(record["runs"])
+    groups = rounds.by_arm_prompt(record, measured_ok_runs(typed))
+    runs, warmups = run_series(record, typed)
+    acc, acc_runs = position_acceptance(record, groups)
+    bars, phases = split_bars(record, groups)
     return FigureData(
         arms=tuple(a["name"] for a in record["suite"]["arms"]),
         prompts=tuple(p["name"] for p in record["suite"]["prompts"]),
-        runs=runs, warmups=warmups, kv=kv_curves(record), kv_bin=KV_BIN,
+        runs=runs, warmups=warmups, kv=kv_curves(record, typed), kv_bin=KV_BIN,
         acceptance=acc, acceptance_runs=acc_runs, splits=bars, phases=phases)
 
 
@@ -305,18 +297,18 @@ def _name(record: dict[str, Any]) -> str:
     return " ".join(x for x in (record["suite"].get("name"), host_name and f"on {host_name}", when) if x)
 
 
-def _ms_rows(before: dict[str, Any], after: dict[str, Any]) -> tuple[BeforeAfter, ...]:
-    sides = [{k: [m for r in rs if (m := _ms(r)) is not None] for k, rs in rounds.by_arm_prompt(rec).items()}
-             for rec in (before, after)]
+def _ms_rows(before: rounds.Groups, after: rounds.Groups) -> tuple[BeforeAfter, ...]:
+    sides = [{k: [m for r in rs if (m := _ms(r)) is not None] for k, rs in groups.items()} for groups in (before, after)]
     keys = list(dict.fromkeys([*sides[0], *sides[1]]))
     return tuple(BeforeAfter(a, p, _interval(sides[0].get((a, p), [])), _interval(sides[1].get((a, p), [])))
                  for a, p in keys)
 
 
-def _component_panels(before: dict[str, Any], after: dict[str, Any]) -> tuple[ComparePanel, ...]:
+def _component_panels(before: dict[str, Any], after: dict[str, Any], groups: rounds.Groups) -> tuple[ComparePanel, ...]:
     """A panel per component and unit (the total first), its rows the arms and prompts that have
-    it on both sides. Components are named by phase, so one phase at two blocks shares a panel."""
-    bars, labels = split_bars(before)
+    it on both sides; groups: before's measured runs. Components are named by phase, so one phase
+    at two blocks shares a panel."""
+    bars, labels = split_bars(before, groups)
     name_of = {(b.arm, b.prompt, s.label): s.phase for b in bars for s in b.segments}
     label_of = dict(labels)
     panels: dict[tuple[str, str], list[BeforeAfter]] = {}
@@ -332,8 +324,9 @@ def _component_panels(before: dict[str, Any], after: dict[str, Any]) -> tuple[Co
 
 def compare_figure_data(before: dict[str, Any], after: dict[str, Any]) -> CompareFigureData | None:
     """Before/after series of two (loaded) records; None when no arm has runs on either side."""
-    rows = _ms_rows(before, after)
-    comps = _component_panels(before, after)
+    groups = rounds.measured_by_arm_prompt(before)
+    rows = _ms_rows(groups, rounds.measured_by_arm_prompt(after))
+    comps = _component_panels(before, after, groups)
     if not rows and not comps:
         return None
     arms = tuple(dict.fromkeys([*(a["name"] for a in before["suite"]["arms"]),

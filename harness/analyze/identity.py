@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.core.runs import is_ok, measured_ok
+from harness.core.runs import as_runs, is_ok, measured_ok
+from harness.core.schema import Run
 
 CONTEXT_BYTES = 24
 
@@ -174,34 +175,36 @@ def record_baselines(record: dict[str, Any], entries: Mapping[str, dict[str, Any
 
 # --- information only: speculative arms against classic -------------------------------
 
-def classic_comparisons(record: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(arm, prompt) -> comparison with the classic arm of the same pairing and engine.
+def classic_comparisons(record: dict[str, Any], runs: list[Run] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(arm, prompt) -> comparison with the classic arm of the same pairing and engine; runs:
+    the record's runs typed, where the caller has them so.
 
     Only for arms whose every run passed the gate without override; elsewhere classic decode
     is not a valid reference (see the module docstring).
     """
     arms = {a["name"]: a for a in record["suite"]["arms"]}
-    ok = [r for r in record["runs"] if measured_ok(r) and r.get("token_ids") is not None]
-    classic_out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    ok = [r for r in (as_runs(record["runs"]) if runs is None else runs)
+          if r.measured_ok and r.token_ids is not None]
+    classic_out: dict[tuple[str, str, str], Run] = {}
     for r in ok:
-        a = arms.get(r["arm"], {})
+        a = arms.get(str(r.arm), {})
         if a.get("block") == 1:
-            classic_out.setdefault((a["pairing"], a["engine"], r["prompt"]), r)
-            classic_out.setdefault((a["pairing"], "*", r["prompt"]), r)
+            classic_out.setdefault((a["pairing"], a["engine"], str(r.prompt)), r)
+            classic_out.setdefault((a["pairing"], "*", str(r.prompt)), r)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in ok:
-        a = arms.get(r["arm"], {})
-        if a.get("block", 1) == 1 or (r["arm"], r["prompt"]) in out:
+        a, key = arms.get(str(r.arm), {}), (str(r.arm), str(r.prompt))
+        if a.get("block", 1) == 1 or key in out:
             continue
-        mine = [x for x in ok if x["arm"] == r["arm"] and x["prompt"] == r["prompt"]]
-        if not all(x.get("shipping") and (x.get("gate") or {}).get("outcome") == "passed" for x in mine):
+        mine = [x for x in ok if (x.arm, x.prompt) == (r.arm, r.prompt)]
+        if not all(x.shipping and x.gate.outcome == "passed" for x in mine):
             continue
-        ref = classic_out.get((a["pairing"], a["engine"], r["prompt"])) or classic_out.get((a["pairing"], "*", r["prompt"]))
+        ref = classic_out.get((a["pairing"], a["engine"], key[1])) or classic_out.get((a["pairing"], "*", key[1]))
         if ref is None:
             continue
-        cmp = compare_output(r["token_ids"], r.get("text"), {"token_ids": ref["token_ids"], "text": ref.get("text")})
-        cmp["classic_arm"] = ref["arm"]
-        out[(r["arm"], r["prompt"])] = cmp
+        cmp = compare_output(r.token_ids, r.text, {"token_ids": ref.token_ids, "text": ref.text})
+        cmp["classic_arm"] = ref.arm
+        out[key] = cmp
     return out
 
 
@@ -215,16 +218,17 @@ class IdentityRow:
     detail: str = ""
 
 
-def _outputs(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def _outputs(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[Run]]:
+    out: dict[tuple[str, str], list[Run]] = {}
     for rec in records:
-        for r in rec.get("runs", []):
-            if is_ok(r) and r.get("token_ids") is not None:   # warm-ups too: any output compares
-                out.setdefault((r["arm"], r["prompt"]), []).append(r)
+        for r in as_runs(rec.get("runs", [])):
+            if r.is_ok and r.token_ids is not None:   # warm-ups too: any output compares
+                out.setdefault((str(r.arm), str(r.prompt)), []).append(r)
     return out
 
 
 def identity_rows(records: dict[str, list[dict[str, Any]]]) -> list[IdentityRow]:
+    """Each arm and prompt's head outputs against base's; records: each side's records."""
     base, head = _outputs(records.get("base", [])), _outputs(records.get("head", []))
     rows = []
     for key in sorted(set(base) | set(head)):
@@ -233,15 +237,14 @@ def identity_rows(records: dict[str, list[dict[str, Any]]]) -> list[IdentityRow]
             rows.append(IdentityRow(arm, prompt, "unknown",
                                     f"no successful run at {'base' if key not in base else 'head'}"))
             continue
-        distinct_head = {r.get("text_sha256") for r in head[key]}
-        distinct_base = {r.get("text_sha256") for r in base[key]}
+        distinct_head = {r.text_sha256 for r in head[key]}
+        distinct_base = {r.text_sha256 for r in base[key]}
         ref = base[key][0]
         if len(distinct_base) > 1:
             rows.append(IdentityRow(arm, prompt, "nondeterministic",
                                     f"{len(distinct_base)} different outputs within base's own runs"))
             continue
-        diffs = [compare_output(r["token_ids"], r.get("text"), {"token_ids": ref["token_ids"], "text": ref.get("text")})
-                 for r in head[key]]
+        diffs = [compare_output(r.token_ids, r.text, {"token_ids": ref.token_ids, "text": ref.text}) for r in head[key]]
         bad = [d for d in diffs if d["status"] != "identical"]
         if bad:
             rows.append(IdentityRow(arm, prompt, "differs",

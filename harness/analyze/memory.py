@@ -18,8 +18,7 @@ def run_memory(diagnostics: RunDiagnostics) -> tuple[int, int | None] | None:
     peak = diagnostics.peak_memory_bytes
     if peak is None:
         return None
-    resident = diagnostics.resident_memory_bytes
-    model = diagnostics.model_memory_bytes
+    resident, model = diagnostics.resident_memory_bytes, diagnostics.model_memory_bytes
     added = peak - resident if resident is not None else None
     if model is not None and added is not None:
         return model + added, added

@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from harness.analyze import acceptance as acc
 from harness.analyze.facts import Facts
 from harness.analyze.identity import compare_output
+from harness.core.schema import Run
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,9 @@ class ClassicCheck:
 def first_differing(fx: Facts, arm: str, prompt: str) -> dict[str, Any] | None:
     """The identity of the arm's first run on the prompt that differs from its own baseline."""
     for r in fx.groups.get((arm, prompt), []):
-        if (r.get("identity") or {}).get("status") == "differs":
-            return dict(r["identity"])
+        if r.identity is not None and r.identity.status == "differs":
+            out: dict[str, Any] = msgspec.to_builtins(r.identity)
+            return out
     return None
 
 
@@ -37,8 +41,8 @@ def classic_checks(fx: Facts) -> dict[tuple[str, str], ClassicCheck]:
     # A classic arm of the same pairing, else one on the same target model (an MTP pairing and a
     # draft-model pairing share their target; its classic decode is the same reference).
     target = {p["name"]: p.get("target") for p in fx.suite.get("pairings", [])}
-    classic: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
-    by_target: dict[tuple[Any, str], tuple[str, dict[str, Any]]] = {}
+    classic: dict[tuple[str, str], tuple[str, Run]] = {}
+    by_target: dict[tuple[Any, str], tuple[str, Run]] = {}
     for (arm, prompt), rs in fx.groups.items():
         if fx.arms[arm]["block"] == 1 and rs:
             classic.setdefault((fx.arms[arm]["pairing"], prompt), (arm, rs[0]))
@@ -49,8 +53,7 @@ def classic_checks(fx: Facts) -> dict[tuple[str, str], ClassicCheck]:
         ref = classic.get((s.pairing, s.prompt)) or by_target.get((target.get(s.pairing), s.prompt))
         if s.block == 1 or s.vs_classic or ref is None or not rs:
             continue
-        d = compare_output(rs[0].get("token_ids"), rs[0].get("text"),
-                           {"token_ids": ref[1].get("token_ids"), "text": ref[1].get("text")})
+        d = compare_output(rs[0].token_ids, rs[0].text, {"token_ids": ref[1].token_ids, "text": ref[1].text})
         out[(s.arm, s.prompt)] = ClassicCheck(ref[0], d, fx.engaged(s.arm, s.prompt), "passed" in fx.outcome(s.arm))
     return out
 

@@ -38,8 +38,7 @@ def one_override_pairs(fx: Facts) -> list[OverridePair]:
     median tok/s per prompt, with the bootstrap interval the summary uses, over the runs a verdict
     may use (analyze.spoiled.usable)."""
     out = []
-    tps = {k: [r["decode_tokens_per_s"] for r in spoiled.usable_runs(rs) if r.get("decode_tokens_per_s")]
-           for k, rs in fx.groups.items()}
+    tps = {k: [tps for r in spoiled.usable_runs(rs) if (tps := r.decode_tokens_per_s)] for k, rs in fx.groups.items()}
     for i, a in enumerate(fx.arm_order):
         for b in fx.arm_order[i + 1:]:
             ea, eb = fx.arms[a], fx.arms[b]
@@ -61,5 +60,5 @@ def one_override_pairs(fx: Facts) -> list[OverridePair]:
                     lo=None if few else lo, hi=None if few else hi,
                     resolved=not few and (lo > 1 or hi < 1),
                     engines=(ea["engine"], eb["engine"]), gate=(fx.outcome(a), fx.outcome(b)),
-                    same_tokens=ga.get("token_ids") is not None and ga.get("token_ids") == gb.get("token_ids")))
+                    same_tokens=ga.token_ids is not None and ga.token_ids == gb.token_ids))
     return out

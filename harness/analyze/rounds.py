@@ -11,14 +11,16 @@ the same way. Classic decode has no rounds: its unit is the token.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analyze import stats
-from harness.analyze.counters import SplitCounters, split_counters
+from harness.analyze.counters import SplitCounters, split_counters, units
 from harness.core import declare
 from harness.core.declare import EngineDecl
-from harness.core.runs import measured_ok_runs
+from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.schema import Run, RunDiagnostics
 
 
 def profile_var(record: dict[str, Any], arm: str) -> str | None:
@@ -32,26 +34,36 @@ def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) ->
     return var is not None and var in overrides
 
 
-def by_arm_prompt(record: dict[str, Any], runs: list[dict[str, Any]] | None = None,
-                  keep_empty: bool = False) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """Runs (default: the measured ok ones) by (arm, prompt), in suite order, so a table reads
-    like the suite; keep_empty keeps the (arm, prompt) pairs no run reached."""
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+# Runs by (arm, prompt), in suite order.
+Groups = dict[tuple[str, str], list[Run]]
+
+
+def by_arm_prompt(record: dict[str, Any], runs: Iterable[Run], keep_empty: bool = False) -> Groups:
+    """Runs by (arm, prompt), in suite order, so a table reads like the suite; keep_empty keeps
+    the (arm, prompt) pairs no run reached."""
+    out: Groups = {}
     for a in record["suite"]["arms"]:
         for p in record["suite"]["prompts"]:
             out[(a["name"], p["name"])] = []
-    for r in measured_ok_runs(record["runs"]) if runs is None else runs:
-        out.setdefault((r["arm"], r["prompt"]), []).append(r)
+    for r in runs:
+        out.setdefault((str(r.arm), str(r.prompt)), []).append(r)
     return out if keep_empty else {k: v for k, v in out.items() if v}
 
 
-def engaged(runs: list[dict[str, Any]]) -> bool:
-    """Every run decoded speculatively (the gate engaged, by itself or overridden)."""
-    return bool(runs) and all((r.get("diagnostics") or {}).get("mode") == "speculative" for r in runs)
+def measured_by_arm_prompt(record: dict[str, Any], groups: Groups | None = None) -> Groups:
+    """The record's measured ok runs, typed, by (arm, prompt) in suite order: `groups` where the
+    caller has them so (a report's Facts), else converted here."""
+    return by_arm_prompt(record, as_runs(measured_ok_runs(record["runs"]))) if groups is None else groups
 
 
-def profiled(runs: list[dict[str, Any]]) -> bool:
-    return bool(runs) and all((r.get("diagnostics") or {}).get("profile") for r in runs)
+def engaged(runs: Sequence[Run | Mapping[str, Any]]) -> bool:
+    """Every run decoded speculatively (the gate engaged, by itself or overridden). Runs typed,
+    or the run dicts of a caller not yet typed (analyze.verdict), converted here."""
+    return bool(runs) and all(r.diagnostics.mode == "speculative" for r in as_runs(runs))
+
+
+def profiled(runs: Sequence[Run]) -> bool:
+    return bool(runs) and all(r.diagnostics.profile for r in runs)
 
 
 @dataclass
@@ -93,54 +105,50 @@ class RoundSplit:
         return next((c for c in self.components if c.name == name), None)
 
 
-def _units(d: dict[str, Any]) -> int:
-    return int(d.get("rounds") or 0) if d.get("mode") == "speculative" else int(d.get("generated_tokens") or 0)
-
-
-def round_split(arm: str, prompt: str, runs: list[dict[str, Any]],
-                decl: EngineDecl | None = None) -> RoundSplit | None:
+def round_split(arm: str, prompt: str, runs: list[Run], decl: EngineDecl | None = None) -> RoundSplit | None:
     """None when the engine gives no phase split (stock mlx-lm, a tok/s-only command)."""
-    diags = [r.get("diagnostics") or {} for r in runs]
-    if not diags or not all(d.get("phase_ms") and d.get("decode_ms") for d in diags):
+    diags = [r.diagnostics for r in runs]
+    decodes = [ms for d in diags if d.phase_ms and (ms := d.decode_ms)]
+    if not diags or len(decodes) < len(diags):
         return None
-    modes = {d.get("mode") for d in diags}
+    modes = {d.mode for d in diags}
     if len(modes) != 1:
         return None
     mode = modes.pop()
-    units = [_units(d) for d in diags]
-    if not all(units):
+    counts = [units(d) for d in diags]
+    if not all(counts):
         return None
     decl = decl or EngineDecl(name="?")
-    reported = list(dict.fromkeys(k for d in diags for k in d["phase_ms"]))   # the engine's order
+    reported = list(dict.fromkeys(k for d in diags for k in d.phase_ms))   # the engine's order
     names = [k for k in decl.phases if k in reported] + [k for k in reported if k not in decl.phases]
-    decode = sum(float(d["decode_ms"]) for d in diags)
+    decode = sum(decodes)
     # The block the engine ran: its own diagnostics, else the arm's as recorded with the run.
-    block = int(diags[0].get("block_size") or runs[0].get("block") or 1)
+    block = diags[0].block_size or runs[0].block or 1
     comps = []
     for n in names:
         # Only runs that reported the phase: a missing phase is not a measured 0.
-        have = [(d, u) for d, u in zip(diags, units) if n in d["phase_ms"]]
-        total = sum(float(d["phase_ms"][n]) for d, _ in have)
-        have_decode = sum(float(d["decode_ms"]) for d, _ in have)
-        comps.append(Component(n, decl.phase_label(n, block), total, total / sum(u for _, u in have),
+        have = [(d.phase_ms[n], ms, u) for d, ms, u in zip(diags, decodes, counts) if n in d.phase_ms]
+        total = sum(ph for ph, _, _ in have)
+        have_decode = sum(ms for _, ms, _ in have)
+        comps.append(Component(n, decl.phase_label(n, block), total, total / sum(u for _, _, u in have),
                                total / have_decode if have_decode else 0.0,
-                               [float(d["phase_ms"][n]) / u for d, u in have]))
-    tokens = sum(int(d.get("generated_tokens") or 0) for d in diags)
+                               [ph / u for ph, _, u in have]))
+    tokens = sum(d.generated_tokens or 0 for d in diags)
     return RoundSplit(
-        arm=arm, prompt=prompt, mode=mode, block=block, runs=len(runs), units=sum(units),
+        arm=arm, prompt=prompt, mode=mode, block=block, runs=len(runs), units=sum(counts),
         unit="round" if mode == "speculative" else "token", decode_ms=decode, components=comps,
         closure_ms=decode - sum(c.total_ms for c in comps),
-        emitted_per_verify=(tokens / sum(units)) if mode == "speculative" else None,
-        profile=all(d.get("profile") for d in diags),
-        per_run_unit_ms=[float(d["decode_ms"]) / u for d, u in zip(diags, units)],
+        emitted_per_verify=(tokens / sum(counts)) if mode == "speculative" else None,
+        profile=all(d.profile for d in diags),
+        per_run_unit_ms=[ms / u for ms, u in zip(decodes, counts)],
         counters=split_counters(diags, block, decl))
 
 
-def all_splits(record: dict[str, Any], runs: list[dict[str, Any]] | None = None) -> list[RoundSplit]:
-    """Every (arm, prompt) split of `runs` (default: the measured ok ones)."""
+def all_splits(record: dict[str, Any], groups: Groups | None = None) -> list[RoundSplit]:
+    """Each (arm, prompt)'s round split where its engine gives one; groups: measured_by_arm_prompt's."""
     out = []
-    for (arm, prompt), group in by_arm_prompt(record, runs).items():
-        s = round_split(arm, prompt, group, declare.of_record(record, arm))
+    for (arm, prompt), runs in measured_by_arm_prompt(record, groups).items():
+        s = round_split(arm, prompt, runs, declare.of_record(record, arm))
         if s is not None:
             out.append(s)
     return out
@@ -200,8 +208,9 @@ def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
     return None
 
 
-def profile_comparisons(record: dict[str, Any]) -> list[ProfileComparison]:
-    groups = by_arm_prompt(record)
+def profile_comparisons(record: dict[str, Any], groups: Groups | None = None) -> list[ProfileComparison]:
+    """Each profiled arm against its unprofiled twin, per prompt; groups: measured_by_arm_prompt's."""
+    groups = measured_by_arm_prompt(record, groups)
     out = []
     for (arm, prompt), runs in groups.items():
         if not (engaged(runs) and profiled(runs)):
@@ -213,29 +222,29 @@ def profile_comparisons(record: dict[str, Any]) -> list[ProfileComparison]:
         p, u = round_split(arm, prompt, runs, decl), round_split(twin, prompt, groups[(twin, prompt)], decl)
         if p is None or u is None:
             continue
-        diags = [r["diagnostics"] for r in runs]
-        proposed = sum(int(d.get("proposed") or 0) for d in diags)
+        diags = [r.diagnostics for r in runs]
+        proposed = sum(d.proposed or 0 for d in diags)
         draft = decl.phase_for(declare.ROLE_DRAFT)
         reported = None if draft is None else forwards_per_round(diags, draft)
         out.append(ProfileComparison(
             profiled=p, unprofiled=u,
             drafter_steps_per_round=(reported if reported is not None
                                      else proposed / p.units if p.units else 0.0),
-            syncs_per_round=sum(int(d.get("profile_syncs") or 0) for d in diags) / p.units,
-            sync_ms_per_round=sum(float(d.get("profile_sync_ms") or 0.0) for d in diags) / p.units,
+            syncs_per_round=sum(d.profile_syncs or 0 for d in diags) / p.units,
+            sync_ms_per_round=sum(d.profile_sync_ms or 0.0 for d in diags) / p.units,
             draft_phase=draft, verify_phase=decl.phase_for(declare.ROLE_VERIFY)))
     return out
 
 
-def forwards_per_round(diags: list[dict[str, Any]], phase: str) -> float | None:
+def forwards_per_round(diags: list[RunDiagnostics], phase: str) -> float | None:
     """Drafter forwards per round an engine reported for a phase (diagnostics.drafter_split;
     an MTP head drafts its first token in another phase, so the drafting phase runs K-2).
     None when it reports none: then a drafter forward per drafted token is assumed."""
-    got: list[Any] = [((d.get("drafter_split") or {}).get(phase) or {}).get("forwards") for d in diags]
+    got = [(d.drafter_split or {}).get(phase) for d in diags]
     if not got or any(g is None for g in got):
         return None
-    rounds = sum(int(d.get("rounds") or 0) for d in diags)
-    return sum(int(g) for g in got) / rounds if rounds else None
+    rounds = sum(d.rounds or 0 for d in diags)
+    return sum(g.forwards for g in got if g is not None) / rounds if rounds else None
 
 
 def median_range(xs: list[float]) -> tuple[float, float, float]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from harness.analyze import spoiled
 from harness.analyze.compare import ComponentChange
@@ -14,6 +13,7 @@ from harness.analyze.facts import Facts
 from harness.analyze.summary import ArmSummary
 from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
 from harness.core import declare
+from harness.core.schema import Run
 
 WARMUP, FAILED = "warmup", "failed"
 CONTENDED, QUIET_TIMEOUT = "contended", "quiet"
@@ -37,15 +37,15 @@ class RunGroup:
 def left_out(fx: Facts) -> list[RunGroup]:
     """Runs left out of every figure (warm-ups, failed runs, runs set aside on load), grouped by
     arm, prompt and reason (a failure's error): warm-ups first, then in arm and prompt order."""
-    found: dict[tuple[str, str, str], tuple[dict[str, Any], list[int]]] = {}
-    for r in fx.rec["runs"]:
-        if r.get("warmup"):
+    found: dict[tuple[str, str, str], tuple[Run, list[int]]] = {}
+    for r in fx.runs:
+        if r.warmup:
             key = WARMUP
-        elif r.get("status") == "failed":
-            key = f"{FAILED} {r.get('error')}"
+        elif r.status == "failed":
+            key = f"{FAILED} {r.error}"
         else:
             continue
-        found.setdefault((r["arm"], r["prompt"], key), (r, []))[1].append(r["index"])
+        found.setdefault((str(r.arm), str(r.prompt), key), (r, []))[1].append(r.index)
     order = {a: i for i, a in enumerate(fx.arm_order)}
     out = []
     for (arm, prompt, key), (first, idx) in sorted(
@@ -53,8 +53,7 @@ def left_out(fx: Facts) -> list[RunGroup]:
         if key == WARMUP:
             out.append(RunGroup(arm, prompt, WARMUP, tuple(idx)))
         else:
-            out.append(RunGroup(arm, prompt, FAILED, tuple(idx), error=first.get("error"),
-                                set_aside=SET_ASIDE in (first.get("marks") or [])))
+            out.append(RunGroup(arm, prompt, FAILED, tuple(idx), error=first.error, set_aside=SET_ASIDE in first.marks))
     return out
 
 
@@ -64,19 +63,20 @@ def flagged(fx: Facts) -> list[RunGroup]:
     first), then arm and prompt."""
     found: dict[tuple[str, str, str], tuple[float | None, list[int]]] = {}
     quiet = fx.settings.get("quiet") or {}
-    for r in fx.rec["runs"]:
-        marks = r.get("marks") or []
-        if r.get("warmup") or r.get("status") == "failed":
+    # spoiled reads the record's run dicts: each typed run beside its dict.
+    for raw, r in zip(fx.rec["runs"], fx.runs):
+        if r.warmup or r.status == "failed":
             continue
-        if "contended" in marks:
-            found.setdefault((r["arm"], r["prompt"], CONTENDED), (None, []))[1].append(r["index"])
-        if why := spoiled.reasons(r):
-            found.setdefault((r["arm"], r["prompt"], " ".join((HOST,) + why)), (None, []))[1].append(r["index"])
-        if "quiet_wait_timeout" in marks:
+        arm, prompt = str(r.arm), str(r.prompt)
+        if "contended" in r.marks:
+            found.setdefault((arm, prompt, CONTENDED), (None, []))[1].append(r.index)
+        if why := spoiled.reasons(raw):
+            found.setdefault((arm, prompt, " ".join((HOST,) + why)), (None, []))[1].append(r.index)
+        if "quiet_wait_timeout" in r.marks:
             # The run's own limit: an unset [quiet] timeout_s is sized to each run.
-            gave = ((r.get("load") or {}).get("quiet_wait") or {}).get("timeout_s", quiet.get("timeout_s"))
+            gave = (r.load.get("quiet_wait") or {}).get("timeout_s", quiet.get("timeout_s"))
             limit = float(gave) if isinstance(gave, (int, float)) else None
-            found.setdefault((r["arm"], r["prompt"], QUIET_TIMEOUT), (limit, []))[1].append(r["index"])
+            found.setdefault((arm, prompt, QUIET_TIMEOUT), (limit, []))[1].append(r.index)
     order = {a: i for i, a in enumerate(fx.arm_order)}
     return [RunGroup(arm, prompt, kind.split()[0], tuple(idx), quiet_timeout_s=limit,
                      reasons=tuple(kind.split()[1:]))
@@ -100,9 +100,8 @@ class SetAside:
 
 
 def set_aside(fx: Facts) -> list[SetAside]:
-    return [SetAside(r.get("index"), r.get("arm"), r.get("prompt"),
-                     str(r.get("error") or "").removeprefix(SET_ASIDE_PREFIX))
-            for r in fx.rec["runs"] if SET_ASIDE in (r.get("marks") or [])]
+    return [SetAside(r.index, str(r.arm), str(r.prompt), (r.error or "").removeprefix(SET_ASIDE_PREFIX))
+            for r in fx.runs if SET_ASIDE in r.marks]
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ def incomplete(fx: Facts) -> Incomplete | None:
     """None for a complete record."""
     if fx.rec.get("complete", True):
         return None
-    return Incomplete(len(fx.rec["runs"]), fx.rec.get("planned_runs"))
+    return Incomplete(len(fx.runs), fx.rec.get("planned_runs"))
 
 
 def overridden_arms(fx: Facts) -> list[str]:

@@ -16,6 +16,8 @@ from typing import Any
 from harness.analyze import acks as ackmod
 from harness.analyze import spoiled
 from harness.analyze.verdict import DECLINED, ArmVerdict, judge
+from harness.core.runs import as_runs
+from harness.core.schema import Run
 
 MS_PER_TOKEN = "ms_per_token"
 
@@ -129,11 +131,9 @@ def commit_view(record: dict[str, Any], name: str, page: str, sha: str | None = 
                   record=name, page=page, verdicts=tuple(judge(record).arms))
 
 
-def _ms_per_token(record: dict[str, Any], arm: str) -> list[float]:
+def _ms_per_token(runs: list[Run], arm: str) -> list[float]:
     """The arm's ms/token of the runs a verdict may use (analyze.spoiled.usable), as its median's."""
-    return [float(r["ms_per_token"]) for r in record.get("runs", [])
-            if r.get("arm") == arm and spoiled.usable(r)
-            and isinstance(r.get("ms_per_token"), (int, float))]
+    return [x for r in runs if r.arm == arm and spoiled.usable(r) and (x := r.ms_per_token) is not None]
 
 
 def host_series(host: str, records: list[tuple[Commit, dict[str, Any]]],
@@ -147,8 +147,9 @@ def host_series(host: str, records: list[tuple[Commit, dict[str, Any]]],
     ordered = sorted(newest.values(), key=lambda cd: cd[0].when)
     by_arm: dict[str, list[SeriesPoint]] = {}
     for c, data in ordered:
+        runs = as_runs(data.get("runs", []))
         for v in c.verdicts:
-            xs = _ms_per_token(data, v.arm)
+            xs = _ms_per_token(runs, v.arm)
             if xs:
                 by_arm.setdefault(v.arm, []).append(SeriesPoint(c.sha, c.when, statistics.median(xs), len(xs), v,
                                                                 c.page))

@@ -60,19 +60,23 @@ def reasons(run: Run | Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(r for r in REASONS if found[r])
 
 
-def counts(runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+def _measured(run: Run | Mapping[str, Any]) -> bool:
+    return not run.warmup if isinstance(run, Run) else isinstance(run, Mapping) and not run.get("warmup")
+
+
+def counts(runs: Iterable[Run | Mapping[str, Any]]) -> dict[str, int]:
     """How many measured runs have each reason (only the reasons found, in REASONS' order)."""
     n = dict.fromkeys(REASONS, 0)
     for r in runs:
-        if isinstance(r, Mapping) and not r.get("warmup"):
+        if _measured(r):
             for why in reasons(r):
                 n[why] += 1
     return {k: v for k, v in n.items() if v}
 
 
-def set_aside_runs(runs: Iterable[Mapping[str, Any]]) -> int:
+def set_aside_runs(runs: Iterable[Run | Mapping[str, Any]]) -> int:
     """Measured runs with at least one reason."""
-    return sum(1 for r in runs if isinstance(r, Mapping) and not r.get("warmup") and reasons(r))
+    return sum(1 for r in runs if _measured(r) and reasons(r))
 
 
 def usable(run: Run | Mapping[str, Any]) -> bool:

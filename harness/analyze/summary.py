@@ -20,6 +20,7 @@ from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.schema import Run
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
 
@@ -74,17 +75,16 @@ class ArmSummary:
         return asdict(self)
 
 
-def _vals(runs: list[dict[str, Any]], key: str) -> list[float]:
-    return [float(r[key]) for r in runs if r.get(key) is not None]
-
-
-def summarize(record: dict[str, Any]) -> list[ArmSummary]:
+def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[ArmSummary]:
+    """One row per (arm, prompt) in suite order; runs: the record's runs typed, in its order,
+    where the caller has them so (a report's Facts), else converted here."""
     suite = record["suite"]
     settings = suite["settings"]
     arms = {a["name"]: a for a in suite["arms"]}
-    measured = [r for r in record["runs"] if not r.get("warmup")]
-    groups = by_arm_prompt(record, measured, keep_empty=True)   # failed runs too: they are counted
-    vs_classic = classic_comparisons(record)
+    typed = as_runs(record["runs"]) if runs is None else runs
+    # Failed runs too: they are counted.
+    groups = by_arm_prompt(record, [r for r in typed if not r.warmup], keep_empty=True)
+    vs_classic = classic_comparisons(record, typed)
     out: list[ArmSummary] = []
     timed_n: dict[tuple[str, str], int] = {}   # the runs the timings rest on, per row
     for (arm_name, prompt), runs in groups.items():
@@ -92,19 +92,19 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         ok = measured_ok_runs(runs)
         s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
                        block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
-                       contended=sum("contended" in (r.get("marks") or []) for r in runs),
-                       quiet_wait_timeouts=sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs),
-                       watch_undersampled=sum("watch_undersampled" in (r.get("marks") or []) for r in runs),
+                       contended=sum("contended" in r.marks for r in runs),
+                       quiet_wait_timeouts=sum("quiet_wait_timeout" in r.marks for r in runs),
+                       watch_undersampled=sum("watch_undersampled" in r.marks for r in runs),
                        watch_in_thread=sum(_watched_from_a_thread(r) for r in runs),
                        set_aside=spoiled.set_aside_runs(runs), set_aside_reasons=spoiled.counts(runs))
         for r in runs:
-            if "contended" in (r.get("marks") or []):
-                c = (r.get("load") or {}).get("contention") or {}
+            if "contended" in r.marks:
+                c = r.load.get("contention") or {}
                 s.contended_samples += int(c.get("contended_samples") or 0)
                 s.contention_samples += int(c.get("samples") or 0)
         timed = spoiled.usable_runs(ok)
         timed_n[(arm_name, prompt)] = len(timed)
-        tps, mpt = _vals(timed, "decode_tokens_per_s"), _vals(timed, "ms_per_token")
+        tps, mpt = _tok_s(timed), [x for r in timed if (x := r.ms_per_token) is not None]
         if tps:
             s.tok_s_median = stats.median(tps)
             s.tok_s_min, s.tok_s_max = stats.min_max(tps)
@@ -113,10 +113,10 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
         if mpt:
             s.ms_per_token_median = stats.median(mpt)
             s.ms_per_token_min, s.ms_per_token_max = stats.min_max(mpt)
-        diags = [r.get("diagnostics") or {} for r in ok]
-        proposed = sum(d.get("proposed") or 0 for d in diags)
-        accepted = sum(d.get("accepted") or 0 for d in diags)
-        tested = sum(d.get("per_step_tested") or 0 for d in diags)
+        diags = [r.diagnostics for r in ok]
+        proposed = sum(d.proposed or 0 for d in diags)
+        accepted = sum(d.accepted or 0 for d in diags)
+        tested = sum(d.per_step_tested or 0 for d in diags)
         if a["block"] > 1 and proposed:
             s.acceptance = accepted / proposed
         if a["block"] > 1 and tested:
@@ -127,20 +127,19 @@ def summarize(record: dict[str, Any]) -> list[ArmSummary]:
             s.memory_bytes = max(m[0] for m in mems)
             added = [m[1] for m in mems if m[1] is not None]
             s.run_memory_bytes = max(added) if added else None
-        epv = [float(d["emitted_per_verify"]) for d in diags if d.get("emitted_per_verify") is not None]
+        epv = [x for d in diags if (x := d.emitted_per_verify) is not None]
         if epv:
             s.emitted_per_verify = stats.median(epv)
         for r in runs:
-            st = (r.get("identity") or {}).get("status", "not_compared")
+            st = r.identity.status if r.identity is not None else "not_compared"
             s.identity[st] = s.identity.get(st, 0) + 1
         if (arm_name, prompt) in vs_classic:
             c = vs_classic[(arm_name, prompt)]
             s.vs_classic = f"{describe(c)} (vs {c['classic_arm']}; information only)"
-        s.labels = sorted({r.get("label") or "unlabelled" for r in runs})
-        s.shipping = bool(runs) and all(r.get("shipping") for r in runs)
+        s.labels = sorted({r.label or "unlabelled" for r in runs})
+        s.shipping = bool(runs) and all(r.shipping for r in runs)
         s.declined = a["block"] > 1 and bool(ok) and all(
-            (r.get("gate") or {}).get("outcome") == "declined" or (r.get("gate") or {}).get("engaged") is False
-            for r in ok)
+            r.gate.outcome == "declined" or r.gate.engaged is False for r in ok)
         out.append(s)
     _speedups(out, groups, settings, pairing_targets(record))
     for s in out:
@@ -160,14 +159,18 @@ def _classic_for(s: ArmSummary, rows: list[ArmSummary], targets: dict[str, str])
     return found[0] if found else None
 
 
-def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[dict[str, Any]]],
+def _tok_s(runs: list[Run]) -> list[float]:
+    return [x for r in runs if (x := r.decode_tokens_per_s) is not None]
+
+
+def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[Run]],
               settings: dict[str, Any], targets: dict[str, str]) -> None:
     def tps(row: ArmSummary) -> list[float]:
-        return _vals(spoiled.usable_runs(groups[(row.arm, row.prompt)]), "decode_tokens_per_s")
+        return _tok_s(spoiled.usable_runs(groups[(row.arm, row.prompt)]))
 
     def by_rep(row: ArmSummary) -> dict[int, float]:
-        return {int(r.get("repetition", 0)): float(r["ms_per_token"]) for r in groups[(row.arm, row.prompt)]
-                if spoiled.usable(r) and isinstance(r.get("ms_per_token"), (int, float))}
+        return {r.repetition or 0: x for r in groups[(row.arm, row.prompt)]
+                if spoiled.usable(r) and (x := r.ms_per_token) is not None}
 
     # The smallest detectable change is the paired one (harness.analyze.paired): runs of the same
     # repetition ran next to each other; it is the change caught with 80% power, not a half-width.
@@ -250,21 +253,22 @@ def has_cooldown(settings: dict[str, Any]) -> bool:
 
 def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
     """The one JSON line printed last for machines."""
+    runs = as_runs(record["runs"])
     return {
         "kind": "harness.summary", "record": record_path, "session_id": record.get("session_id"),
-        "complete": record.get("complete"), "runs": len(record["runs"]),
-        "failed": sum(r["status"] == "failed" for r in record["runs"]),
-        "identity_differs": sum((r.get("identity") or {}).get("status") == "differs" for r in record["runs"]),
+        "complete": record.get("complete"), "runs": len(runs),
+        "failed": sum(r.status == "failed" for r in runs),
+        "identity_differs": sum(r.identity is not None and r.identity.status == "differs" for r in runs),
         "duty": record_duty(record),
         "contention": contended.record_info(record).to_dict(),
         "arms": [s.to_dict() for s in rows],
     }
 
 
-def _watched_from_a_thread(run: dict[str, Any]) -> bool:
+def _watched_from_a_thread(run: Run) -> bool:
     """The watch's process was lost, so this run was watched from a thread or not at all.
     Records from before the watch's process say nothing (False)."""
-    how = ((run.get("load") or {}).get("contention") or {}).get("watcher")
+    how = (run.load.get("contention") or {}).get("watcher")
     return isinstance(how, str) and how != "process"
 
 

@@ -7,7 +7,8 @@ such a record resumes into the wrong runs). Each is one line naming the file and
 
 Runs recorded as ok by a harness that did not yet check engine results (NaN, a negative time,
 no token: harness.core.results) are set aside on load: failed, marked `set_aside`, their
-non-finite numbers null, so every figure leaves them out and the report names them.
+non-finite numbers left out (absent from an object, so the run keeps its typed shape; null in a
+list), so every figure leaves them out and the report names them.
 """
 
 from __future__ import annotations

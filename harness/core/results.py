@@ -196,12 +196,17 @@ def run_problem(run: Mapping[str, Any]) -> str | None:
     return _first_non_finite(run)
 
 
+def _non_finite_number(x: Any) -> bool:
+    return isinstance(x, float) and not math.isfinite(x)
+
+
 def scrub_non_finite(x: Any) -> Any:
-    """x with every non-finite number replaced by None (null): what strict JSON can hold."""
-    if isinstance(x, float) and not math.isfinite(x):
+    """x without a non-finite number, so strict JSON can hold it: left out of an object (absent
+    is not reported, as the schema reads it: a phase's ms map has no null), null in a list."""
+    if _non_finite_number(x):
         return None
     if isinstance(x, dict):
-        return {k: scrub_non_finite(v) for k, v in x.items()}
+        return {k: scrub_non_finite(v) for k, v in x.items() if not _non_finite_number(v)}
     if isinstance(x, list):
         return [scrub_non_finite(v) for v in x]
     return x

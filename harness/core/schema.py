@@ -7,7 +7,8 @@ schema/*.schema.json, which docs/engine-contract.md describes).
 
 Producers build these types (the adapters, test fixtures); `load_record` is the one door every
 record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3 -> 4 -> 5) and checks
-the typed shape. Readers then see dicts of that shape (the report and its analyses read dicts).
+the typed shape. Readers then see dicts of that shape; the analyses that read runs as `Run`s
+convert them once at their entry (harness.core.runs.as_runs).
 
 The format's history, one line per version, is docs/schema-history.md.
 

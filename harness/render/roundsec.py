@@ -99,7 +99,7 @@ def profile_sections(fx: Facts) -> list[dict[str, Any]]:
                      f"{p.sync_ms_per_round:.3f} ms per round spent waiting in them)"
                      + ("." if p.resolved else "; the two arms' per-round ranges overlap, so this record does "
                         "not resolve that cost from noise."))
-        split = any((r.get("diagnostics") or {}).get("drafter_split", {}) for r in fx.groups.get((q.arm, q.prompt), []))
+        split = any(r.diagnostics.drafter_split for r in fx.groups.get((q.arm, q.prompt), []))
         lines.append("Quote the unprofiled round as the cost; the profiled column is for attribution only."
                      + (" The drafter step's own split is in the next section." if split else
                         " This engine's profile mode syncs per stage and does not split the drafter step further "
@@ -133,7 +133,7 @@ def scaling_section(fx: Facts) -> dict[str, Any] | None:
 
 
 def cost_section(fx: Facts) -> dict[str, Any]:
-    c = costreport.build(fx.rec, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
+    c = costreport.build(fx.rec, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
     out: dict[str, Any] = {"available": c.available, "reason": reportcost.reason(c),
                            "notes": reportcost.notes(c), "peak": reportcost.peak_note(c)}
     if c.target is not None:

@@ -67,8 +67,8 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     if gpu:
         t.add("GPU stack", gpu)
     la = fx.loadavg()
-    quiet = sum("quiet_wait_timeout" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
-    contended = sum("contended" in (r.get("marks") or []) for rs in fx.groups.values() for r in rs)
+    quiet = sum("quiet_wait_timeout" in r.marks for rs in fx.groups.values() for r in rs)
+    contended = sum("contended" in r.marks for rs in fx.groups.values() for r in rs)
     t.add("load average during runs",
           "unknown" if la is None else
           f"1-min load {la[0]:.2f} median, {la[1]:.2f}-{la[2]:.2f} (before and after each measured run, "
@@ -89,8 +89,8 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
         if role == "drafter":
             quants: dict[str, list[str]] = {}
             for a in fx.arm_order:
-                q = next(((r.get("result_arm") or {}).get("drafter_quantization") for r in fx.runs_of.get(a, [])
-                          if (r.get("result_arm") or {}).get("drafter_quantization")), None)
+                q = next((r.result_arm.drafter_quantization for r in fx.runs_of.get(a, [])
+                          if r.result_arm.drafter_quantization), None)
                 if q and fx.arms[a]["block"] > 1:
                     desc = (f"quantized at load, {q.get('bits')}-bit group {q.get('group_size')}" if q.get("how") == "at load"
                             else "dense" if not q.get("quantized") else str(q.get("how")))
@@ -101,8 +101,8 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     t.add("command", " ".join(shlex.quote(c) for c in fx.rec.get("command") or []) or "unknown")
     prompts = []
     for p in fx.suite["prompts"]:
-        ptoks = next(((r.get("diagnostics") or {}).get("prompt_tokens") for rs in fx.groups.values()
-                      for r in rs if r["prompt"] == p["name"]), None)
+        ptoks = next((r.diagnostics.prompt_tokens for rs in fx.groups.values()
+                      for r in rs if r.prompt == p["name"]), None)
         text = " ".join(p["text"].split()).replace("`", "'")
         prompts.append(f"{p['name']} ({p.get('category') or 'no category'}, {ptoks if ptoks is not None else '?'} tokens): "
                        f"`{text[:70]}{'...' if len(text) > 70 else ''}`")
@@ -215,9 +215,9 @@ def probe_readings(fx: Facts) -> list[dict[str, str]]:
     """The engine's own gate message, quoted once per distinct message, with the arms it came from."""
     seen: dict[str, list[str]] = {}
     for a in fx.arm_order:
-        msgs = {(r.get("gate") or {}).get("message") for r in fx.runs_of.get(a, [])}
+        msgs = {r.gate.message for r in fx.runs_of.get(a, [])}
         for m in sorted(x for x in msgs if x):
-            if (fx.runs_of[a][0].get("gate") or {}).get("outcome") == "not_applicable":
+            if fx.runs_of[a][0].gate.outcome == "not_applicable":
                 continue
             seen.setdefault(m, []).append(a)
     return [{"arms": names(v), "message": k} for k, v in seen.items()]
