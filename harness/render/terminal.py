@@ -14,6 +14,8 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TaskProgressColum
 from rich.table import Column
 from rich.text import Text
 
+from harness.core.runs import as_run
+from harness.core.schema import Run
 from harness.render.format import f
 
 LIVE_ROWS = 5   # the live display shows the last runs only; the record has them all
@@ -26,7 +28,7 @@ class RunnerUI:
     console: Console
     total: int
     done_before: int
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[Run] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.live_mode = self.console.is_terminal
@@ -58,12 +60,13 @@ class RunnerUI:
             self.live.update(self._render())
 
     def finished_run(self, run: dict[str, Any], eta_s: float | None) -> None:
-        self.rows.append(run)
+        """run: the runner's run as the record keeps it, typed here once for every frame."""
+        self.rows.append(as_run(run))
         self.progress.update(self.task, advance=1, status="", eta_s=eta_s)
         if self.live is not None:
             self.live.update(self._render())
         else:
-            self.console.print(_plain_line(run, self.progress.tasks[0].completed, self.total),
+            self.console.print(_plain_line(self.rows[-1], self.progress.tasks[0].completed, self.total),
                                highlight=False, soft_wrap=True, markup=False)
 
     def _render(self) -> Group:
@@ -82,26 +85,26 @@ class _EtaColumn(ProgressColumn):
         return Text(f"eta {h}:{m:02d}:{s:02d}" if h else f"eta {m}:{s:02d}", style="progress.remaining")
 
 
-def live_row(r: dict[str, Any]) -> Text:
+def live_row(r: Run) -> Text:
     """One finished run on one line, cut to the screen's width (never wrapped: a wrapped frame
     is taller than the one the display clears)."""
-    rep = ("w" if r.get("warmup") else "") + str(r.get("repetition"))
-    head = f"#{r['index']} {r['arm']} {r['prompt']} rep {rep}: "
-    if r["status"] == "failed":
+    rep = ("w" if r.warmup else "") + str(r.repetition)
+    head = f"#{r.index} {r.arm} {r.prompt} rep {rep}: "
+    if r.status == "failed":
         body = "failed"
     else:
-        acc = (r.get("diagnostics") or {}).get("acceptance_rate")
-        body = f"{f(r.get('decode_tokens_per_s'), '.1f')} tok/s" + (f", accept {acc:.2f}" if acc is not None else "")
+        acc = r.diagnostics.acceptance_rate
+        body = f"{f(r.decode_tokens_per_s, '.1f')} tok/s" + (f", accept {acc:.2f}" if acc is not None else "")
     marks = mark_text(r)
-    style = "red" if r["status"] == "failed" else ("dim" if r.get("warmup") else "")
+    style = "red" if r.status == "failed" else ("dim" if r.warmup else "")
     return Text(head + body + (f" [{marks}]" if marks else ""), style=style, no_wrap=True, overflow="ellipsis")
 
 
-def mark_text(r: dict[str, Any]) -> str:
+def mark_text(r: Run) -> str:
     """The run's marks for people: contention with its counts ("contended 4/12")."""
-    c = (r.get("load") or {}).get("contention") or {}
+    c = r.load.get("contention") or {}
     out = []
-    for m in r.get("marks") or []:
+    for m in r.marks:
         if m == "contended" and c.get("samples"):
             m = f"contended {c.get('contended_samples', 0)}/{c['samples']}"
         elif m == "watch_undersampled" and c.get("samples") is not None:
@@ -110,23 +113,24 @@ def mark_text(r: dict[str, Any]) -> str:
     return ",".join(out)
 
 
-def short_label(r: dict[str, Any]) -> str:
+def short_label(r: Run) -> str:
     """A run's label in its progress line: the full text is in the record, and the summary's
     footnotes give each arm's."""
-    if r.get("shipping"):
+    if r.shipping:
         return "shipping"
-    why = [f"{k}={v}" for k, v in sorted((r.get("overrides") or {}).items())]
-    outcome = (r.get("gate") or {}).get("outcome")
-    if outcome not in (None, "passed", "not_applicable"):
+    why = [f"{k}={v}" for k, v in sorted(r.overrides.items())]
+    outcome = r.gate.outcome
+    # "unknown": the engine did not say, as an absent outcome.
+    if outcome not in ("unknown", "passed", "not_applicable"):
         why.append(f"gate {outcome}")
     return "NOT shipping" + (f" ({', '.join(why)})" if why else "")
 
 
-def _plain_line(r: dict[str, Any], done: float, total: int) -> str:
-    tps = f(r.get("decode_tokens_per_s"), ".1f")
+def _plain_line(r: Run, done: float, total: int) -> str:
+    tps = f(r.decode_tokens_per_s, ".1f")
     marks = mark_text(r)
-    ident = (r.get("identity") or {}).get("status", "-")
-    err = f" error={r['error']}" if r.get("error") else ""
-    return (f"[{int(done)}/{total}] run {r['index']} arm={r['arm']} prompt={r['prompt']} "
-            f"rep={'w' if r['warmup'] else ''}{r['repetition']} status={r['status']} tok/s={tps} "
+    ident = r.identity.status if r.identity is not None else "-"
+    err = f" error={r.error}" if r.error else ""
+    return (f"[{int(done)}/{total}] run {r.index} arm={r.arm} prompt={r.prompt} "
+            f"rep={'w' if r.warmup else ''}{r.repetition} status={r.status} tok/s={tps} "
             f"identity={ident} marks={marks or '-'} label={short_label(r)}{err}")
