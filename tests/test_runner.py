@@ -19,6 +19,7 @@ from harness.collect.host.quiet import watch_interval
 from harness.collect.plan import PlannedRun, build_plan
 from harness.collect.record import Record
 from harness.collect.suite import load_suite
+from harness.core.runs import as_run
 from harness.render import terminal
 from harness.render.terminal import RunnerUI
 
@@ -136,7 +137,7 @@ def test_marks_contended_and_quiet_wait_timeout(tmp_path: Path, monkeypatch: pyt
     assert r["load"]["contention"]["contended_fraction"] == 0.5
     assert r["quiet_wait_s"] == 0.01 and r["cooldown_s"] == 0.0
     assert set(r["load"]) == {"before", "after", "quiet_wait", "contention", "thermal", "thermal_wait"}
-    assert terminal.mark_text(r) == "quiet_wait_timeout,contended 2/4,watch_undersampled (4 samples)"
+    assert terminal.mark_text(as_run(r)) == "quiet_wait_timeout,contended 2/4,watch_undersampled (4 samples)"
 
 
 class _WellSampledWatch(_Watch):
