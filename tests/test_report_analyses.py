@@ -91,7 +91,7 @@ def test_classic_checks_compare_the_first_run_with_its_targets_classic_run() -> 
     fx = _facts(data)
     checks = classic_checks(fx)
     assert checks and all(c.classic_arm == "classic" for c in checks.values())
-    assert all(fx.arms[arm]["block"] > 1 for arm, _ in checks)
+    assert all(fx.arms[arm].block > 1 for arm, _ in checks)
     # A declined arm decoded classic: its tokens are classic's.
     declined = [c for (arm, _), c in checks.items() if not c.engaged]
     assert declined and all(c.result["status"] == "identical" for c in declined)
@@ -107,9 +107,9 @@ def test_acceptance_pairs_only_arms_of_one_pairing_and_block_that_speculated() -
     fx = _facts(load_record(str(path)), path)
     a = acceptance(fx)
     spec = [u.arm for u in a.unpaired]
-    assert spec == [x for x in fx.arm_order if fx.arms[x]["block"] > 1 and fx.engaged(x)]
+    assert spec == [x for x in fx.arm_order if fx.arms[x].block > 1 and fx.engaged(x)]
     for r in a.paired:
-        assert (fx.arms[r.a]["pairing"], fx.arms[r.a]["block"]) == (fx.arms[r.b]["pairing"], fx.arms[r.b]["block"])
+        assert (fx.arms[r.a].pairing, fx.arms[r.a].block) == (fx.arms[r.b].pairing, fx.arms[r.b].block)
 
 
 def test_compare_records_groups_components_and_counts_detectable_range() -> None:

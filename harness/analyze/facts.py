@@ -6,12 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from harness.analyze import drafterstep, envdiff, rounds
 from harness.analyze.costmodel import ModelTables
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
 from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import EngineInfo, Run, section
+from harness.core.schema import EngineInfo, Run, SuiteSection, section
+from harness.core.suitespec import Pairing
 
 
 @dataclass(frozen=True)
@@ -33,11 +36,12 @@ class Facts:
     def __init__(self, path: str, data: dict[str, Any], inputs: Inputs):
         from harness.analyze.summary import summarize
         self.path, self.rec = path, data
-        self.suite = data["suite"]
-        self.settings = self.suite["settings"]
-        self.arms = {a["name"]: a for a in self.suite["arms"]}
-        self.arm_order = [a["name"] for a in self.suite["arms"]]
-        self.prompts = [p["name"] for p in self.suite["prompts"]]
+        # The suite as the session ran it, typed (a loaded record's suite has this shape).
+        self.suite = msgspec.convert(data["suite"], SuiteSection)
+        self.settings = self.suite.settings
+        self.arms = {a.name: a for a in self.suite.arms}
+        self.arm_order = [a.name for a in self.suite.arms]
+        self.prompts = [p.name for p in self.suite.prompts]
         self.multi_prompt = len(self.prompts) > 1
         # The record's runs typed once, for every analysis of it that reads runs.
         self.runs = as_runs(data["runs"])
@@ -198,13 +202,13 @@ class Facts:
     def date(self) -> str:
         return str(self.rec.get("created") or "")[:10] or "undated"
 
-    def model_desc(self, pairing: dict[str, Any], role: str) -> str:
+    def model_desc(self, pairing: Pairing, role: str) -> str:
         """The suite's entry, and the directory the engine reported, relative to the repo when inside it."""
-        v = pairing.get(role)
+        v = pairing.target if role == "target" else pairing.drafter
         if v is None:
             return "none"
         seen = sorted({d for rs in self.runs_of.values() for r in rs
-                       if r.pairing == pairing["name"] and (d := _model_dir(r, role))})
+                       if r.pairing == pairing.name and (d := _model_dir(r, role))})
         root = str(section(self.host, "repo").get("path") or "")
         rel = [x[len(root) + 1:] if root and x.startswith(root + "/") else x for x in seen]
         where = f" ({', '.join(rel)})" if rel else ""

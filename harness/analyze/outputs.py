@@ -40,13 +40,13 @@ def classic_checks(fx: Facts) -> dict[tuple[str, str], ClassicCheck]:
     run to compare with and no comparison from the summary."""
     # A classic arm of the same pairing, else one on the same target model (an MTP pairing and a
     # draft-model pairing share their target; its classic decode is the same reference).
-    target = {p["name"]: p.get("target") for p in fx.suite.get("pairings", [])}
+    target = {p.name: p.target for p in fx.suite.pairings}
     classic: dict[tuple[str, str], tuple[str, Run]] = {}
     by_target: dict[tuple[Any, str], tuple[str, Run]] = {}
     for (arm, prompt), rs in fx.groups.items():
-        if fx.arms[arm]["block"] == 1 and rs:
-            classic.setdefault((fx.arms[arm]["pairing"], prompt), (arm, rs[0]))
-            by_target.setdefault((target.get(fx.arms[arm]["pairing"]), prompt), (arm, rs[0]))
+        if fx.arms[arm].block == 1 and rs:
+            classic.setdefault((fx.arms[arm].pairing, prompt), (arm, rs[0]))
+            by_target.setdefault((target.get(fx.arms[arm].pairing), prompt), (arm, rs[0]))
     out = {}
     for s in fx.rows:
         rs = fx.groups.get((s.arm, s.prompt), [])
@@ -69,7 +69,7 @@ class Acceptance:
 
 
 def acceptance(fx: Facts) -> Acceptance:
-    spec = [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and fx.engaged(a)]
+    spec = [a for a in fx.arm_order if fx.arms[a].block > 1 and fx.engaged(a)]
     # A profile-mode arm decodes its twin's tokens; pairing it would only restate that.
     paired_arms = [a for a in spec if not fx.profiled(a)]
     by_arm = {a: acc.first_runs({p: fx.groups.get((a, p), []) for p in fx.prompts}) for a in spec}
@@ -77,7 +77,7 @@ def acceptance(fx: Facts) -> Acceptance:
     for i, a in enumerate(paired_arms):
         for b in paired_arms[i + 1:]:
             ea, eb = fx.arms[a], fx.arms[b]
-            if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
+            if (ea.pairing, ea.block) != (eb.pairing, eb.block):
                 continue
             if acc.identical_text(by_arm[a], by_arm[b]):
                 pairs.append(acc.paired(a, by_arm[a], b, by_arm[b]))

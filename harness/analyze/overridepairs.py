@@ -42,9 +42,9 @@ def one_override_pairs(fx: Facts) -> list[OverridePair]:
     for i, a in enumerate(fx.arm_order):
         for b in fx.arm_order[i + 1:]:
             ea, eb = fx.arms[a], fx.arms[b]
-            if (ea["pairing"], ea["block"]) != (eb["pairing"], eb["block"]):
+            if (ea.pairing, ea.block) != (eb.pairing, eb.block):
                 continue
-            diff = env_diff(ea.get("env") or {}, eb.get("env") or {})
+            diff = env_diff(ea.env, eb.env)
             pvars = {v for v in (rounds.profile_var(fx.rec, a), rounds.profile_var(fx.rec, b)) if v is not None}
             if len(diff) != 1 or any(v in diff[0] for v in pvars):
                 continue
@@ -59,6 +59,6 @@ def one_override_pairs(fx: Facts) -> list[OverridePair]:
                     a=a, b=b, prompt=p, diff=diff[0], ratio=ratio,
                     lo=None if few else lo, hi=None if few else hi,
                     resolved=not few and (lo > 1 or hi < 1),
-                    engines=(ea["engine"], eb["engine"]), gate=(fx.outcome(a), fx.outcome(b)),
+                    engines=(ea.engine, eb.engine), gate=(fx.outcome(a), fx.outcome(b)),
                     same_tokens=ga.token_ids is not None and ga.token_ids == gb.token_ids))
     return out

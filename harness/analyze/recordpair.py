@@ -50,7 +50,7 @@ def compare_records(fa: Facts, fb: Facts) -> RecordPair:
             groups.setdefault((c.arm, c.prompt), []).append(c)
     ab = []
     for arm in fa.arm_order:
-        if arm not in fb.arms or fa.arms[arm]["block"] == 1 or not (fa.engaged(arm) and fb.engaged(arm)):
+        if arm not in fb.arms or fa.arms[arm].block == 1 or not (fa.engaged(arm) and fb.engaged(arm)):
             continue
         ra = acc.first_runs({p: fa.groups.get((arm, p), []) for p in fa.prompts})
         rb = acc.first_runs({p: fb.groups.get((arm, p), []) for p in fb.prompts})
@@ -58,8 +58,8 @@ def compare_records(fa: Facts, fb: Facts) -> RecordPair:
             ab.append(acc.paired(arm, ra, arm, rb))
     return RecordPair(
         cross=not cmp.same_host(fa.rec, fb.rec), per_arm=per_arm, per_prompt=per_prompt, changes=changes,
-        components=list(groups.values()), design=cmp.design_for(fa.settings),
-        repetitions=min(fa.settings["repetitions"], fb.settings["repetitions"]), acceptance=ab,
+        components=list(groups.values()), design=cmp.design_for(fa.rec["suite"]["settings"]),
+        repetitions=min(fa.settings.repetitions, fb.settings.repetitions), acceptance=ab,
         env=envdiff.env_diff(fa.rec, fb.rec), env_compared=envdiff.compared(fa.rec, fb.rec))
 
 

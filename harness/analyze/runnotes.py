@@ -62,7 +62,7 @@ def flagged(fx: Facts) -> list[RunGroup]:
     group per set of reasons), or run after the quiet wait gave up; grouped by flag (contended
     first), then arm and prompt."""
     found: dict[tuple[str, str, str], tuple[float | None, list[int]]] = {}
-    quiet = fx.settings.get("quiet") or {}
+    quiet_limit = fx.settings.quiet.timeout_s
     # spoiled reads the record's run dicts: each typed run beside its dict.
     for raw, r in zip(fx.rec["runs"], fx.runs):
         if r.warmup or r.status == "failed":
@@ -74,7 +74,7 @@ def flagged(fx: Facts) -> list[RunGroup]:
             found.setdefault((arm, prompt, " ".join((HOST,) + why)), (None, []))[1].append(r.index)
         if "quiet_wait_timeout" in r.marks:
             # The run's own limit: an unset [quiet] timeout_s is sized to each run.
-            gave = (r.load.get("quiet_wait") or {}).get("timeout_s", quiet.get("timeout_s"))
+            gave = (r.load.get("quiet_wait") or {}).get("timeout_s", quiet_limit)
             limit = float(gave) if isinstance(gave, (int, float)) else None
             found.setdefault((arm, prompt, QUIET_TIMEOUT), (limit, []))[1].append(r.index)
     order = {a: i for i, a in enumerate(fx.arm_order)}
@@ -86,7 +86,7 @@ def flagged(fx: Facts) -> list[RunGroup]:
 
 def spread_over(fx: Facts) -> list[ArmSummary]:
     """The summary rows whose spread is past the suite's threshold."""
-    return [r for r in fx.rows if r.spread is not None and r.spread > fx.settings["spread_threshold"]]
+    return [r for r in fx.rows if r.spread is not None and r.spread > fx.settings.spread_threshold]
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def overridden_arms(fx: Facts) -> list[str]:
 
 def declined_arms(fx: Facts) -> list[str]:
     """Speculative arms whose gate declined (on some run) to classic decode."""
-    return [a for a in fx.arm_order if fx.arms[a]["block"] > 1 and "declined" in fx.outcome(a)]
+    return [a for a in fx.arm_order if fx.arms[a].block > 1 and "declined" in fx.outcome(a)]
 
 
 def not_shipping_arms(fx: Facts) -> list[str]:

@@ -41,7 +41,7 @@ def _overrides_text(fx: Facts, arm: str) -> str:
     ov = fx.overrides(arm)
     if not ov:
         return "none"
-    env = fx.arms[arm].get("env") or {}
+    env = fx.arms[arm].env
     # An override the suite did not set came from the environment the session ran in.
     return ", ".join(f"{k}={v}" + ("" if env.get(k) == v else " (exported)") for k, v in ov.items())
 
@@ -101,7 +101,7 @@ def override_differences(fa: Facts, fb: Facts, cross: bool) -> list[str]:
             where = ", ".join(f"{k}={v} in {r}" for _, v, r in sides) + ("" if len(sides) > 1 else " only")
             # Each side's value: why it is an override there, and whether the suite set it or the shell did.
             whys = [(f"in {r}: " if len(sides) > 1 else "") + fx.override_why(arm, k)
-                    + ("" if (fx.arms[arm].get("env") or {}).get(k) == v else ", exported, not set by the suite")
+                    + ("" if fx.arms[arm].env.get(k) == v else ", exported, not set by the suite")
                     for fx, v, r in sides]
             parts.append(f"{where} ({'; '.join(whys)})")
         out.append(f"{arm} ran under different overrides: {'; '.join(parts)}. Its figures do not compare "

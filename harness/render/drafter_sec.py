@@ -16,7 +16,7 @@ def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
     out = []
     for s in fx.drafter_splits:
         decl = declare.of_record(fx.rec, s.arm)
-        block = int(fx.arms.get(s.arm, {}).get("block") or 1)
+        block = fx.arms[s.arm].block if s.arm in fx.arms else 1
         t = Table(["stage", "total ms", "ms/forward", "ms/round", "share"], align=["l", "r", "r", "r", "r"])
         for name, ms in s.stages:
             t.add(decl.phase_label(name, block), f"{ms:.2f}", f(ms / s.forwards if s.forwards else None, ".3f"),

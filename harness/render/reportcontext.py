@@ -68,7 +68,7 @@ def build_context(fx: Facts, j: Judgement, compare: tuple[str, Facts] | None = N
     setup = setup_table(fx, cmp_sec["shipping"] if cmp_sec else None)
     left_out = left_out_table(fx)
     return {
-        "title": f"{fx.suite['name']} on {fx.host_name()}, {fx.date()}",
+        "title": f"{fx.suite.name} on {fx.host_name()}, {fx.date()}",
         "record_path": path, "created": fx.rec.get("created"), "host": fx.host_short(),
         "headline": head, "finding": head, "short_headline": short, "shipping_status": shipping_status(fx),
         "verdicts": arms_verdict_table(j), "verdicts_note": arms_note(j, len(fx.prompts)),

@@ -28,7 +28,7 @@ def split_sections(fx: Facts) -> list[dict[str, Any]]:
         mode = (f"{key} mode: {notes.get(key, 'phases as the engine timed them')}" if unit == "round"
                 else "classic decode")
         title = fx.row_label(s.arm, s.prompt)
-        if s.mode == "classic" and fx.arms.get(s.arm, {}).get("block", 1) > 1:
+        if s.mode == "classic" and s.arm in fx.arms and fx.arms[s.arm].block > 1:
             title += ": decoded classic (the gate declined)"
         out.append({"title": title, "table": t, "mode": mode,
                     "closure": f"Components close against the decode total to within {s.closure_pct:.3%} "
@@ -235,7 +235,7 @@ def split_table(fx: Facts) -> dict[str, Any] | None:
            for a in arms}
     if any(epv.values()):
         t.add("tokens per round", *[f"{_median(epv[a]):.3f}" if epv[a] else "-" for a in arms])
-    declined = [a for a in arms if any(s.mode == "classic" for s in by_arm[a]) and fx.arms[a]["block"] > 1]
+    declined = [a for a in arms if any(s.mode == "classic" for s in by_arm[a]) and fx.arms[a].block > 1]
     n = max(len(v) for v in by_arm.values())
     closure = max(abs(s.closure_pct) for s in fx.splits)
     lines = [(f"Median over the {n} prompts; " if n > 1 else "")

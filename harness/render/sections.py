@@ -84,14 +84,14 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
           + "; ".join(f"{k} for {names(v)}" for k, v in engines.items()))
     for role in ("target", "drafter"):
         vals = []
-        for p in fx.suite["pairings"]:
-            vals.append(f"pairing {p['name']}: {fx.model_desc(p, role)}")
+        for p in fx.suite.pairings:
+            vals.append(f"pairing {p.name}: {fx.model_desc(p, role)}")
         if role == "drafter":
             quants: dict[str, list[str]] = {}
             for a in fx.arm_order:
                 q = next((r.result_arm.drafter_quantization for r in fx.runs_of.get(a, [])
                           if r.result_arm.drafter_quantization), None)
-                if q and fx.arms[a]["block"] > 1:
+                if q and fx.arms[a].block > 1:
                     desc = (f"quantized at load, {q.get('bits')}-bit group {q.get('group_size')}" if q.get("how") == "at load"
                             else "dense" if not q.get("quantized") else str(q.get("how")))
                     quants.setdefault(desc, []).append(a)
@@ -100,19 +100,19 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
         t.add(role, "; ".join(vals))
     t.add("command", " ".join(shlex.quote(c) for c in fx.rec.get("command") or []) or "unknown")
     prompts = []
-    for p in fx.suite["prompts"]:
+    for pr in fx.suite.prompts:
         ptoks = next((r.diagnostics.prompt_tokens for rs in fx.groups.values()
-                      for r in rs if r.prompt == p["name"]), None)
-        text = " ".join(p["text"].split()).replace("`", "'")
-        prompts.append(f"{p['name']} ({p.get('category') or 'no category'}, {ptoks if ptoks is not None else '?'} tokens): "
+                      for r in rs if r.prompt == pr.name), None)
+        text = " ".join(pr.text.split()).replace("`", "'")
+        prompts.append(f"{pr.name} ({pr.category or 'no category'}, {ptoks if ptoks is not None else '?'} tokens): "
                        f"`{text[:70]}{'...' if len(text) > 70 else ''}`")
     t.add("prompt" + ("s" if fx.multi_prompt else ""), "; ".join(prompts))
     s = fx.settings
-    t.add("sampling", f"temperature {s['temp']:g}{' (greedy)' if not s['temp'] else ''}, seed {s['seed']}, "
-                      f"{s['max_tokens']} tokens per run{' (EOS ignored)' if s.get('ignore_eos', True) else ''}; "
-                      f"{measured_runs_text(fx)}, after {s['warmups']} discarded warm-up run(s) "
+    t.add("sampling", f"temperature {s.temp:g}{' (greedy)' if not s.temp else ''}, seed {s.seed}, "
+                      f"{s.max_tokens} tokens per run{' (EOS ignored)' if s.ignore_eos else ''}; "
+                      f"{measured_runs_text(fx)}, after {s.warmups} discarded warm-up run(s) "
                       f"per arm (on the first prompt), "
-                      f"cooldown {s['cooldown_s']:g} s ({s.get('cooldown_source', 'suite')}), arms interleaved")
+                      f"cooldown {s.cooldown_s:g} s ({s.cooldown_source}), arms interleaved")
     duty = duty_line(fx.rec)
     if duty:
         t.add("session", f"{duty}; the warm-ups carry what an engine's first use costs (loads, first-use compiles)")
@@ -157,11 +157,11 @@ def measured_runs_text(fx: Facts) -> str:
     if not seq.get("budget_s"):
         # What was measured (ok runs), and the plan where they differ: an interrupted session or
         # failed runs once read as the suite's repetitions.
-        reps = int(s["repetitions"])
+        reps = s.repetitions
         runs = "run" if hi == 1 else "runs"
         return (f"{reps} measured runs per arm and prompt" if lo == hi == reps else
                 f"{n} measured {runs} per arm and prompt (the suite planned {reps})")
-    return (f"{n} measured runs per arm and prompt (at least {seq.get('min_repetitions', s['repetitions'])}, then more in whole "
+    return (f"{n} measured runs per arm and prompt (at least {seq.get('min_repetitions', s.repetitions)}, then more in whole "
             f"interleaved rounds within a budget of {seq['budget_s']:g} s of measuring: see Against classic, paired)")
 
 

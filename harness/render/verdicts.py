@@ -59,11 +59,11 @@ def flags_table(fx: Facts) -> Table:
     whose spread is past the suite's threshold."""
     t = Table(["arm"] + (["prompt"] if fx.multi_prompt else []) + ["runs", "flag"])
     s = fx.settings
-    watch_pct = (s.get("watch") or {}).get("threshold_pct", "?")
+    watch_pct = s.watch.threshold_pct
     for g in runnotes.flagged(fx):
         if g.kind == runnotes.CONTENDED:
             why = (f"contended: a foreign process above {watch_pct}% CPU in more than "
-                   f"{pct(s['contention_threshold'], 0)} of the watch's samples; the row is do not publish")
+                   f"{pct(s.contention_threshold, 0)} of the watch's samples; the row is do not publish")
         elif g.kind == runnotes.HOST:
             why = hostwords.reasons_text(g.reasons)
         else:
@@ -73,7 +73,7 @@ def flags_table(fx: Facts) -> Table:
         t.add(*([g.arm] + ([g.prompt] if fx.multi_prompt else []) + [_run_list(list(g.runs)), why]))
     for row in runnotes.spread_over(fx):
         t.add(*([row.arm] + ([row.prompt] if fx.multi_prompt else []) +
-                [f"{row.runs} (the row)", f"spread {pct(row.spread)} > {pct(s['spread_threshold'], 0)}; "
+                [f"{row.runs} (the row)", f"spread {pct(row.spread)} > {pct(s.spread_threshold, 0)}; "
                                           "the row is do not publish"]))
     return t
 
@@ -86,10 +86,10 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
     if isinstance(cores, int) and cores <= 4:
         out.append(f"A small shared host: {cores} logical cores"
                    + (f", 1-min load average {la[1]:.2f}-{la[2]:.2f} during the runs" if la else "")
-                   + f"; {len(over)} of {len(fx.rows)} rows exceed the {pct(fx.settings['spread_threshold'], 0)} "
+                   + f"; {len(over)} of {len(fx.rows)} rows exceed the {pct(fx.settings.spread_threshold, 0)} "
                      "spread threshold. Differences smaller than the spread are not findings.")
     elif over:
-        out.append(f"{len(over)} of {len(fx.rows)} rows exceed the {pct(fx.settings['spread_threshold'], 0)} spread threshold.")
+        out.append(f"{len(over)} of {len(fx.rows)} rows exceed the {pct(fx.settings.spread_threshold, 0)} spread threshold.")
     if fx.is_cpu():
         out.append("MLX CPU backend: absolute tok/s and ms do not carry over to the lab's GPUs or to another CPU; "
                    "only ratios between arms of this record mean anything, and only for this host.")
@@ -114,7 +114,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         out.append(f"Medians of {fx.runs_per_median_text()} {runs} (the lab protocol is 5 after a warm-up).")
     if fx.rec.get("quick"):
         out.append("A --quick session: no warm-up, no cooldown, no quiet wait.")
-    elif not s.get("cooldown_s"):
+    elif not s.cooldown_s:
         out.append("No cooldown between runs: back-to-back runs penalise the wide verify shapes.")
     out += _set_aside_sentence(fx)
     lacks = incomplete_text(fx)
@@ -154,7 +154,7 @@ def _set_aside_sentence(fx: Facts) -> list[str]:
 def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
     repo = section(fx.host, "repo")
     cmds = [f"git checkout {repo.get('commit', 'unknown')}   # in the measured engine's repository"]
-    suite = fx.suite.get("path")
+    suite = fx.suite.path
     ids = {k for s in fx.rows for k in s.identity}
     if fx.rec.get("baselines") and ids & {"identical", "differs"}:
         cmds.append(f"harness baseline record {shlex.quote(str(suite))} --baselines "
@@ -162,7 +162,7 @@ def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
     cmds.append(" ".join(shlex.quote(c) for c in fx.rec.get("command") or ["harness", "run", str(suite)]))
     cmds.append(f"harness report {shlex.quote(fx.path)}"
                 + (f" --compare {shlex.quote(compare_path)}" if compare_path else ""))
-    lines = [f"Suite file {suite}, sha256 {fx.suite.get('sha256', 'unknown')}: check it before re-running "
+    lines = [f"Suite file {suite}, sha256 {fx.suite.sha256 or 'unknown'}: check it before re-running "
              f"(`sha256sum {suite}`). A new session needs a --record path that does not exist yet."]
     if repo.get("dirty"):
         lines.append("The tree was dirty at record time: the checkout above lacks those changes.")
