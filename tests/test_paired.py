@@ -325,7 +325,7 @@ def test_repeated_looks_keep_the_false_alarm_rate_at_alpha():
 
 def _run(arm, prompt, rep, mpt, mode="classic", rounds=0, phase=None, status="ok"):
     d = {"mode": mode, "rounds": rounds, "decode_ms": mpt * 10, "phase_ms": phase or {}}
-    return {"arm": arm, "prompt": prompt, "repetition": rep, "warmup": False, "status": status,
+    return {"index": rep, "arm": arm, "prompt": prompt, "repetition": rep, "warmup": False, "status": status,
             "ms_per_token": mpt, "diagnostics": d}
 
 

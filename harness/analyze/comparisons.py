@@ -7,17 +7,16 @@ the same round, next to each other in time. Reads records; runs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import contended, paired, spoiled
 from harness.analyze.design import Design
-from harness.core.runs import measured_ok_runs
+from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.schema import Run
 
-Run = dict[str, Any]
 Key = tuple[str, str, int]           # (arm, prompt, repetition)
-FigureFn = Callable[[Run], float | None]
 
 MS_PER_TOKEN = "ms/token"
 MS_PER_ROUND = "ms/round"
@@ -26,9 +25,8 @@ PROBE = "dispatch measurement ms"   # the covariate's own pairs (harness.collect
 
 
 def _rounds(r: Run) -> float | None:
-    d = r.get("diagnostics") or {}
-    n = d.get("rounds")
-    if d.get("mode") != "speculative" or not isinstance(n, (int, float)) or n <= 0:
+    n = r.diagnostics.rounds
+    if r.diagnostics.mode != "speculative" or n is None or n <= 0:
         return None
     return float(n)
 
@@ -37,24 +35,23 @@ def run_figures(r: Run) -> dict[str, float]:
     """Every figure one run gives: ms/token always; for a speculative run ms/round and each of
     the engine's own phases per round (whatever names the engine reports)."""
     out: dict[str, float] = {}
-    if isinstance(r.get("ms_per_token"), (int, float)):
-        out[MS_PER_TOKEN] = float(r["ms_per_token"])
+    if r.ms_per_token is not None:
+        out[MS_PER_TOKEN] = float(r.ms_per_token)
     n = _rounds(r)
-    d = r.get("diagnostics") or {}
     if n is not None:
-        if isinstance(d.get("decode_ms"), (int, float)):
-            out[MS_PER_ROUND] = float(d["decode_ms"]) / n
-        for phase, ms in (d.get("phase_ms") or {}).items():
-            if isinstance(ms, (int, float)):
-                out[PHASE + str(phase)] = float(ms) / n
+        if r.diagnostics.decode_ms is not None:
+            out[MS_PER_ROUND] = float(r.diagnostics.decode_ms) / n
+        for phase, ms in r.diagnostics.phase_ms.items():
+            out[PHASE + str(phase)] = float(ms) / n
     return out
 
 
-def _by_key(runs: list[Run], usable: bool = True) -> dict[Key, Run]:
-    """The runs a verdict may use by key; usable False: every measured ok run (the contended
-    share counts those)."""
-    kept = spoiled.usable_runs(runs) if usable else measured_ok_runs(runs)
-    return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r for r in kept}
+def _by_key(runs: Iterable[Run | Mapping[str, Any]], usable: bool = True) -> dict[Key, Run]:
+    """The runs a verdict may use by key, typed; usable False: every measured ok run (the
+    contended share counts those). A record's run dicts are converted here, once a call."""
+    typed = as_runs(runs)
+    kept = spoiled.usable_runs(typed) if usable else measured_ok_runs(typed)
+    return {(str(r.arm), str(r.prompt), r.repetition or 0): r for r in kept}
 
 
 Pairs = tuple[list[float], list[float]]
@@ -72,23 +69,19 @@ class SessionPairs:
     blocks: dict[tuple[str, str], list[str]]
 
 
-def between_sessions(base: list[Run], head: list[Run]) -> dict[tuple[str, str], Pairs]:
+def between_sessions(base: Sequence[Run | Mapping[str, Any]], head: Sequence[Run | Mapping[str, Any]]
+                     ) -> dict[tuple[str, str], Pairs]:
     """(arm, figure) -> (base values, head values), one pair per (prompt, repetition) present on
     both sides, in plan order."""
     return pair_sessions(base, head).table
 
 
 def _probe(r: Run) -> float | None:
-    p = r.get("dispatch_measurement_ms")
-    return float(p) if isinstance(p, (int, float)) and p > 0 else None
+    p = r.dispatch_measurement_ms
+    return float(p) if p is not None and p > 0 else None
 
 
-def _generation(r: Run) -> int | None:
-    g = r.get("worker_generation")
-    return g if isinstance(g, int) else None
-
-
-def pair_sessions(base: list[Run], head: list[Run]) -> SessionPairs:
+def pair_sessions(base: Sequence[Run | Mapping[str, Any]], head: Sequence[Run | Mapping[str, Any]]) -> SessionPairs:
     """Every pair of the two sessions, with its probe readings and worker generations."""
     b, h = _by_key(base), _by_key(head)
     out: dict[tuple[str, str], Pairs] = {}
@@ -103,7 +96,7 @@ def pair_sessions(base: list[Run], head: list[Run]) -> SessionPairs:
             ps, qs = probes.setdefault((key[0], fig), ([], []))
             ps.append(_probe(b[key]))
             qs.append(_probe(h[key]))
-            gens.setdefault((key[0], fig), []).append((_generation(b[key]), _generation(h[key])))
+            gens.setdefault((key[0], fig), []).append((b[key].worker_generation, h[key].worker_generation))
     complete = {k: ([float(x) for x in ps if x is not None], [float(y) for y in qs if y is not None])
                 for k, (ps, qs) in probes.items()
                 if None not in ps and None not in qs}
@@ -165,8 +158,8 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
             ref = runs.get((c["name"], prompt, rep))
             if arm != a["name"] or ref is None:
                 continue
-            x, y = ref.get("ms_per_token"), r.get("ms_per_token")
-            if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            x, y = ref.ms_per_token, r.ms_per_token
+            if x is not None and y is not None:
                 xs.append(float(x))
                 ys.append(float(y))
                 ps.append(_probe(ref))

@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.analyze import paired, spoiled
 from harness.core.runs import is_ok
+from harness.core.schema import Run
 
 # Past a quarter of its runs contended, a verdict no longer rests on the quiet ones: the Huber
 # location (estimators.huber_location) sets aside a few disturbed pairs, but with a quarter or
@@ -33,10 +34,11 @@ CLEAN = ("worse", "improved", "unchanged")
 RERUN = "not a clean verdict; rerun on a quiet host"
 
 
-def is_contended(run: Mapping[str, Any]) -> bool:
+def is_contended(run: Run | Mapping[str, Any]) -> bool:
     """Marked contended by the watch, or set aside for its host (analyze.spoiled: a backup,
     battery power, thermal pressure, another process's GPU work): counted alike in the share."""
-    return "contended" in (run.get("marks") or []) or bool(spoiled.reasons(run))
+    marks = run.marks if isinstance(run, Run) else run.get("marks") or []
+    return "contended" in marks or bool(spoiled.reasons(run))
 
 
 def share_limit(settings: Mapping[str, Any] | Any) -> float:
