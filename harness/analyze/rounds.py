@@ -11,7 +11,7 @@ the same way. Classic decode has no rounds: its unit is the token.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,10 +56,9 @@ def measured_by_arm_prompt(record: dict[str, Any], groups: Groups | None = None)
     return by_arm_prompt(record, as_runs(measured_ok_runs(record["runs"]))) if groups is None else groups
 
 
-def engaged(runs: Sequence[Run | Mapping[str, Any]]) -> bool:
-    """Every run decoded speculatively (the gate engaged, by itself or overridden). Runs typed,
-    or the run dicts of a caller not yet typed (analyze.verdict), converted here."""
-    return bool(runs) and all(r.diagnostics.mode == "speculative" for r in as_runs(runs))
+def engaged(runs: Sequence[Run]) -> bool:
+    """Every run decoded speculatively (the gate engaged, by itself or overridden)."""
+    return bool(runs) and all(r.diagnostics.mode == "speculative" for r in runs)
 
 
 def profiled(runs: Sequence[Run]) -> bool:

@@ -18,7 +18,8 @@ from typing import Any
 from harness.analyze import contended, rounds, spoiled
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
-from harness.core.runs import is_ok, measured_ok, measured_ok_runs
+from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.schema import Run
 
 # What an arm's verdict can be. The first four are the paired reading's (arm over classic,
 # ms/token: "slower" is the paired "worse").
@@ -125,17 +126,17 @@ def _readings(record: dict[str, Any]) -> tuple[dict[str, Paired], str]:
     return judge_vs_classic(record, _design(record["suite"]["settings"], len(arms))), "after the session"
 
 
-def _marks(runs: list[dict[str, Any]], ok: list[dict[str, Any]], settings: dict[str, Any],
+def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
            record: dict[str, Any], spread: float | None, per_prompt_runs: list[int]) -> tuple[str, ...]:
     from harness.analyze.summary import has_cooldown
-    run_marks = [m for r in runs for m in (r.get("marks") or [])]
+    run_marks = [m for r in runs for m in r.marks]
     out = []
     if spread is not None and spread > float(settings.get("spread_threshold") or 0.04):
         out.append("unstable")
     if "contended" in run_marks:
         out.append("contended")
     # Set aside for the host (a backup, battery, thermal pressure, the GPU): each reason a mark.
-    host = {why for r in runs if not r.get("warmup") for why in spoiled.reasons(r)}
+    host = {why for r in runs if not r.warmup for why in spoiled.reasons(r)}
     out += [why for why in spoiled.REASONS if why in host]
     if any(n == 1 for n in per_prompt_runs):
         out.append("1 run")
@@ -157,14 +158,15 @@ def judge(record: dict[str, Any]) -> Judgement:
     suite = record["suite"]
     settings = suite.get("settings") or {}
     arms = suite["arms"]
-    rows = summarize(record)
+    typed = as_runs(record["runs"])
+    rows = summarize(record, typed)
     readings, when = _readings(record)
-    measured = [r for r in record["runs"] if not r.get("warmup")]
+    measured = [r for r in typed if not r.warmup]
     targets = pairing_targets(record)
     out = []
     for a in arms:
         name = a["name"]
-        runs = [r for r in measured if r.get("arm") == name]
+        runs = [r for r in measured if r.arm == name]
         ok = measured_ok_runs(runs)
         mine = [s for s in rows if s.arm == name]
         tps = [s.tok_s_median for s in mine if s.tok_s_median]
@@ -172,7 +174,7 @@ def judge(record: dict[str, Any]) -> Judgement:
         spread = max(spreads) if spreads else None
         overrides: dict[str, str] = {}
         for r in runs:
-            overrides.update(r.get("overrides") or {})
+            overrides.update(r.overrides)
         classic = None if a["block"] == 1 else classic_arm_for(a, arms, targets)
         reading = readings.get(name)
         if not ok:
@@ -189,16 +191,16 @@ def judge(record: dict[str, Any]) -> Judgement:
             outcome = INCONCLUSIVE   # no pairs, or too few: said by the reading's note
         else:
             outcome = INCONCLUSIVE if reading.contended else _FROM_PAIRED.get(reading.verdict, INCONCLUSIVE)
-        pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.get("arm") == classic["name"]
-                                                  and measured_ok(r)]
+        pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.arm == classic["name"]
+                                                  and r.measured_ok]
         out.append(ArmVerdict(
             arm=name, outcome=outcome, classic=classic["name"] if classic else None, reading=reading,
             threshold=float(settings.get("threshold") or 0.10), runs=len(ok), failed=len(runs) - len(ok),
             tok_s=math.exp(sum(map(math.log, tps)) / len(tps)) if tps else None, spread=spread,
-            shipping=bool(runs) and all(r.get("shipping") for r in runs), overrides=dict(sorted(overrides.items())),
+            shipping=bool(runs) and all(r.shipping for r in runs), overrides=dict(sorted(overrides.items())),
             do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, record, spread, [s.runs for s in mine]),
             contended_runs=sum(map(contended.is_contended, pair_runs)), paired_runs=len(pair_runs)))
     return Judgement(arms=out, paired_when=when, complete=bool(record.get("complete", True)),
-                     measured=len(measured), failed=sum(not is_ok(r) for r in measured),
+                     measured=len(measured), failed=sum(not r.is_ok for r in measured),
                      contended=sum(map(contended.is_contended, measured)))
 
