@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from harness.analyze import paired, spoiled
-from harness.core.runs import is_ok
 from harness.core.schema import Run
 
 # Past a quarter of its runs contended, a verdict no longer rests on the quiet ones: the Huber
@@ -150,13 +149,11 @@ def record_info(record: Mapping[str, Any]) -> SidesContention:
     return sides_info(arms, (record.get("suite") or {}).get("settings") or {})
 
 
-def pair_counts(base: Iterable[Mapping[str, Any]], head: Iterable[Mapping[str, Any]],
-                arm: str) -> tuple[int, int]:
+def pair_counts(base: Iterable[Run], head: Iterable[Run], arm: str) -> tuple[int, int]:
     """(contended, all) runs of one arm's pairs: measured ok runs of both sides that share
     prompt and repetition (comparisons.pair_sessions' pairs)."""
-    def keyed(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str | None, int], Mapping[str, Any]]:
-        return {(r.get("prompt"), int(r.get("repetition", 0))): r for r in measured(runs)
-                if r.get("arm") == arm and is_ok(r)}
+    def keyed(runs: Iterable[Run]) -> dict[tuple[str | None, int], Run]:
+        return {(r.prompt, r.repetition or 0): r for r in runs if r.arm == arm and r.measured_ok}
     b, h = keyed(base), keyed(head)
     both = [x for k in set(b) & set(h) for x in (b[k], h[k])]
     return sum(map(is_contended, both)), len(both)

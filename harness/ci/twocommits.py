@@ -28,7 +28,7 @@ import subprocess
 import tarfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,6 +50,7 @@ from harness.collect.worker import Worker
 from harness.core import interrupt
 from harness.core.errors import UserError
 from harness.core.runs import as_runs, is_ok
+from harness.core.schema import Run, RunDiagnostics
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
 EXIT_WORDS = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
@@ -180,13 +181,13 @@ def _failed_by_arm(record: Record) -> dict[str, int]:
     return dict(Counter(r.arm or "?" for r in as_runs(record.runs) if not r.warmup and not r.is_ok))
 
 
-def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: list[str],
+def judge(base_runs: Sequence[Run | dict[str, Any]], head_runs: Sequence[Run | dict[str, Any]], arms: list[str],
           design: Design, gated_only: bool = False, share: float = contended.CONTENDED_SHARE) -> list[Figure]:
     """Every paired figure of the two sides (gated first, in suite arm order); one whose pairs'
     runs are contended past `share` is no clean verdict (analyze.contended.unclean)."""
     import statistics
-
-    pairs = comparisons.pair_sessions(base_runs, head_runs)
+    base, head = as_runs(base_runs), as_runs(head_runs)   # once: pairs, contention, exact figures
+    pairs = comparisons.pair_sessions(base, head)
     table, probes = pairs.table, pairs.probes
     order = {a: i for i, a in enumerate(arms)}
     items = sorted(table.items(), key=lambda kv: (kv[0][1] != comparisons.MS_PER_TOKEN,
@@ -203,7 +204,7 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
             continue
         r = results[(arm, fig)] if is_gated else paired.analyze(xs, ys, design, probes.get((arm, fig)),
                                                                   pairs.blocks.get((arm, fig)))
-        r = contended.unclean(r, *contended.pair_counts(base_runs, head_runs, arm), share)
+        r = contended.unclean(r, *contended.pair_counts(base, head, arm), share)
         out.append(Figure(arm, fig, is_gated, r, statistics.median(xs) if xs else None,
                           statistics.median(ys) if ys else None))
     if not gated_only:
@@ -213,18 +214,18 @@ def judge(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms
             out.append(Figure(arm, comparisons.PROBE, False,
                               paired.analyze(xs, ys, design, None, pairs.blocks.get((arm, comparisons.MS_PER_TOKEN))),
                               statistics.median(xs), statistics.median(ys)))
-        out += exact_figures(base_runs, head_runs, arms) + counter_figures(base_runs, head_runs, arms)
+        out += exact_figures(base, head, arms) + counter_figures(base, head, arms)
     return out
 
 
-ExactFigure = tuple[str, Callable[[dict[str, Any]], float | None], int]   # name, value of diagnostics, worse sign
+ExactFigure = tuple[str, Callable[[RunDiagnostics], float | None], int]   # name, value of diagnostics, worse sign
 EXACT_FIGURES: tuple[ExactFigure, ...] = (
-    ("rejection rate (exact)", lambda d: 1.0 - d["accepted"] / d["proposed"] if d.get("proposed") else None, 1),
-    ("tokens/round (exact)", lambda d: d.get("emitted_per_verify"), -1))
+    ("rejection rate (exact)",
+     lambda d: 1.0 - d.accepted / d.proposed if d.proposed and d.accepted is not None else None, 1),
+    ("tokens/round (exact)", lambda d: d.emitted_per_verify, -1))
 
 
-def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]],
-                  arms: list[str]) -> list[Figure]:
+def exact_figures(base_runs: list[Run], head_runs: list[Run], arms: list[str]) -> list[Figure]:
     """Rejection rate and tokens per round of each speculative arm, at temperature 0 the same in
     every run of the same code: any difference between the sides is a change (worse or
     improved), with no statistics, over the runs a verdict may use. Runs that differ within one
@@ -234,9 +235,8 @@ def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any
         for name, value, worse_sign in EXACT_FIGURES:
             sides, counted = [], 0
             for runs in (base_runs, head_runs):
-                ok = [r for r in runs if r.get("arm") == arm and spoiled.usable(r)
-                      and (r.get("result_arm") or {}).get("temp", 0.0) in (0, 0.0, None)]
-                xs = [value(r.get("diagnostics") or {}) for r in ok]
+                ok = [r for r in runs if r.arm == arm and spoiled.usable(r) and r.result_arm.temp in (0, 0.0, None)]
+                xs = [value(r.diagnostics) for r in ok]
                 sides.append({round(float(x), 12) for x in xs if x is not None})
                 counted = len(xs)          # the head side's measured runs, the last assigned
             b, h = sides
@@ -256,7 +256,7 @@ def exact_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any
     return out
 
 
-def counter_figures(base_runs: list[dict[str, Any]], head_runs: list[dict[str, Any]], arms: list[str]) -> list[Figure]:
+def counter_figures(base_runs: list[Run], head_runs: list[Run], arms: list[str]) -> list[Figure]:
     """Each work counter of each arm per round, exact (harness.analyze.counters)."""
     return [Figure(c.arm, c.figure, c.gated, paired.Paired(c.runs, c.ratio, None, None, None, c.verdict, c.note),
                    c.base, c.head) for c in counters.compare(base_runs, head_runs, arms)]
@@ -436,7 +436,7 @@ class _PairedSession:
 
     def look(self, console: Any, t0: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> dict[str, paired.Paired]:
         design = self.design.at_looks(times, sizes)
-        base, head = self.record("base").runs, self.record("head").runs
+        base, head = as_runs(self.record("base").runs), as_runs(self.record("head").runs)
         figs = judge(base, head, self.arms, design, gated_only=True, share=self.suite.settings.watch.contended_share)
         # More work counted at HEAD fails the check whatever the timings: this look is the last.
         figs = [f for f in counter_figures(base, head, self.arms) if f.failing] or figs
