@@ -4,7 +4,8 @@
 # of reports/; the same records give the same bytes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-H=.venv/bin/harness
+# HARNESS: another checkout's harness (a git worktree run with this venv and PYTHONPATH).
+H=${HARNESS:-.venv/bin/harness}
 for f in reports/2026*.json; do "$H" report "$f" --out "${f%.json}.md"; done
 "$H" report reports/20261205-084154-mtp-study-linux-cpu.json \
   --compare reports/20261205-032041-mtp-study-h200.json --out reports/20261205-mtp-study-linux-cpu-vs-h200.md
