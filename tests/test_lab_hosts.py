@@ -296,13 +296,13 @@ def test_thermal_wait_cools_until_the_pressure_reads_nominal_within_its_limit() 
     wait, state = thermal.wait_thermal(
         runner.THERMAL_WAIT_MAX_S, read=lambda: {**MAC_THERMAL, "thermal_pressure": next(levels)},
         clock=clock, sleep=clock.sleep)
-    assert wait["nominal"] is True and wait["reads"] == 3 and wait["waited_s"] == pytest.approx(2.0)
+    assert wait.nominal is True and wait.reads == 3 and wait.waited_s == pytest.approx(2.0)
     assert spoiled.reasons({"index": 0, "status": "ok", "load": {"thermal": state}}) == ()
     clock = FakeClock()
     wait, state = thermal.wait_thermal(5.0, read=lambda: {**MAC_THERMAL, "thermal_pressure": "serious"},
                                        clock=clock, sleep=clock.sleep)
-    assert wait["nominal"] is False and wait["waited_s"] == pytest.approx(5.0)     # bounded
-    assert "thermal pressure serious" in wait["reason"]
+    assert wait.nominal is False and wait.waited_s == pytest.approx(5.0)     # bounded
+    assert "thermal pressure serious" in wait.reason
     assert spoiled.reasons({"index": 0, "status": "ok", "load": {"thermal": state}}) == ("thermal",)
 
 
