@@ -1,4 +1,5 @@
-"""Host metadata, pyperf-style: one collector per concern, each returning one dict.
+"""Host metadata, pyperf-style: one collector per concern, each returning its section of the
+record's host section typed (harness.core.hostinfo), which collect_host writes as JSON.
 
 Every field this host cannot tell us is the string "unknown" (never a guess), and a
 collector that raises is recorded as {"error": "..."} for its section, so a record is
