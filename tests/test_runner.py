@@ -118,7 +118,7 @@ class _Gate:
 
     def wait(self, cooldown_s: float = 0.0, on_tick: Any = None) -> dict:
         _Gate.calls.append(cooldown_s)
-        return {"waited_s": 0.01, "timed_out": True, "busiest": {"name": "indexer", "cpu_pct": 90}}
+        return {"waited_s": 0.01, "timed_out": True, "busiest": {"pid": 4242, "name": "indexer", "cpu_pct": 90.0}}
 
 
 class _QuietWait(_Gate):

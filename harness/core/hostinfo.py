@@ -221,7 +221,7 @@ class LoadSnapshot(_Load, kw_only=True):
     cpu_pct_window_s: float | None = None
 
 
-class ProcessReading(_Load, kw_only=True):
+class ProcessReading(_Section, kw_only=True):
     """One foreign process's CPU, as the naming scan read it."""
     pid: int
     name: str
@@ -256,21 +256,63 @@ class QuietGpuResult(_Section, kw_only=True):
 
 
 class QuietWaitResult(_Load, kw_only=True):
-    """The quiet wait before a run ({"enabled": false} when the suite turns it off)."""
+    """The quiet wait before a run (harness.collect.host.quiet.QuietWait; {"enabled": false}
+    when the suite turns it off): how long it waited past the cooldown, its samples of foreign
+    CPU (and of the GPU, where the host reads it), the processes it named, and its limits."""
     waited_s: float | None = None
     cooldown_s: float | None = None
     total_s: float | None = None
     timed_out: bool | None = None
+    samples: int | None = None
+    busy_samples: int | None = None
+    short_samples: int | None = None
+    foreign_pct_max: float | None = None
+    foreign_pct_last: float | None = None
+    window_s_min: float | None = None
+    busiest: ProcessReading | None = None
+    offenders: list[Offender] = []
+    named: bool | None = None
+    naming_window_s: float | None = None
+    top_processes: list[ProcessReading] = []
+    unreadable_processes: int | None = None
+    threshold_pct: float | None = None
+    busy_at_pct: float | None = None
+    settle_s: float | None = None
     timeout_s: float | None = None
+    interval_s: float | None = None
+    min_window_s: float | None = None
+    sampler: str | None = None
     gpu: QuietGpuResult | None = None
+    expected_wall_s: float | None = None     # the run's predicted length its limits were sized to
+    sized: list[str] = []                    # which limits were sized to it
     enabled: bool | None = None
 
 
 class ContentionResult(_Load, kw_only=True):
-    """The contention watch during a run ({"enabled": false} when the suite turns it off)."""
+    """The contention watch during a run (harness.collect.host.quiet.ContentionWatch; {"enabled":
+    false} when the suite turns it off): its samples of foreign CPU, the processes it named, its
+    schedule, and which watcher ran it ("process", or "thread: " and why)."""
     samples: int | None = None
     contended_samples: int | None = None
     contended_fraction: float | None = None
+    foreign_pct_max: float | None = None
+    foreign_pct_mean: float | None = None
+    window_s_min: float | None = None
+    short_samples: int | None = None
+    busiest: ProcessReading | None = None
+    offenders: list[Offender] = []
+    named: bool | None = None
+    naming_window_s: float | None = None
+    top_processes: list[ProcessReading] = []
+    unreadable_processes: int | None = None
+    threshold_pct: float | None = None
+    busy_at_pct: float | None = None
+    interval_s: float | None = None
+    predicted_wall_s: float | None = None
+    min_window_s: float | None = None
+    duration_s: float | None = None
+    watch_cpu_s: float | None = None
+    sampler: str | None = None
     watcher: str | None = None
     enabled: bool | None = None
 
