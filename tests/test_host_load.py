@@ -16,6 +16,7 @@ import time
 
 import psutil
 import pytest
+from msgspec import to_builtins
 
 from harness.collect.host import load, processes, thermal, watcher
 from harness.collect.host.info import UNKNOWN
@@ -467,7 +468,7 @@ def test_parse_ps():
 # ---------------------------------------------------------------- thermal
 
 def test_thermal_state_has_every_key_and_unknown_where_unreadable():
-    state = thermal.thermal_state()
+    state = to_builtins(thermal.thermal_state())
     for key in ("cpu_speed_limit", "power_source", "backup_running", "temperatures_c",
                 "power_plugged", "nvidia"):
         assert key in state
@@ -494,7 +495,7 @@ def test_macos_state_is_parsed(monkeypatch):
     monkeypatch.setattr(thermal, "run_quiet", lambda argv, timeout=3.0: answers.get(tuple(argv)))
     monkeypatch.setattr(thermal.sys, "platform", "darwin")
     monkeypatch.setitem(sys.modules, "pynvml", None)     # no NVML: nvidia unknown
-    state = thermal.thermal_state()
+    state = to_builtins(thermal.thermal_state())
     assert state["cpu_speed_limit"] == 72 and state["power_source"] == "AC Power"
     assert state["backup_running"] is True and state["nvidia"] == UNKNOWN
     assert state["pmset_therm"]["limits"]["CPU_Available_CPUs"] == 20
@@ -525,7 +526,7 @@ ZONES = {
 
 
 def test_parse_thermal_zones_takes_the_lowest_passive_trip():
-    zones = thermal.parse_thermal_zones(ZONES)
+    zones = to_builtins(thermal.parse_thermal_zones(ZONES))
     assert zones == [
         {"zone": "thermal_zone0", "type": "x86_pkg_temp", "temp_c": 71.0, "passive_c": 85.0},
         {"zone": "thermal_zone1", "type": "acpitz", "temp_c": 27.8, "passive_c": None},
@@ -538,61 +539,62 @@ def test_thermal_verdict_per_platform():
     v = thermal.thermal_verdict
     zones = thermal.parse_thermal_zones(ZONES)
     hot = v({"thermal_zones": zones})
-    assert hot["checked"] is True and hot["nominal"] is False
-    assert "thermal_zone10 (cpu-thermal) 86.5 C >= passive trip 86 C" in hot["reason"]
-    assert v({"thermal_zones": zones[:2]})["nominal"] is True
-    assert v({"thermal_zones": [zones[1]]}) == {"checked": False, "nominal": UNKNOWN,
-                                                "reason": "no thermal state readable"}
-    limit = thermal.parse_pmset_therm(PMSET_THERM)["limits"]["CPU_Speed_Limit"]
-    assert v({"cpu_speed_limit": limit})["nominal"] is False
-    assert "CPU_Speed_Limit 72 < 100" in v({"cpu_speed_limit": limit})["reason"]
-    assert v({"cpu_speed_limit": 100})["nominal"] is True
+    assert hot.checked is True and hot.nominal is False
+    assert "thermal_zone10 (cpu-thermal) 86.5 C >= passive trip 86 C" in hot.reason
+    assert v({"thermal_zones": zones[:2]}).nominal is True
+    assert v({"thermal_zones": [zones[1]]}) == thermal.ThermalVerdict(checked=False, nominal=UNKNOWN,
+                                                                      reason="no thermal state readable")
+    limits = thermal.parse_pmset_therm(PMSET_THERM).limits
+    assert isinstance(limits, dict)
+    limit = limits["CPU_Speed_Limit"]
+    assert v({"cpu_speed_limit": limit}).nominal is False
+    assert "CPU_Speed_Limit 72 < 100" in v({"cpu_speed_limit": limit}).reason
+    assert v({"cpu_speed_limit": 100}).nominal is True
     idle = [{"throttle_reasons": thermal.decode_throttle("0x0000000000000001")}]      # gpu_idle
     capped = [{"throttle_reasons": thermal.decode_throttle("0x0000000000000044")}]
-    assert v({"nvidia": idle})["nominal"] is True
+    assert v({"nvidia": idle}).nominal is True
     got = v({"nvidia": idle + capped})
-    assert got["nominal"] is False and got["reason"] == "GPU 1: sw_power_cap, hw_thermal_slowdown"
-    assert v({"nvidia": [{"throttle_reasons": UNKNOWN}]})["checked"] is False
-    assert v({"cpu_speed_limit": UNKNOWN, "nvidia": UNKNOWN, "thermal_zones": UNKNOWN})["nominal"] == UNKNOWN
+    assert got.nominal is False and got.reason == "GPU 1: sw_power_cap, hw_thermal_slowdown"
+    assert v({"nvidia": [{"throttle_reasons": UNKNOWN}]}).checked is False
+    assert v({"cpu_speed_limit": UNKNOWN, "nvidia": UNKNOWN, "thermal_zones": UNKNOWN}).nominal == UNKNOWN
 
 
 def test_thermal_wait_polls_until_nominal():
     clock = FakeClock()
     states = [{"cpu_speed_limit": 60}, {"cpu_speed_limit": 80}, {"cpu_speed_limit": 100}]
     wait, last = thermal.wait_thermal(90.0, read=lambda: states.pop(0), clock=clock, sleep=clock.sleep)
-    assert wait["nominal"] is True and wait["checked"] is True
-    assert wait["reads"] == 3 and wait["waited_s"] == pytest.approx(2.0) and last == {"cpu_speed_limit": 100}
+    assert wait.nominal is True and wait.checked is True
+    assert wait.reads == 3 and wait.waited_s == pytest.approx(2.0) and last.cpu_speed_limit == 100
 
 
 def test_thermal_wait_gives_up_at_its_limit_and_never_waits_when_unreadable():
     clock = FakeClock()
     wait, _ = thermal.wait_thermal(2.5, read=lambda: {"cpu_speed_limit": 50}, clock=clock,
                                      sleep=clock.sleep)
-    assert wait["nominal"] is False and wait["waited_s"] == pytest.approx(2.5) and wait["reads"] == 4
+    assert wait.nominal is False and wait.waited_s == pytest.approx(2.5) and wait.reads == 4
     clock = FakeClock()
     wait, _ = thermal.wait_thermal(120.0, read=lambda: {"nvidia": UNKNOWN}, clock=clock, sleep=clock.sleep)
-    assert wait == {"checked": False, "nominal": UNKNOWN, "reason": "no thermal state readable",
-                    "waited_s": 0.0, "reads": 1}
+    assert to_builtins(wait) == {"checked": False, "nominal": UNKNOWN, "reason": "no thermal state readable",
+                                 "waited_s": 0.0, "reads": 1}
     assert clock.slept == 0.0
     # wait=False (a warm-up): one read, however hot.
     wait, _ = thermal.wait_thermal(120.0, read=lambda: {"cpu_speed_limit": 50}, wait=False)
-    assert wait["nominal"] is False and wait["reads"] == 1 and wait["waited_s"] == 0.0
+    assert wait.nominal is False and wait.reads == 1 and wait.waited_s == 0.0
 
 
 def test_a_recent_nominal_thermal_reading_is_reused_and_a_hot_one_never(monkeypatch) -> None:
     reads = []
     state = {"cpu_speed_limit": 100}
-    monkeypatch.setattr(thermal, "thermal_state", lambda: reads.append(1) or dict(state))
-    thermal._RECENT.clear()
+    monkeypatch.setattr(thermal, "thermal_state", lambda: reads.append(1) or thermal.as_thermal(state))
+    monkeypatch.setattr(thermal, "_RECENT", thermal._Recent())
     t = [0.0]
     first = thermal.recent_thermal_state(2.0, clock=lambda: t[0])
     t[0] = 1.0
     again = thermal.recent_thermal_state(2.0, clock=lambda: t[0])
-    assert len(reads) == 1 and "reused_age_s" not in first and again["reused_age_s"] == 1.0
+    assert len(reads) == 1 and "reused_age_s" not in to_builtins(first) and again.reused_age_s == 1.0
     t[0] = 3.5                      # too old: read again
     state["cpu_speed_limit"] = 50
     hot = thermal.recent_thermal_state(2.0, clock=lambda: t[0])
     t[0] = 3.6                      # a hot reading is never reused
     thermal.recent_thermal_state(2.0, clock=lambda: t[0])
-    assert len(reads) == 3 and hot["cpu_speed_limit"] == 50
-    thermal._RECENT.clear()
+    assert len(reads) == 3 and hot.cpu_speed_limit == 50

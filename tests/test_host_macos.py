@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from msgspec import to_builtins
 
 from harness.collect.host import applegpu, info, macos, thermal
 from harness.collect.host.applegpu import AppleGpu
@@ -104,22 +105,22 @@ def test_ioreg_text_values():
 @pytest.mark.parametrize("name", ["pmset_therm_m1pro.txt", "pmset_therm_m3ultra.txt",
                                   "pmset_therm_arm64_mtplx.txt", "pmset_therm_intel_notes.txt"])
 def test_pmset_notes_are_no_warnings(name):
-    assert thermal.parse_pmset_therm(fixture(name))["warnings"] == []
+    assert thermal.parse_pmset_therm(fixture(name)).warnings == []
 
 
 def test_pmset_pressure():
     # Apple silicon publishes no level at all: that says nothing either way.
     assert macos.parse_pmset_pressure(fixture("pmset_therm_m1pro.txt")) == UNKNOWN
     assert macos.parse_pmset_pressure(fixture("pmset_therm_m3ultra.txt")) == UNKNOWN
-    assert thermal.parse_pmset_therm(fixture("pmset_therm_m3ultra.txt"))["limits"] == UNKNOWN
+    assert thermal.parse_pmset_therm(fixture("pmset_therm_m3ultra.txt")).limits == UNKNOWN
     assert macos.parse_pmset_pressure(fixture("pmset_therm_arm64_mtplx.txt")) == UNKNOWN
     assert macos.parse_pmset_pressure(fixture("pmset_therm_intel_notes.txt")) == "nominal"
     assert macos.parse_pmset_pressure(fixture("pmset_thermlog_intel_throttled.txt")) == "serious"
-    assert thermal.parse_pmset_therm(fixture("pmset_thermlog_intel_throttled.txt"))["limits"] == {
+    assert thermal.parse_pmset_therm(fixture("pmset_thermlog_intel_throttled.txt")).limits == {
         "CPU_Scheduler_Limit": 40, "CPU_Available_CPUs": 8, "CPU_Speed_Limit": 28}
     # The line pmset.m prints once a level is recorded (IOPMLib: danger 5, crisis 10).
     assert macos.parse_pmset_pressure("Thermal Warning Level = 10\n") == "critical"
-    assert thermal.parse_pmset_therm("Thermal Warning Level = 5\n")["warnings"] == ["Thermal Warning Level = 5"]
+    assert thermal.parse_pmset_therm("Thermal Warning Level = 5\n").warnings == ["Thermal Warning Level = 5"]
     assert macos.parse_pmset_pressure(None) == UNKNOWN
 
 
@@ -201,14 +202,14 @@ SWAP = {
 
 @pytest.mark.parametrize("name", sorted(SWAP))
 def test_swapusage_published(name):
-    assert macos.parse_swapusage(fixture(name)) == SWAP[name]
+    assert to_builtins(macos.parse_swapusage(fixture(name))) == SWAP[name]
 
 
 def test_swapusage():
-    assert macos.parse_swapusage(fixture("sysctl_swapusage_px80.txt")) == {
+    assert to_builtins(macos.parse_swapusage(fixture("sysctl_swapusage_px80.txt"))) == {
         "total_bytes": 4096 * 2**20, "used_bytes": 2876768256, "free_bytes": 1352 * 2**20 + 2**19}
-    assert macos.parse_swapusage(fixture("sysctl_swapusage_comma_locale.txt"))["used_bytes"] == 397672448
-    assert macos.parse_swapusage(fixture("sysctl_memory_18core_loaded.txt"))["total_bytes"] == 13958643712
+    assert to_builtins(macos.parse_swapusage(fixture("sysctl_swapusage_comma_locale.txt")))["used_bytes"] == 397672448
+    assert to_builtins(macos.parse_swapusage(fixture("sysctl_memory_18core_loaded.txt")))["total_bytes"] == 13958643712
     assert macos.parse_swapusage("sysctl: unknown oid 'vm.swapusage'") == UNKNOWN
     assert macos.parse_swapusage(None) == UNKNOWN
 
@@ -239,8 +240,8 @@ def test_memory_pressure():
 
 def test_memory_state_from_one_sysctl():
     state = macos.memory_state(Tools({tuple(macos.MEMORY_SYSCTL): fixture("sysctl_memory_18core_loaded.txt")}))
-    assert state == {"memory_pressure": "warn", "swap_used_bytes": 12190419517}
-    assert macos.memory_state(Tools({})) == {"memory_pressure": UNKNOWN, "swap_used_bytes": UNKNOWN}
+    assert to_builtins(state) == {"memory_pressure": "warn", "swap_used_bytes": 12190419517}
+    assert to_builtins(macos.memory_state(Tools({}))) == {"memory_pressure": UNKNOWN, "swap_used_bytes": UNKNOWN}
 
 
 def test_backup_status():
@@ -269,15 +270,15 @@ def test_spotlight():
 # ---------------------------------------------------------------- cores
 
 def test_core_counts():
-    assert applegpu.parse_core_counts(fixture("sysctl_hw_m1pro.txt")) == {
+    assert to_builtins(applegpu.parse_core_counts(fixture("sysctl_hw_m1pro.txt"))) == {
         "performance_cores": 8, "efficiency_cores": 2,
         "core_levels": {"Performance": 8, "Efficiency": 2}}       # macOS 12: no level names
-    assert applegpu.parse_core_counts(fixture("sysctl_hw_m3max.txt")) == {
+    assert to_builtins(applegpu.parse_core_counts(fixture("sysctl_hw_m3max.txt"))) == {
         "performance_cores": 10, "efficiency_cores": 4,
         "core_levels": {"Performance": 10, "Efficiency": 4}}
-    assert applegpu.parse_core_counts(fixture("sysctl_hw_m5.txt")) == {
+    assert to_builtins(applegpu.parse_core_counts(fixture("sysctl_hw_m5.txt"))) == {
         "performance_cores": 4, "efficiency_cores": 6, "core_levels": {"Super": 4, "Efficiency": 6}}
-    assert applegpu.parse_core_counts(None)["performance_cores"] == UNKNOWN
+    assert applegpu.parse_core_counts(None).performance_cores == UNKNOWN
 
 
 def test_gpu_cores():
@@ -306,7 +307,7 @@ def test_darwin_thermal_state(darwin, monkeypatch):
     tools = published_mac()
     monkeypatch.setattr(thermal, "run_quiet", tools)
     monkeypatch.setattr(macos, "_process_info_state", lambda: "fair")
-    state = thermal.thermal_state()
+    state = to_builtins(thermal.thermal_state())
     assert state["thermal_pressure"] == "fair"
     assert state["thermal_pressure_source"] == "ProcessInfo.thermalState"
     assert state["memory_pressure"] == "warn" and state["swap_used_bytes"] == 12190419517
@@ -314,25 +315,25 @@ def test_darwin_thermal_state(darwin, monkeypatch):
     assert state["power_source"] == "AC Power" and state["pmset_therm"]["warnings"] == []
     assert tools.calls.count("pmset") == 2          # therm once (pressure reuses it), batt once
     verdict = thermal.thermal_verdict(state)
-    assert verdict == {"checked": True, "nominal": False,
-                       "reason": "thermal pressure fair (ProcessInfo.thermalState)"}
+    assert verdict == thermal.ThermalVerdict(checked=True, nominal=False,
+                                             reason="thermal pressure fair (ProcessInfo.thermalState)")
 
 
 def test_darwin_thermal_state_with_every_tool_missing(darwin, monkeypatch):
     monkeypatch.setattr(thermal, "run_quiet", Tools({}))
     monkeypatch.setattr(macos, "_is_root", lambda: True)
     monkeypatch.setitem(sys.modules, "Foundation", None)     # no PyObjC
-    state = thermal.thermal_state()
+    state = to_builtins(thermal.thermal_state())
     assert (state["thermal_pressure"], state["thermal_pressure_source"]) == (UNKNOWN, "none")
     for key in ("memory_pressure", "swap_used_bytes", "spotlight_indexing", "backup_running", "power_source"):
         assert state[key] == UNKNOWN
-    assert thermal.thermal_verdict(state)["checked"] is False
+    assert thermal.thermal_verdict(state).checked is False
 
 
 def test_linux_thermal_state_has_no_macos_keys(monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    state = thermal.thermal_state()
+    state = to_builtins(thermal.thermal_state())
     for key in ("thermal_pressure", "thermal_pressure_source", "spotlight_indexing", "memory_pressure",
                 "swap_used_bytes"):
         assert key not in state
@@ -357,18 +358,18 @@ def test_host_metadata_cores(darwin, monkeypatch):
     monkeypatch.setattr(applegpu, "run_quiet", tools)
     monkeypatch.setattr(info, "run_quiet", tools)
     cpu = info.cpu_info()
-    assert (cpu["performance_cores"], cpu["efficiency_cores"]) == (10, 4)
-    assert info.gpu_info()["gpu_cores"] == 40
+    assert (cpu.performance_cores, cpu.efficiency_cores) == (10, 4)
+    assert info.gpu_info().gpu_cores == 40
     # system_profiler missing: ioreg's gpu-core-count answers.
     del tools.answers[tuple(applegpu.GPU_CORES)]
     assert applegpu.gpu_cores() == 10
     monkeypatch.setattr(applegpu, "run_quiet", Tools({}))
     assert applegpu.gpu_cores() == UNKNOWN
-    assert applegpu.core_counts()["efficiency_cores"] == UNKNOWN
+    assert applegpu.core_counts().efficiency_cores == UNKNOWN
 
 
 def test_linux_host_metadata_has_no_core_split(monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    assert "performance_cores" not in info.cpu_info()
-    assert "gpu_cores" not in info.gpu_info()
+    assert "performance_cores" not in to_builtins(info.cpu_info())
+    assert "gpu_cores" not in to_builtins(info.gpu_info())

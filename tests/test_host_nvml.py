@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec import to_builtins
 
 from harness.collect.host import info, thermal
 from harness.collect.host.info import UNKNOWN
@@ -137,12 +138,12 @@ def _thermal_values(row: dict[str, Any]) -> dict[str, Any]:
 def test_committed_records_readings_come_back_the_same(monkeypatch, path):
     values, nv, thermals = _record_gpu(path)
     fake = _install(monkeypatch, FakeNVML([values], driver=nv[0]["driver_version"]))
-    assert info.nvidia_gpus() == nv
+    assert to_builtins(info.nvidia_gpus()) == nv
     distinct = {json.dumps(t, sort_keys=True): t for t in thermals}.values()
     assert len(distinct) > 1            # several readings (clocks, temperature, power) to compare
     for recorded in distinct:
         fake.gpus = [{**values, **_thermal_values(recorded[0])}]
-        assert thermal.nvidia_state() == recorded
+        assert to_builtins(thermal.nvidia_state()) == recorded
     # Every session opened is closed again, as an nvidia-smi process ended.
     assert fake.inits == fake.shutdowns == 1 + len(distinct)
 
@@ -151,9 +152,9 @@ def test_cuda_driver_version_is_the_banners():
     # The records' "CUDA Version: 13.0" from nvidia-smi's banner; NVML says 13000.
     rec = json.loads(H200.read_text())
     assert rec["host"]["gpu"]["cuda"]["cuda_driver_api"] == "13.0"
-    assert info.cuda_stack(13000, None)["cuda_driver_api"] == "13.0"
-    assert info.cuda_stack(12020, None)["cuda_driver_api"] == "12.2"
-    assert info.cuda_stack(None, None)["cuda_driver_api"] == UNKNOWN
+    assert info.cuda_stack(13000, None).cuda_driver_api == "13.0"
+    assert info.cuda_stack(12020, None).cuda_driver_api == "12.2"
+    assert info.cuda_stack(None, None).cuda_driver_api == UNKNOWN
 
 
 def test_cuda_driver_version_through_nvml(monkeypatch):
@@ -170,9 +171,9 @@ def test_gb10_fields_it_lacks_are_unknown(monkeypatch):
     fake.gpus[0]["memory_bytes"] = fake.NVMLError_NotSupported()
     fake.gpus[0]["power_mw"] = fake.NVMLError_NotSupported()
     _install(monkeypatch, fake)
-    assert info.nvidia_gpus() == [{"name": "NVIDIA GB10", "driver_version": "580.95.05",
+    assert to_builtins(info.nvidia_gpus()) == [{"name": "NVIDIA GB10", "driver_version": "580.95.05",
                                    "memory_total": UNKNOWN, "compute_cap": "12.1", "generation": "sm_121"}]
-    assert thermal.nvidia_state() == [{"sm_clock_mhz": "2418", "mem_clock_mhz": "4266", "temperature_c": "47",
+    assert to_builtins(thermal.nvidia_state()) == [{"sm_clock_mhz": "2418", "mem_clock_mhz": "4266", "temperature_c": "47",
                                        "power_draw_w": UNKNOWN, "throttle_reasons_active": "0x0000000000000001",
                                        "throttle_reasons": ["gpu_idle"]}]
 
@@ -182,19 +183,22 @@ def test_unreadable_clock_reasons_are_unknown_and_unchecked(monkeypatch):
     fake.gpus[0]["reasons"] = fake.NVMLError(999)     # nvidia-smi's "[Unknown Error]"
     _install(monkeypatch, fake)
     rows = thermal.nvidia_state()
-    assert rows[0]["throttle_reasons_active"] == rows[0]["throttle_reasons"] == UNKNOWN
-    assert thermal.thermal_verdict({"nvidia": rows})["checked"] is False
+    assert isinstance(rows, list)
+    assert rows[0].throttle_reasons_active == rows[0].throttle_reasons == UNKNOWN
+    assert thermal.thermal_verdict({"nvidia": rows}).checked is False
 
 
 def test_older_driver_throttle_reasons_are_read(monkeypatch):
     # A driver without the clock-events call: its throttle-reasons call answers instead.
     _install(monkeypatch, FakeNVML([{"sm_mhz": 1980, "mem_mhz": 2619, "temp_c": 41, "power_mw": 121470,
                                      "reasons": 0x44}], event_reasons=False))
-    row = thermal.nvidia_state()[0]
-    assert row["sm_clock_mhz"] == "1980" and row["power_draw_w"] == "121.47"
-    assert row["throttle_reasons_active"] == "0x0000000000000044"
-    assert row["throttle_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
-    assert thermal.thermal_verdict({"nvidia": [row]})["nominal"] is False
+    rows = thermal.nvidia_state()
+    assert isinstance(rows, list)
+    row = rows[0]
+    assert row.sm_clock_mhz == "1980" and row.power_draw_w == "121.47"
+    assert row.throttle_reasons_active == "0x0000000000000044"
+    assert row.throttle_reasons == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert thermal.thermal_verdict({"nvidia": [row]}).nominal is False
 
 
 @pytest.mark.parametrize("fake", [FakeNVML([], init_error=LIBRARY_NOT_FOUND), FakeNVML([]), None],
@@ -205,8 +209,8 @@ def test_no_nvml_answer_is_unknown(monkeypatch, fake):
     assert info.nvidia_gpus() == UNKNOWN
     assert thermal.nvidia_state() == UNKNOWN
     assert info.cuda_driver_version() is None
-    assert thermal.thermal_state()["nvidia"] == UNKNOWN
-    gpu = info.gpu_info()
+    assert thermal.thermal_state().nvidia == UNKNOWN
+    gpu = to_builtins(info.gpu_info())
     assert gpu["nvidia"] == UNKNOWN
     if gpu["mlx_backend"] != "cuda":
         assert "cuda" not in gpu
@@ -229,5 +233,5 @@ def test_a_failing_device_query_is_unknown_and_closes_nvml(monkeypatch):
 def test_two_gpus_in_index_order(monkeypatch):
     values, nv, _ = _record_gpu(H200)
     _install(monkeypatch, FakeNVML([values, {**values, "name": "NVIDIA H200 NVL"}]))
-    rows = info.nvidia_gpus()
+    rows = to_builtins(info.nvidia_gpus())
     assert rows[0] == nv[0] and rows[1] == {**nv[0], "name": "NVIDIA H200 NVL"}

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from msgspec import to_builtins
 
 from harness.collect.host import info as hostinfo
 from harness.collect.host.info import UNKNOWN, collect_host
@@ -39,11 +40,11 @@ def test_unreadable_fields_are_unknown(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)     # no NVML (tests/test_host_nvml.py)
     monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: None)
     cpu = hostinfo.cpu_info()
-    assert cpu["model"] == cpu["logical_cores"] == cpu["physical_cores"] == UNKNOWN
+    assert cpu.model == cpu.logical_cores == cpu.physical_cores == UNKNOWN
     assert hostinfo.nvidia_gpus() == UNKNOWN
     if sys.platform.startswith("linux"):
-        assert hostinfo.blas_info()["name"] == UNKNOWN
-        assert hostinfo.os_info()["distribution"] == UNKNOWN
+        assert hostinfo.blas_info().name == UNKNOWN
+        assert hostinfo.os_info().distribution == UNKNOWN
 
 
 def test_cpu_only_linux_host_reports_no_gpu_guess():
@@ -94,17 +95,17 @@ def test_repo_section_commit_branch_dirty_detached(tmp_path):
     _git(tmp_path, "add", "f.txt")
     _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c1")
     info = hostinfo.repo_info(str(tmp_path))
-    assert info["branch"] == "trunk" and info["dirty"] is False
-    assert len(info["commit"]) == 40 and info["commit"].startswith(info["short_commit"])
+    assert info.branch == "trunk" and info.dirty is False
+    assert len(info.commit) == 40 and info.commit.startswith(info.short_commit)
     (tmp_path / "f.txt").write_text("b\n")
-    assert hostinfo.repo_info(str(tmp_path))["dirty"] is True
+    assert hostinfo.repo_info(str(tmp_path)).dirty is True
     _git(tmp_path, "checkout", "-q", "--detach")
-    assert hostinfo.repo_info(str(tmp_path))["branch"] == "detached"
+    assert hostinfo.repo_info(str(tmp_path)).branch == "detached"
 
 
 def test_repo_section_outside_a_repository(tmp_path):
     info = hostinfo.repo_info(str(tmp_path / "nowhere"))
-    assert info["commit"] == info["branch"] == info["dirty"] == UNKNOWN
+    assert info.commit == info.branch == info.dirty == UNKNOWN
 
 
 def test_run_quiet_never_raises():
@@ -166,9 +167,9 @@ def test_under_asv_the_record_names_asvs_commit(tmp_path, monkeypatch):
     monkeypatch.setenv("ASV_CONF_DIR", str(tmp_path))
     monkeypatch.chdir(REPO)   # a benchmark runs elsewhere (asv: a temporary directory)
     info = hostinfo.repo_info()
-    assert info["commit"] == old and info["dirty"] is False and info["source"] == "asv"
-    assert info["path"] == str(tmp_path) and info["branch"] == "main~1"
-    assert old.startswith(info["short_commit"])
+    assert info.commit == old and info.dirty is False and info.source == "asv"
+    assert info.path == str(tmp_path) and info.branch == "main~1"
+    assert old.startswith(info.short_commit)
 
 
 def test_cuda_stack_reads_the_driver_and_loaded_libraries() -> None:
@@ -177,11 +178,11 @@ def test_cuda_stack_reads_the_driver_and_loaded_libraries() -> None:
     maps = ("7f00-7f01 r-xp 00000000 00:00 0 /site/nvidia/cublas/lib/libcublas.so.13.1.0.3\n"
             "7f02-7f03 r-xp 00000000 00:00 0 /site/nvidia/cudnn/lib/libcudnn.so.9.13.0\n")
     got = cuda_stack(driver, maps)
-    assert got["cuda_driver_api"] == "13.0"
+    assert got.cuda_driver_api == "13.0"
     # Without pip distributions of these names here, the loaded libraries' file names say it.
-    assert got["cublas"] == "13.1.0.3" and got["cudnn"] == "9.13.0"
-    assert got["cuda_runtime"] == "unknown"        # not loaded, not installed: never a guess
-    assert cuda_stack(None, None) == {"cuda_driver_api": "unknown", "cuda_runtime": "unknown",
+    assert got.cublas == "13.1.0.3" and got.cudnn == "9.13.0"
+    assert got.cuda_runtime == "unknown"        # not loaded, not installed: never a guess
+    assert to_builtins(cuda_stack(None, None)) == {"cuda_driver_api": "unknown", "cuda_runtime": "unknown",
                                       "cublas": "unknown", "cudnn": "unknown"}
     # A bare soname names only the major version: unknown here as in the report (gpustack).
-    assert cuda_stack(driver, "7f02-7f03 r-xp 0 00:00 0 /x/libcudnn.so.9\n")["cudnn"] == "unknown"
+    assert cuda_stack(driver, "7f02-7f03 r-xp 0 00:00 0 /x/libcudnn.so.9\n").cudnn == "unknown"

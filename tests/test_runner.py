@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from harness_helpers import command_arm, write_suite
 from rich.console import Console
@@ -15,6 +16,7 @@ from rich.console import Console
 from harness.analyze.labels import annotate_label
 from harness.collect import runner
 from harness.collect.engines import Engines
+from harness.collect.host import thermal as host_thermal
 from harness.collect.host.quiet import watch_interval
 from harness.collect.plan import PlannedRun, build_plan
 from harness.collect.record import Record
@@ -116,7 +118,7 @@ class _Gate:
 
     def wait(self, cooldown_s: float = 0.0, on_tick: Any = None) -> dict:
         _Gate.calls.append(cooldown_s)
-        return {"waited_s": 0.01, "timed_out": True, "busiest": {"name": "indexer", "cpu_pct": 90}}
+        return {"waited_s": 0.01, "timed_out": True, "busiest": {"pid": 4242, "name": "indexer", "cpu_pct": 90.0}}
 
 
 class _QuietWait(_Gate):
@@ -257,15 +259,15 @@ def test_each_measured_run_cools_down_by_the_rule(tmp_path: Path, monkeypatch: p
 
 
 def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: {"cpu_speed_limit": 100})
+    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: host_thermal.as_thermal({"cpu_speed_limit": 100}))
     runner.host_thermal._RECENT.clear()   # a reading from before is not reused
     p = write_suite(tmp_path, [command_arm("a")], repetitions=1)
     r = _session(tmp_path, p).runs[0]
     assert r["load"]["thermal_wait"] == {"checked": True, "nominal": True, "reason": "nominal (CPU_Speed_Limit 100)",
                                          "waited_s": 0.0, "reads": 1}
-    assert r["load"]["thermal"] == {"cpu_speed_limit": 100}
+    assert r["load"]["thermal"] == msgspec.to_builtins(host_thermal.as_thermal({"cpu_speed_limit": 100}))
     # Always hot: the warm-up is not waited for; the measured run waits up to the cap, then is marked.
-    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: {"cpu_speed_limit": 40})
+    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: host_thermal.as_thermal({"cpu_speed_limit": 40}))
     runner.host_thermal._RECENT.clear()   # a reading from before is not reused
     d = tmp_path / "hot"
     d.mkdir()
@@ -276,7 +278,7 @@ def test_thermal_wait_is_recorded_and_a_hot_host_is_marked(tmp_path: Path, monke
     tw = measured["load"]["thermal_wait"]
     assert tw["nominal"] is False and tw["reads"] >= 2 and "thermal_not_nominal" in measured["marks"]
     # Nothing readable: no wait.
-    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: {"nvidia": "unknown"})
+    monkeypatch.setattr(runner.host_thermal, "thermal_state", lambda: host_thermal.as_thermal({"nvidia": "unknown"}))
     runner.host_thermal._RECENT.clear()   # a reading from before is not reused
     d = tmp_path / "unknown"
     d.mkdir()

@@ -125,7 +125,7 @@ def _engine_project(root: Path) -> tuple[str | None, str]:
 
 def _branch(root: Path) -> str:
     from harness.collect.provenance import repo_info
-    b = repo_info(str(root)).get("branch")
+    b = repo_info(str(root)).branch
     return b if isinstance(b, str) and b not in ("unknown", "detached") else "main"
 
 

@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.core.hostinfo import HarnessInfo, RepoInfo
+
 UNKNOWN = "unknown"
 ASV_COMMIT = "ASV_COMMIT"        # asv 0.6: set for benchmarks run in an environment it built
 ASV_CONF_DIR = "ASV_CONF_DIR"    # asv 0.6: the directory asv runs from, in every environment
@@ -51,37 +53,36 @@ def _describe(r: Any, sha: str) -> str:
     return name or UNKNOWN
 
 
-def repo_info(repo: str | Path | None = None) -> dict[str, Any]:
+def repo_info(repo: str | Path | None = None) -> RepoInfo:
     """The repository under test: path, commit, short_commit, branch, dirty, source."""
-    out: dict[str, Any] = {"path": UNKNOWN, "commit": UNKNOWN, "short_commit": UNKNOWN,
-                           "branch": UNKNOWN, "dirty": UNKNOWN, "source": "git"}
+    out = RepoInfo()
     asv_commit = os.environ.get(ASV_COMMIT) if repo is None else None
     where = repo if repo is not None else os.environ.get(ASV_CONF_DIR) or os.getcwd()
     r = _git_repo(where)   # ImportError (no git executable) becomes the section's error
     if asv_commit:
         # asv checked this commit out into a build directory of its own and installed it:
         # a clean tree of exactly that commit, whatever the working tree holds.
-        out.update(commit=asv_commit, short_commit=asv_commit[:8], dirty=False, source="asv")
+        out = RepoInfo(commit=asv_commit, short_commit=asv_commit[:8], dirty=False, source="asv")
         if r is not None:
-            out["path"] = str(r.working_tree_dir)
-            out["branch"] = _describe(r, asv_commit)
+            out.path = str(r.working_tree_dir)
+            out.branch = _describe(r, asv_commit)
             try:
-                out["short_commit"] = r.git.rev_parse("--short", asv_commit)
+                out.short_commit = r.git.rev_parse("--short", asv_commit)
             except Exception:  # noqa: BLE001 - asv's repo is elsewhere: keep 8 characters
                 pass
         return out
     if r is None:
         return out
-    out["path"] = str(r.working_tree_dir)
-    out["branch"] = "detached" if r.head.is_detached else r.active_branch.name
+    out.path = str(r.working_tree_dir)
+    out.branch = "detached" if r.head.is_detached else r.active_branch.name
     try:
         sha = r.head.commit.hexsha
     except ValueError:  # a repository with no commit yet
         return out
     # Untracked files count as dirty: a new source file changes what ran.
-    out["dirty"] = r.is_dirty(untracked_files=True)
-    out["commit"] = sha
-    out["short_commit"] = r.git.rev_parse("--short", sha)
+    out.dirty = r.is_dirty(untracked_files=True)
+    out.commit = sha
+    out.short_commit = r.git.rev_parse("--short", sha)
     return out
 
 
@@ -99,20 +100,19 @@ def harness_version() -> str:
         return UNKNOWN
 
 
-def harness_info() -> dict[str, Any]:
+def harness_info() -> HarnessInfo:
     """The harness that measured: version, location, and its commit when it is a checkout."""
     location = Path(__file__).resolve().parents[1]
-    out: dict[str, Any] = {"version": harness_version(), "location": str(location),
-                           "commit": UNKNOWN, "dirty": UNKNOWN}
+    out = HarnessInfo(version=harness_version(), location=str(location))
     try:
         r = _git_repo(location)
         # A checkout of the harness holds this package at its top; one installed into a venv
         # inside another repository (an engine's) does not: the version is all there is.
         if r is None or (Path(r.working_tree_dir).resolve() / "harness") != location:
             return out
-        out["commit"] = r.head.commit.hexsha
+        out.commit = r.head.commit.hexsha
         # Only the harness's own files: the engine's changes in the same checkout are the repo's.
-        out["dirty"] = bool(r.git.status("--porcelain", "--", "harness").strip())
+        out.dirty = bool(r.git.status("--porcelain", "--", "harness").strip())
     except Exception:  # noqa: BLE001 - provenance never loses a record
         pass
     return out

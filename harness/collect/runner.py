@@ -38,6 +38,7 @@ from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
 from harness.core import interrupt, schema
 from harness.core.errors import UserError
+from harness.core.hostinfo import ThermalState, ThermalWait
 from harness.core.results import result_problem
 from harness.core.runs import is_ok
 
@@ -270,8 +271,8 @@ def run_one(planned: PlannedRun, suite: Suite, engines: RunsEngines, ui: Any,
         **_result_fields(out, failure),
         "dispatch_measurement_ms": probe_ms,
         "load": {"before": before, "after": after, "quiet_wait": waits.quiet, "contention": contention,
-                 "thermal": waits.thermal, "thermal_wait": waits.thermal_wait,
-                 **({"gpu": gpu} if gpu is not None else {})},
+                 "thermal": schema.to_builtins(waits.thermal), "thermal_wait": schema.to_builtins(waits.thermal_wait),
+                 **({"gpu": schema.to_builtins(gpu)} if gpu is not None else {})},
         "marks": marks,
     }
     pacer.note(run)
@@ -285,8 +286,8 @@ class _Waits:
     cooldown_s: float
     quiet: dict[str, Any]
     quiet_wait_s: float
-    thermal_wait: dict[str, Any]
-    thermal: dict[str, Any]
+    thermal_wait: ThermalWait
+    thermal: ThermalState
     marks: list[str]
 
 
@@ -315,9 +316,9 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
     thermal_wait, thermal = host_thermal.wait_thermal(
         thermal_limit_s(s), read=host_thermal.recent_thermal_state, wait=not planned.warmup,
         on_tick=lambda secs, why: ui.status(f"cooling: not thermally nominal ({why}) {secs:4.0f} s", left()))
-    if planned.warmup and thermal_wait["nominal"] is False:
-        thermal_wait["reason"] += " (warm-up: not waited for)"
-    elif thermal_wait["nominal"] is False:
+    if planned.warmup and thermal_wait.nominal is False:
+        thermal_wait.reason += " (warm-up: not waited for)"
+    elif thermal_wait.nominal is False:
         marks.append("thermal_not_nominal")
     return _Waits(cooldown, quiet, quiet_wait, thermal_wait, thermal, marks)
 

@@ -34,6 +34,7 @@ import msgspec
 
 from harness.core import migrate_v5, suitespec
 from harness.core.errors import UserError
+from harness.core.hostinfo import HostInfo, RunLoad
 from harness.core.results import complete_timings, missing_minimum
 
 SCHEMA_VERSION = 5
@@ -260,7 +261,7 @@ class Run(_S, kw_only=True):
     engine_info: EngineInfo = msgspec.field(default_factory=EngineInfo)
     result_arm: ArmInfo = msgspec.field(default_factory=ArmInfo)
     diagnostics: RunDiagnostics = msgspec.field(default_factory=RunDiagnostics)
-    load: dict[str, Any] = {}
+    load: RunLoad = msgspec.field(default_factory=RunLoad)
     marks: list[str] = []
     identity: Identity | None = None
 
@@ -307,7 +308,7 @@ class Record(_S, kw_only=True):
     command: list[str] = []
     planned_runs: int | None = None
     suite: SuiteSection
-    host: dict[str, Any] = {}
+    host: HostInfo = msgspec.field(default_factory=HostInfo)
     models: dict[str, dict[str, ModelFiles]] = {}   # {pairing: {"target"/"drafter": ...}}
     runs: list[Run]
 

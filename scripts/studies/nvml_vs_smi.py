@@ -12,6 +12,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import msgspec
+
 sys.path.insert(0, "build/nvmlcheck")   # pynvml.py carried there
 
 from harness.collect.host import info, thermal  # noqa: E402
@@ -40,7 +42,7 @@ def main() -> None:
                    ["name", "driver_version", "memory_total", "compute_cap"])
         for r in old:
             r["generation"] = info.sm_generation(r["compute_cap"])
-        new = info.nvidia_gpus()
+        new = msgspec.to_builtins(info.nvidia_gpus())
         print("gpus equal:", old == new)
         print(" old", old)
         print(" new", new)
@@ -48,10 +50,10 @@ def main() -> None:
                         "--format=csv,noheader,nounits"),
                     ["sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_draw_w", "throttle_reasons_active"])
         print(" old thermal", oldt)
-        print(" new thermal", thermal.nvidia_state())
+        print(" new thermal", msgspec.to_builtins(thermal.nvidia_state()))
         banner = [ln for ln in smi().splitlines() if "CUDA Version" in ln]
         print(" banner", banner, "nvml", info.cuda_driver_version(),
-              info.cuda_stack(info.cuda_driver_version(), None)["cuda_driver_api"])
+              info.cuda_stack(info.cuda_driver_version(), None).cuda_driver_api)
 
 
 if __name__ == "__main__":

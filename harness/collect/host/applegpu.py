@@ -8,13 +8,14 @@ failing or hanging) and answer None or "unknown" off macOS.
 
 from __future__ import annotations
 
-import json
 import plistlib
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 from xml.parsers.expat import ExpatError
+
+import msgspec
 
 from harness.collect.host.info import UNKNOWN, run_quiet
 from harness.collect.host.ioregtext import parse_ioreg_text
@@ -76,36 +77,53 @@ def ioreg_entries(output: bytes | str | None) -> list[dict[str, Any]]:
     return parse_ioreg_text(data.decode("utf-8", errors="replace"))
 
 
+class _Accelerator(msgspec.Struct):
+    """What is read of one IOAccelerator entry (its other properties are not)."""
+    stats: Any = msgspec.field(default=None, name="PerformanceStatistics")
+    core_count: Any = msgspec.field(default=None, name="gpu-core-count")
+
+
+def _accelerators(xml_bytes: bytes | str | None) -> list[_Accelerator]:
+    return [msgspec.convert(e, _Accelerator) for e in ioreg_entries(xml_bytes)]
+
+
 def parse_ioreg_gpu(xml_bytes: bytes | str | None) -> AppleGpu | None:
     """`ioreg -r -d 1 -w 0 -c IOAccelerator -a` (an XML plist; the text form also reads) -> the
     first accelerator's PerformanceStatistics as AppleGpu; None when there is no output or no
     entry has PerformanceStatistics."""
-    for entry in ioreg_entries(xml_bytes):
-        stats = entry.get("PerformanceStatistics")
-        if isinstance(stats, dict):
-            return gpu_from_stats(stats)
+    for entry in _accelerators(xml_bytes):
+        if isinstance(entry.stats, dict):
+            return gpu_from_stats(entry.stats)
     return None
 
 
 def ioreg_gpu_core_count(xml_bytes: bytes | str | None) -> int | None:
     """The AGX accelerator's "gpu-core-count" from the same output; None where absent."""
-    for entry in ioreg_entries(xml_bytes):
-        count = _int_or_none(entry.get("gpu-core-count"))
+    for entry in _accelerators(xml_bytes):
+        count = _int_or_none(entry.core_count)
         if count is not None:
             return count
     return None
+
+
+class _Adapter(msgspec.Struct):
+    sppci_cores: Any = None
+
+
+class _Displays(msgspec.Struct):
+    """system_profiler's display adapters (SPDisplaysDataType); not a list reads as none."""
+    adapters: list[Any] = msgspec.field(default_factory=list, name="SPDisplaysDataType")
 
 
 def parse_gpu_cores(json_text: str | None) -> int | str:
     """`system_profiler SPDisplaysDataType -json` -> the Apple GPU's "sppci_cores" as an int,
     "unknown" where no display adapter gives it (an Intel Mac, a failed call)."""
     try:
-        data = json.loads(json_text or "")
-    except ValueError:
+        data = msgspec.json.decode(json_text or "", type=_Displays)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return UNKNOWN
-    adapters = data.get("SPDisplaysDataType") if isinstance(data, dict) else None
-    for adapter in adapters if isinstance(adapters, list) else []:
-        cores = adapter.get("sppci_cores") if isinstance(adapter, dict) else None
+    for adapter in data.adapters:
+        cores = msgspec.convert(adapter, _Adapter).sppci_cores if isinstance(adapter, dict) else None
         try:
             return int(str(cores))
         except ValueError:
@@ -142,8 +160,19 @@ def core_levels(values: dict[str, str]) -> list[tuple[str | None, int]]:
     return levels
 
 
-def parse_core_counts(text: str | None) -> dict[str, Any]:
-    """`sysctl hw` -> {"performance_cores", "efficiency_cores", "core_levels"}.
+@dataclass(frozen=True)
+class CoreCounts:
+    """Physical cores by kind, and by performance level (name -> cores, fastest first)."""
+    performance_cores: int | str
+    efficiency_cores: int | str
+    core_levels: dict[str, int] | str
+
+
+NO_CORE_COUNTS = CoreCounts(performance_cores=UNKNOWN, efficiency_cores=UNKNOWN, core_levels=UNKNOWN)
+
+
+def parse_core_counts(text: str | None) -> CoreCounts:
+    """`sysctl hw` -> performance and efficiency core counts, and the cores per level.
 
     Levels named "Efficiency" count as efficiency cores, every other level as performance
     cores (M5 names its fastest level "Super"). Without names (older macOS), perflevel0 is the
@@ -151,14 +180,14 @@ def parse_core_counts(text: str | None) -> dict[str, Any]:
     perflevel (an Intel Mac, a failed call)."""
     levels = core_levels(parse_sysctl(text))
     if not levels:
-        return {"performance_cores": UNKNOWN, "efficiency_cores": UNKNOWN, "core_levels": UNKNOWN}
+        return NO_CORE_COUNTS
     if all(name is None for name, _ in levels):
         named = [("Performance" if i == 0 else "Efficiency", c) for i, (_, c) in enumerate(levels)]
     else:
         named = [(name or UNKNOWN, c) for name, c in levels]
-    return {"performance_cores": sum(c for name, c in named if name != "Efficiency"),
-            "efficiency_cores": sum(c for name, c in named if name == "Efficiency"),
-            "core_levels": {name: c for name, c in named}}
+    return CoreCounts(performance_cores=sum(c for name, c in named if name != "Efficiency"),
+                      efficiency_cores=sum(c for name, c in named if name == "Efficiency"),
+                      core_levels={name: c for name, c in named})
 
 
 # ---------------------------------------------------------------- readers (darwin only)
@@ -175,11 +204,10 @@ def gpu_utilization(run: Run | None = None) -> AppleGpu | None:
     return parse_ioreg_gpu(_run(run)(IOREG_GPU))
 
 
-def core_counts(run: Run | None = None) -> dict[str, Any]:
-    """{"performance_cores", "efficiency_cores", "core_levels"}; "unknown" off macOS or where
-    unreadable."""
+def core_counts(run: Run | None = None) -> CoreCounts:
+    """Cores by kind and level; "unknown" off macOS or where unreadable."""
     if sys.platform != "darwin":
-        return {"performance_cores": UNKNOWN, "efficiency_cores": UNKNOWN, "core_levels": UNKNOWN}
+        return NO_CORE_COUNTS
     return parse_core_counts(_run(run)(SYSCTL_HW))
 
 

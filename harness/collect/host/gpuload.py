@@ -16,6 +16,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
+from harness.core.hostinfo import GpuLoad, GpuReading, QuietGpuResult, QuietWaitResult
+
 # An idle Mac's GPU reads a few percent (the window server compositing a display); another
 # compute job reads 90-100. 20 sits between them.
 GPU_BUSY_PCT = 20.0
@@ -35,13 +39,16 @@ def read() -> Any:
         return None
 
 
-def as_dict(g: Any) -> dict[str, Any]:
-    return dict(g.to_dict()) if hasattr(g, "to_dict") else dict(g)
+def reading(g: Any) -> GpuReading:
+    """A GPU reading (applegpu.AppleGpu, or one as recorded) as the record keeps it."""
+    if isinstance(g, GpuReading):
+        return g
+    return msgspec.convert(g.to_dict() if hasattr(g, "to_dict") else g, GpuReading)
 
 
 def busy(g: Any, limit_pct: float = GPU_BUSY_PCT) -> bool:
-    """A reading (AppleGpu or its dict) at or over limit_pct of device utilization."""
-    pct = g.get("device_pct") if isinstance(g, dict) else getattr(g, "device_pct", None)
+    """A reading (AppleGpu or GpuReading) at or over limit_pct of device utilization."""
+    pct = g.device_pct
     return isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct >= limit_pct
 
 
@@ -65,39 +72,39 @@ class QuietGpu:
             return False
         self.samples += 1
         self.last = g
-        pct = getattr(g, "device_pct", None)
+        pct = g.device_pct
         if isinstance(pct, (int, float)):
             self.pct_max = pct if self.pct_max is None else max(self.pct_max, pct)
         hit = busy(g, self.limit_pct)
         self.busy_samples += hit
         return hit
 
-    def result(self) -> dict[str, Any] | None:
-        """{"samples", "busy_samples", "device_pct_max", "limit_pct", "last"}; None unread."""
+    def result(self) -> QuietGpuResult | None:
+        """The samples, the busy ones, the highest reading, the limit and the last reading; None unread."""
         if not self.samples:
             return None
-        return {"samples": self.samples, "busy_samples": self.busy_samples, "device_pct_max": self.pct_max,
-                "limit_pct": self.limit_pct, "last": as_dict(self.last)}
+        return QuietGpuResult(samples=self.samples, busy_samples=self.busy_samples, device_pct_max=self.pct_max,
+                              limit_pct=self.limit_pct, last=reading(self.last))
 
 
-def before_run(quiet: dict[str, Any], reader: Reader | None = None) -> dict[str, Any] | None:
+def before_run(quiet: QuietWaitResult | dict[str, Any], reader: Reader | None = None) -> GpuReading | None:
     """The GPU reading just before a run: the quiet wait's last, or (the quiet wait off) one read now;
     None where the host gives none."""
-    waited = quiet.get("gpu")
-    if isinstance(waited, dict) and isinstance(waited.get("last"), dict):
-        return dict(waited["last"])
+    waited = quiet if isinstance(quiet, QuietWaitResult) else msgspec.convert(quiet, QuietWaitResult)
+    if waited.gpu is not None and waited.gpu.last is not None:
+        return waited.gpu.last
     g = (reader or read)()
-    return None if g is None else as_dict(g)
+    return None if g is None else reading(g)
 
 
-def after_run(before: dict[str, Any] | None, reader: Reader | None = None,
+def after_run(before: GpuReading | None, reader: Reader | None = None,
               limit_pct: float = GPU_BUSY_PCT, settle_s: float = AFTER_SETTLE_S,
-              sleep: Callable[[float], None] = time.sleep) -> dict[str, Any] | None:
+              sleep: Callable[[float], None] = time.sleep) -> GpuLoad | None:
     """The run's GPU readings while our engine is idle: `before` (before_run's) and one read
     settle_s after the run: the record's load.gpu. None where there was no reading before."""
     if before is None:
         return None
     sleep(settle_s)
     after = (reader or read)()
-    return {"limit_pct": limit_pct, "settle_s": settle_s, "before": before,
-            "after": None if after is None else as_dict(after)}
+    return GpuLoad(limit_pct=limit_pct, settle_s=settle_s, before=before,
+                   after=None if after is None else reading(after))

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from harness.collect.host.applegpu import (  # noqa: F401  (one import point for macOS readings)
     AppleGpu,
@@ -129,27 +130,47 @@ def parse_memory_pressure(text: str | None) -> int | str:
     return int(m.group(1)) if m else UNKNOWN
 
 
-def parse_swapusage(text: str | None) -> dict[str, int] | str:
-    """`sysctl vm.swapusage` ("total = 2048.00M  used = 1021.75M  free = 1026.25M  (encrypted)")
-    -> {"total_bytes", "used_bytes", "free_bytes"}; "unknown" unless all three are there."""
+@dataclass(frozen=True)
+class SwapUsage:
+    """`sysctl vm.swapusage` in bytes."""
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+
+
+def _swap_bytes(name: str, text: str) -> int | None:
     # A comma decimal separator is the locale's (de_DE prints "total = 1024,00M").
-    got = {name: round(float(num.replace(",", ".")) * _UNITS[unit])
-           for name, num, unit in re.findall(r"\b(total|used|free)\s*=\s*(\d+(?:[.,]\d+)?)([BKMGT])", text or "")}
-    if set(got) != {"total", "used", "free"}:
+    found = re.findall(rf"\b{name}\s*=\s*(\d+(?:[.,]\d+)?)([BKMGT])", text)
+    if not found:
+        return None
+    num, unit = found[-1]
+    return round(float(num.replace(",", ".")) * _UNITS[unit])
+
+
+def parse_swapusage(text: str | None) -> SwapUsage | str:
+    """`sysctl vm.swapusage` ("total = 2048.00M  used = 1021.75M  free = 1026.25M  (encrypted)")
+    -> SwapUsage; "unknown" unless all three are there."""
+    total, used, free = (_swap_bytes(name, text or "") for name in ("total", "used", "free"))
+    if total is None or used is None or free is None:
         return UNKNOWN
-    return {"total_bytes": got["total"], "used_bytes": got["used"], "free_bytes": got["free"]}
+    return SwapUsage(total_bytes=total, used_bytes=used, free_bytes=free)
 
 
 MEMORY_SYSCTL = ["sysctl", "kern.memorystatus_vm_pressure_level", "vm.swapusage"]
 
 
-def memory_state(run: Run | None = None) -> dict[str, str | int]:
-    """{"memory_pressure": "normal" | "warn" | "critical" | "unknown", "swap_used_bytes": int or
-    "unknown"}, both from one sysctl call."""
+@dataclass(frozen=True)
+class MemoryState:
+    memory_pressure: str            # "normal" | "warn" | "critical" | "unknown"
+    swap_used_bytes: int | str      # "unknown" where sysctl did not say
+
+
+def memory_state(run: Run | None = None) -> MemoryState:
+    """Memory pressure and swap in use, both from one sysctl call."""
     text = (run if run is not None else run_quiet)(MEMORY_SYSCTL)
     swap = parse_swapusage(text)
-    return {"memory_pressure": parse_vm_pressure_level(text),
-            "swap_used_bytes": swap["used_bytes"] if isinstance(swap, dict) else UNKNOWN}
+    return MemoryState(memory_pressure=parse_vm_pressure_level(text),
+                       swap_used_bytes=swap.used_bytes if isinstance(swap, SwapUsage) else UNKNOWN)
 
 
 # ---------------------------------------------------------------- Spotlight

@@ -18,9 +18,11 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+import msgspec
 import psutil
 
 from harness.collect.host.info import run_quiet
+from harness.core.hostinfo import Offender
 
 # ---------------------------------------------------------------- per-process sampling
 
@@ -153,7 +155,7 @@ class _Tally:
     def __init__(self, threshold_pct: float) -> None:
         self.threshold_pct = threshold_pct
         self.busiest: Reading | None = None
-        self.offenders: dict[int, dict[str, Any]] = {}
+        self.offenders: dict[int, Offender] = {}
 
     def add(self, readings: list[Reading]) -> Reading | None:
         top = max(readings, key=lambda r: r.cpu_pct, default=None)
@@ -161,15 +163,15 @@ class _Tally:
             self.busiest = top
         for r in readings:
             if r.cpu_pct >= self.threshold_pct:
-                o = self.offenders.setdefault(r.pid, {"pid": r.pid, "name": r.name,
-                                                      "max_cpu_pct": 0.0, "samples_over": 0})
-                o["max_cpu_pct"] = round(max(o["max_cpu_pct"], r.cpu_pct), 1)
-                o["samples_over"] += 1
+                o = self.offenders.setdefault(r.pid, Offender(pid=r.pid, name=r.name))
+                o.max_cpu_pct = round(max(o.max_cpu_pct, r.cpu_pct), 1)
+                o.samples_over += 1
         return top
 
     def summary(self, limit: int = 5) -> dict[str, Any]:
-        worst = sorted(self.offenders.values(), key=lambda o: -o["max_cpu_pct"])[:limit]
-        return {"busiest": self.busiest.as_dict() if self.busiest else None, "offenders": worst}
+        worst = sorted(self.offenders.values(), key=lambda o: -o.max_cpu_pct)[:limit]
+        return {"busiest": self.busiest.as_dict() if self.busiest else None,
+                "offenders": [msgspec.to_builtins(o) for o in worst]}
 
 
 class Namer:

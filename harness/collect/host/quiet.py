@@ -14,6 +14,8 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+import msgspec
+
 from harness.collect.host import gpuload
 from harness.collect.host.load import ForeignCpuSampler, busy_threshold, min_window_for, over_threshold
 from harness.collect.host.processes import Namer, ProcessSampler
@@ -59,6 +61,19 @@ def wait_limits(settle_s: float | None, timeout_s: float | None,
         timeout_s=float(timeout_s) if timeout_s is not None else sized(TIMEOUT_RUNS, TIMEOUT_FLOOR_S, TIMEOUT_CAP_S),
         expected_wall_s=e,
         sized=tuple(k for k, v in (("settle_s", settle_s), ("timeout_s", timeout_s)) if v is None))
+
+
+@dataclass
+class _QuietTally:
+    """The quiet wait's samples so far: conclusive, busy and short ones, the foreign CPU's
+    highest and last reading, the shortest window, and the GPU's samples."""
+    gpu: gpuload.QuietGpu
+    samples: int = 0
+    busy: int = 0
+    short: int = 0
+    fmax: float = 0.0
+    last: float | None = None
+    wmin: float | None = None
 
 
 class QuietWait:
@@ -116,11 +131,10 @@ class QuietWait:
         cool_end = start + cooldown_s
         deadline = cool_end + self.timeout_s
         namer = Namer(self.threshold_pct, self.min_window_s, self._make_process_sampler)
-        st: dict[str, Any] = {"samples": 0, "busy": 0, "short": 0, "fmax": 0.0, "last": None, "wmin": None}
+        gpu = gpuload.QuietGpu(*self._gpu)
+        st = _QuietTally(gpu=gpu)
         last_busy: float | None = None
         at_end = True      # the next decision is the one scheduled at the cooldown's end
-        gpu = gpuload.QuietGpu(*self._gpu)
-        st["gpu"] = gpu
         self.sampler.prime()
         next_t = min(start + self.interval_s, cool_end)
         while True:
@@ -133,18 +147,18 @@ class QuietWait:
             gpu_busy = gpu.sample()
             is_busy = cpu_busy or gpu_busy
             if conclusive:
-                st["samples"] += 1
-                st["last"] = s.foreign_pct
-                st["fmax"] = max(st["fmax"], s.foreign_pct)
-                st["wmin"] = s.window_s if st["wmin"] is None else min(st["wmin"], s.window_s)
+                st.samples += 1
+                st.last = s.foreign_pct
+                st.fmax = max(st.fmax, s.foreign_pct)
+                st.wmin = s.window_s if st.wmin is None else min(st.wmin, s.window_s)
                 if is_busy:
-                    st["busy"] += 1
+                    st.busy += 1
                     last_busy = now
                 namer.on_sample(cpu_busy, now)   # names CPU offenders only
             else:
-                st["short"] += 1
+                st.short += 1
                 if gpu_busy:      # a busy GPU decides, whatever the CPU window
-                    st["busy"] += 1
+                    st.busy += 1
                     last_busy = now
             if now >= cool_end - 1e-9:
                 settled = last_busy is None or now - last_busy >= self.settle_s - 1e-9
@@ -166,19 +180,20 @@ class QuietWait:
                 next_t = min(now + self.interval_s, cool_end)
 
     def _result(self, namer: Namer, now: float, start: float, cooldown_s: float, extra: float,
-                timed_out: bool, st: dict[str, Any]) -> dict[str, Any]:
+                timed_out: bool, st: _QuietTally) -> dict[str, Any]:
         namer.finish(now)
+        g = st.gpu.result()
         return {"waited_s": round(extra, 3), "cooldown_s": round(cooldown_s, 3),
                 "total_s": round(now - start, 3), "timed_out": timed_out,
-                "samples": st["samples"], "busy_samples": st["busy"], "short_samples": st["short"],
-                "foreign_pct_max": round(st["fmax"], 1),
-                "foreign_pct_last": None if st["last"] is None else round(st["last"], 1),
-                "window_s_min": None if st["wmin"] is None else round(st["wmin"], 4),
+                "samples": st.samples, "busy_samples": st.busy, "short_samples": st.short,
+                "foreign_pct_max": round(st.fmax, 1),
+                "foreign_pct_last": None if st.last is None else round(st.last, 1),
+                "window_s_min": None if st.wmin is None else round(st.wmin, 4),
                 **namer.result(), "threshold_pct": self.threshold_pct, "busy_at_pct": self.busy_at_pct,
                 "settle_s": self.settle_s,
                 "timeout_s": self.timeout_s, "interval_s": self.interval_s,
                 "min_window_s": round(self.min_window_s, 4), "sampler": "foreign_cpu",
-                **({"gpu": g} if (g := st["gpu"].result()) is not None else {})}
+                **({"gpu": msgspec.to_builtins(g)} if g is not None else {})}
 
 
 # ---------------------------------------------------------------- contention watch

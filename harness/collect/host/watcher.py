@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from typing import IO, Any
+
+import msgspec
 
 from harness.collect.host.load import ForeignCpuSampler, min_window_for
 from harness.collect.host.quiet import ContentionWatch
@@ -41,6 +42,27 @@ class WatcherLost(Exception):
     """The helper did not answer (it died, or took longer than REPLY_TIMEOUT_S)."""
 
 
+# --- the messages: JSON lines, a request on the helper's stdin, a reply on its stdout --------
+
+class Start(msgspec.Struct, kw_only=True, tag="start", tag_field="cmd"):
+    """Start a watch of the run about to begin."""
+    threshold_pct: float
+    interval_s: float
+    predicted_s: float | None = None
+
+
+class Stop(msgspec.Struct, kw_only=True, tag="stop", tag_field="cmd"):
+    """Stop the watch: the run has ended."""
+
+
+class Reply(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The helper's answer: ready (with its pid) once started, started, or the watch's result."""
+    ready: bool = False
+    pid: int | None = None
+    started: bool = False
+    result: dict[str, Any] | None = None
+
+
 # --- the helper process ------------------------------------------------------------------
 
 def serve(root_pid: int, inp: IO[str], out: IO[str]) -> None:
@@ -48,7 +70,7 @@ def serve(root_pid: int, inp: IO[str], out: IO[str]) -> None:
     sampler = ForeignCpuSampler(min_window_s=min_window_for(15.0), root_pid=root_pid)
     sampler.prime()
     lock = threading.Lock()
-    active: dict[str, Any] = {}
+    active: list[ContentionWatch] = []     # the watch running now, if any
     done = threading.Event()
 
     def idle_readings() -> None:
@@ -59,25 +81,25 @@ def serve(root_pid: int, inp: IO[str], out: IO[str]) -> None:
 
     threading.Thread(target=idle_readings, name="idle-readings", daemon=True).start()
 
-    def say(obj: dict[str, Any]) -> None:
-        out.write(json.dumps(obj) + "\n")
+    def say(reply: Reply) -> None:
+        out.write(msgspec.json.encode(reply).decode() + "\n")
         out.flush()
 
-    say({"ready": True, "pid": os.getpid()})
+    say(Reply(ready=True, pid=os.getpid()))
     for line in inp:
-        msg = json.loads(line)
-        if msg.get("cmd") == "start":
-            w = ContentionWatch(threshold_pct=float(msg["threshold_pct"]), interval_s=float(msg["interval_s"]),
-                                predicted_s=msg.get("predicted_s"), root_pid=root_pid, sampler=sampler)
+        msg = msgspec.json.decode(line, type=Start | Stop)
+        if isinstance(msg, Start):
+            w = ContentionWatch(threshold_pct=msg.threshold_pct, interval_s=msg.interval_s,
+                                predicted_s=msg.predicted_s, root_pid=root_pid, sampler=sampler)
             with lock:
-                active["watch"] = w
+                active.append(w)
             w.__enter__()
-            say({"started": True})
-        elif msg.get("cmd") == "stop":
+            say(Reply(started=True))
+        else:
             with lock:
-                w = active.pop("watch")
+                w = active.pop()
             w.__exit__(None, None, None)
-            say({"result": w.result()})
+            say(Reply(result=w.result()))
     done.set()
 
 
@@ -113,7 +135,7 @@ class WatchProcess:
         self._proc = proc
         threading.Thread(target=self._read, args=(proc,), name="watcher-reader", daemon=True).start()
         first = self._reply(READY_TIMEOUT_S)
-        if not first.get("ready"):
+        if not first.ready:
             self.close()
             raise WatcherLost(f"the watch process did not start: {first}")
         return proc
@@ -128,7 +150,7 @@ class WatchProcess:
             self._lines.append("")     # end of output: the helper is gone
             self._cond.notify_all()
 
-    def _reply(self, timeout_s: float) -> dict[str, Any]:
+    def _reply(self, timeout_s: float) -> Reply:
         with self._cond:
             if not self._cond.wait_for(lambda: bool(self._lines), timeout_s):
                 raise WatcherLost(f"the watch process did not answer in {timeout_s:g} s")
@@ -136,16 +158,15 @@ class WatchProcess:
         if not line:
             raise WatcherLost("the watch process exited")
         try:
-            reply: dict[str, Any] = json.loads(line)
-        except ValueError:
+            return msgspec.json.decode(line, type=Reply)
+        except (msgspec.DecodeError, msgspec.ValidationError):
             raise WatcherLost(f"the watch process wrote {line[:80]!r}") from None
-        return reply
 
-    def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def request(self, msg: Start | Stop) -> Reply:
         proc = self._proc or self._start()
         try:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.write(msgspec.json.encode(msg).decode() + "\n")
             proc.stdin.flush()
         except (OSError, ValueError) as e:
             raise WatcherLost(f"the watch process is gone: {e}") from None
@@ -201,9 +222,9 @@ class _OneWatch:
         if self._owner.lost is None:
             threshold_pct, interval_s, predicted_s = self._args
             try:
-                got = self._owner._proc.request({"cmd": "start", "threshold_pct": threshold_pct,
-                                                 "interval_s": interval_s, "predicted_s": predicted_s})
-                if not got.get("started"):
+                got = self._owner._proc.request(Start(threshold_pct=threshold_pct, interval_s=interval_s,
+                                                      predicted_s=predicted_s))
+                if not got.started:
                     raise WatcherLost(f"the watch process answered {got}")
                 return self
             except WatcherLost as e:
@@ -218,10 +239,10 @@ class _OneWatch:
             self._result = dict(self._active.result()) if exc_type is None else None
             return
         try:
-            got = self._owner._proc.request({"cmd": "stop"})
-            if not isinstance(got.get("result"), dict):
+            got = self._owner._proc.request(Stop())
+            if got.result is None:
                 raise WatcherLost(f"the watch process answered {got}")
-            self._result = got["result"]
+            self._result = got.result
         except WatcherLost as e:
             if exc_type is not None:
                 return   # the run raised (Ctrl-C reaches the helper too): its error is the one to see
