@@ -370,7 +370,7 @@ def test_register_a_matching_host_spec_keeps_other_machines(tmp_path):
     host = {"cpu": {"model": "Apple M1 Ultra", "apple_chip": "Apple M1 Ultra"}, "os": {"system": "Darwin"},
             "gpu": {"name": "Apple M1 Ultra", "family": "G13", "mlx_backend": "metal"}}
     entry, warnings, _ = machine.register(machine_file=mf, host=host)
-    assert (entry["machine"], entry["chip"], entry["gpu_generation"], entry["peak_bandwidth"]) == \
+    assert (entry.machine, entry.chip, entry.gpu_generation, entry.peak_bandwidth) == \
         ("m1-ultra", "Apple M1 Ultra", "G13", "800 GB/s")
     assert warnings == []
     data = json.loads(mf.read_text())
@@ -381,8 +381,8 @@ def test_an_unknown_host_gets_unknown_peak_and_a_warning(tmp_path):
     host = {"cpu": {"model": "RISC-V Thing", "apple_chip": "unknown"}, "os": {"system": "Plan9"},
             "gpu": {"name": "unknown", "mlx_backend": "none"}}
     entry, warnings, _ = machine.register(machine_file=tmp_path / "m.json", host=host, machine="lab-x")
-    assert entry["peak_bandwidth"] == "unknown peak" and entry["host_spec"] == "none"
-    assert entry["chip"] == "RISC-V Thing" and entry["machine"] == "lab-x"
+    assert entry.peak_bandwidth == "unknown peak" and entry.host_spec == "none"
+    assert entry.chip == "RISC-V Thing" and entry.machine == "lab-x"
     assert any("no host spec" in w and "unknown peak" in w for w in warnings)
 
 
@@ -397,8 +397,8 @@ def test_the_cli_writes_the_entry_and_warns_for_a_generic_host_spec(tmp_path):
 
 def test_the_asv_shim_reads_the_chosen_machine_file(tmp_path):
     mf = tmp_path / "m.json"
-    machine.write_machine_entry({"machine": "shim-test", "chip": "X", "os": "o", "arch": "a", "cpu": "c",
-                                 "num_cpu": "1", "ram": "1"}, mf)
+    machine.write_machine_entry(machine.MachineEntry(machine="shim-test", chip="X", os="o", arch="a", cpu="c",
+                                                     num_cpu="1", ram="1"), mf)
     code = ("import sys; from harness.ci import asvtool; from asv.machine import Machine;"
             f"asvtool.main(['--machine-file', {str(mf)!r}, '--', '--version']);"
             "print(Machine.load(machine_name='shim-test').chip)")

@@ -232,7 +232,7 @@ def seed_baselines(conf: AsvConfig, path: Path) -> None:
         return
     print(f"harness: no baselines for this host yet; recording them from this checkout into {path}",
           file=sys.stderr)
-    suite = os.environ.get("HARNESS_ASV_SUITE") or str(configured_suite(conf))
+    suite = os.getenv("HARNESS_ASV_SUITE") or str(configured_suite(conf))
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         p = subprocess.run([sys.executable, "-m", "harness", "baseline", "record", suite, "--baselines",
@@ -268,7 +268,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     # The results repository first: when it cannot be reached, nothing (the machine file) is written.
     repo = open_results_repo(results_repo, co, results_branch)
     repo_dir = Path(repo.working_dir)
-    m = ensure_machine(mf, machine)["machine"]
+    m = ensure_machine(mf, machine).machine
     check_writable(conf.results_dir / m / "results.json", "asv results")
     sync_in(repo_dir, conf.results_dir, m)
     out = NightlyResult(m, stages_s={"sync": round(time.monotonic() - t0, 1)})
