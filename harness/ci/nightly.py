@@ -260,7 +260,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     # A compiled engine's build must be asv's too, or no commit measures a build of its own.
     engines = suite_settings.get("engines")
     if isinstance(engines, dict) and any(isinstance(e, dict) and "build" in e for e in engines.values()):
-        check_asv_builds(conf.data, load_suite(configured_suite(conf)))
+        check_asv_builds(conf, load_suite(configured_suite(conf)))
     notify = notify_command(conf)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     co = Path(checkout).expanduser() if checkout else default_checkout(results_repo)
