@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.ci.ackfile import acks_path, load_acks
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
 from harness.ci.build import check_asv_builds
@@ -243,6 +245,11 @@ def seed_baselines(conf: AsvConfig, path: Path) -> None:
               f"stays n/a: {(p.stderr or p.stdout).strip()[-300:]}", file=sys.stderr)
 
 
+class _SuiteEngines(msgspec.Struct):
+    """The suite file's [engines.NAME] tables, as the file gives them."""
+    engines: Any = None
+
+
 def nightly(results_repo: str, config: str | None = None, branch: str = "main", results_branch: str = "main",
             machine: str | None = None, machine_file: str | None = None, max_commits: int = DEFAULT_MAX_COMMITS,
             since: str | None = None, checkout: str | None = None, push: bool = True,
@@ -258,7 +265,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     acks = load_acks(conf.root, acks_path(conf))
     suite_settings = suite_table(configured_suite(conf))
     # A compiled engine's build must be asv's too, or no commit measures a build of its own.
-    engines = suite_settings.get("engines")
+    engines = msgspec.convert(suite_settings, _SuiteEngines).engines
     if isinstance(engines, dict) and any(isinstance(e, dict) and "build" in e for e in engines.values()):
         check_asv_builds(conf, load_suite(configured_suite(conf)))
     notify = notify_command(conf)
