@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from harness.analyze.envdiff import EnvDifference
@@ -51,21 +52,21 @@ def _record(fail_arm=None, ident="identical"):
 
 
 def test_figures_are_per_run_samples_without_warmups():
-    f = session.figures_from_record(_record(), ARMS)
-    assert f.figures["ms_per_token"]["classic"] == [2.0, 2.1, 2.2]
+    f = session.figures_from_record(_record()["runs"], ARMS)
+    assert f.ms_per_token.samples["classic"] == [2.0, 2.1, 2.2]
     lab = ARMS[2].label
-    assert f.figures["ms_per_round"][lab] == [4.0 * 48 / 32] * 3
-    assert f.figures["rejection_rate"][lab] == [0.75] * 3
-    assert f.figures["phase_ms_per_round"][f"{lab}|verify_forward"] == [2.0] * 3
+    assert f.ms_per_round.samples[lab] == [4.0 * 48 / 32] * 3
+    assert f.rejection_rate.samples[lab] == [0.75] * 3
+    assert f.phase_ms_per_round.samples[f"{lab}|verify_forward"] == [2.0] * 3
     # Round cost: this run's ms/round over the classic run of the same repetition.
-    assert f.figures["round_cost_classic_steps"][lab] == pytest.approx([6.0 / 2.0, 6.0 / 2.1, 6.0 / 2.2])
-    assert "decoded classic" in f.skip["ms_per_round"]["block3"]
-    assert "no rounds" in f.skip["ms_per_round"]["classic"]
-    assert f.figures["identity_mismatches"]["classic"] == [0.0] * 3
+    assert f.round_cost_classic_steps.samples[lab] == pytest.approx([6.0 / 2.0, 6.0 / 2.1, 6.0 / 2.2])
+    assert "decoded classic" in f.ms_per_round.skip["block3"]
+    assert "no rounds" in f.ms_per_round.skip["classic"]
+    assert f.identity_mismatches.samples["classic"] == [0.0] * 3
 
 
 def test_a_failed_arm_fails_its_figures_and_a_missing_baseline_skips_identity():
-    f = session.figures_from_record(_record(fail_arm="block3", ident="no_baseline"), ARMS)
+    f = session.figures_from_record(_record(fail_arm="block3", ident="no_baseline")["runs"], ARMS)
     assert "3 of 3 runs failed" in f.errors["block3"]
     with pytest.raises(RuntimeError, match="runs failed on this commit"):
         session.samples_for(f, "ms_per_token", "block3")
@@ -84,9 +85,9 @@ def test_memory_is_a_figure_where_the_engine_reports_it():
         # A process holding 90 MiB (two pairs) of which this generation used 40 MiB, adding 5.
         r["diagnostics"].update(peak_memory_bytes=95 * 2**20, resident_memory_bytes=90 * 2**20,
                                 model_memory_bytes=40 * 2**20)
-    f = session.figures_from_record(rec, ARMS)
-    assert f.figures["memory_mib"]["classic"] == [100.0, 101.0, 102.0]
-    assert f.figures["memory_mib"][ARMS[2].label] == [45.0] * 3
+    f = session.figures_from_record(rec["runs"], ARMS)
+    assert f.memory_mib.samples["classic"] == [100.0, 101.0, 102.0]
+    assert f.memory_mib.samples[ARMS[2].label] == [45.0] * 3
     with pytest.raises(NotImplementedError, match="peak_memory_bytes"):
         session.samples_for(f, "memory_mib", "block3")
 
@@ -111,10 +112,10 @@ def test_arm_labels_name_their_overrides():
              "arms": [{"name": "classic", "block": 1},
                       {"name": "block3-inexact", "block": 3, "env": {"SPECDEC_ALLOW_INEXACT": "1"}},
                       {"name": "dense", "block": 3, "env": {"SPECDEC_QUANTIZE_DRAFTER": "0"}}]}
-    labels = [a.label for a in session.arm_specs(suite, environ={"SPECDEC_BLAS": "reference"})]
+    labels = [a.label for a in session.arm_specs(msgspec.convert(suite, session.SuiteFile), environ={"SPECDEC_BLAS": "reference"})]
     assert labels == ["classic", "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]",
                       "dense [not shipping: SPECDEC_QUANTIZE_DRAFTER=0]"]
-    inherited = session.arm_specs(suite, environ={"SPECDEC_PROFILE": "1"})
+    inherited = session.arm_specs(msgspec.convert(suite, session.SuiteFile), environ={"SPECDEC_PROFILE": "1"})
     assert inherited[0].label == "classic [not shipping: SPECDEC_PROFILE]"
 
 
@@ -123,7 +124,7 @@ def test_a_foreign_engine_declares_its_own_prefixes_and_phases():
              "arms": [{"name": "classic", "engine": "tiny", "block": 1, "command": ["tiny"]},
                       {"name": "b3", "engine": "tiny", "block": 3, "command": ["tiny"],
                        "env": {"TINY_ALLOW_INEXACT": "1"}}]}
-    arms = session.arm_specs(suite, environ={"SPECDEC_PROFILE": "1", "TINY_TRACE": "2"})
+    arms = session.arm_specs(msgspec.convert(suite, session.SuiteFile), environ={"SPECDEC_PROFILE": "1", "TINY_TRACE": "2"})
     # Another engine's variables are not this engine's overrides; its own inherited ones are.
     assert [a.label for a in arms] == ["classic [not shipping: TINY_TRACE=2]",
                                       "b3 [not shipping: TINY_ALLOW_INEXACT, TINY_TRACE=2]"]
@@ -131,31 +132,31 @@ def test_a_foreign_engine_declares_its_own_prefixes_and_phases():
     runs = [_run("b3", rep, 3.0, mode="speculative", rounds=10, accept=0.5,
                  phase={"draft": 5.0, "verify": 20.0, **({"host_readback": 2.0} if rep else {})})
             for rep in range(3)]
-    f = session.figures_from_record({"runs": runs}, arms)
+    f = session.figures_from_record(runs, arms)
     lab = arms[1].label
-    assert f.figures["phase_ms_per_round"][f"{lab}|verify"] == [2.0] * 3
+    assert f.phase_ms_per_round.samples[f"{lab}|verify"] == [2.0] * 3
     # Reported in 2 of 3 runs: skipped with the reason, never charted as 0.0.
-    assert f"{lab}|host_readback" not in f.figures["phase_ms_per_round"]
+    assert f"{lab}|host_readback" not in f.phase_ms_per_round.samples
     with pytest.raises(NotImplementedError, match="no 'host_readback' phase in 1 of 3 runs"):
         session.samples_for(f, "phase_ms_per_round", f"{lab}|host_readback")
     # No acceptance reported: its rejection rate is skipped with the reason, not read as 0.
     with pytest.raises(NotImplementedError, match="neither acceptance_rate nor proposed/accepted"):
         session.samples_for(session.figures_from_record(
-            {"runs": [{**x, "diagnostics": {**x["diagnostics"], "acceptance_rate": None}} for x in runs]}, arms),
+            [{**x, "diagnostics": {**x["diagnostics"], "acceptance_rate": None}} for x in runs], arms),
             "rejection_rate", lab)
 
 
 def test_the_shipped_suite_has_enough_runs_and_a_labelled_override_arm():
-    assert session.SUITE["repetitions"] >= 7
+    assert session.SUITE.repetitions >= 7
     assert "block3-inexact [not shipping: SPECDEC_ALLOW_INEXACT]" in session.LABELS
     assert session.SPEC_LABELS == [lab for lab in session.LABELS if lab != "classic"]
 
 
 def test_version_follows_meaning_not_noise_settings():
-    s = dict(session.SUITE)
+    s = session.SUITE
     v = session.figure_version("ms_per_token", s)
-    assert session.figure_version("ms_per_token", {**s, "repetitions": 3, "cooldown_s": 0}) == v
-    assert session.figure_version("ms_per_token", {**s, "max_tokens": 64}) != v
+    assert session.figure_version("ms_per_token", msgspec.structs.replace(s, repetitions=3)) == v
+    assert session.figure_version("ms_per_token", msgspec.structs.replace(s, max_tokens=64)) != v
 
 
 def test_with_repetitions_rewrites_or_adds_the_key():
@@ -369,7 +370,7 @@ def test_register_a_matching_host_spec_keeps_other_machines(tmp_path):
     host = {"cpu": {"model": "Apple M1 Ultra", "apple_chip": "Apple M1 Ultra"}, "os": {"system": "Darwin"},
             "gpu": {"name": "Apple M1 Ultra", "family": "G13", "mlx_backend": "metal"}}
     entry, warnings, _ = machine.register(machine_file=mf, host=host)
-    assert (entry["machine"], entry["chip"], entry["gpu_generation"], entry["peak_bandwidth"]) == \
+    assert (entry.machine, entry.chip, entry.gpu_generation, entry.peak_bandwidth) == \
         ("m1-ultra", "Apple M1 Ultra", "G13", "800 GB/s")
     assert warnings == []
     data = json.loads(mf.read_text())
@@ -380,8 +381,8 @@ def test_an_unknown_host_gets_unknown_peak_and_a_warning(tmp_path):
     host = {"cpu": {"model": "RISC-V Thing", "apple_chip": "unknown"}, "os": {"system": "Plan9"},
             "gpu": {"name": "unknown", "mlx_backend": "none"}}
     entry, warnings, _ = machine.register(machine_file=tmp_path / "m.json", host=host, machine="lab-x")
-    assert entry["peak_bandwidth"] == "unknown peak" and entry["host_spec"] == "none"
-    assert entry["chip"] == "RISC-V Thing" and entry["machine"] == "lab-x"
+    assert entry.peak_bandwidth == "unknown peak" and entry.host_spec == "none"
+    assert entry.chip == "RISC-V Thing" and entry.machine == "lab-x"
     assert any("no host spec" in w and "unknown peak" in w for w in warnings)
 
 
@@ -396,8 +397,8 @@ def test_the_cli_writes_the_entry_and_warns_for_a_generic_host_spec(tmp_path):
 
 def test_the_asv_shim_reads_the_chosen_machine_file(tmp_path):
     mf = tmp_path / "m.json"
-    machine.write_machine_entry({"machine": "shim-test", "chip": "X", "os": "o", "arch": "a", "cpu": "c",
-                                 "num_cpu": "1", "ram": "1"}, mf)
+    machine.write_machine_entry(machine.MachineEntry(machine="shim-test", chip="X", os="o", arch="a", cpu="c",
+                                                     num_cpu="1", ram="1"), mf)
     code = ("import sys; from harness.ci import asvtool; from asv.machine import Machine;"
             f"asvtool.main(['--machine-file', {str(mf)!r}, '--', '--version']);"
             "print(Machine.load(machine_name='shim-test').chip)")

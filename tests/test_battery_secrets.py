@@ -14,6 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 from harness_helpers import cli_in_process, command_arm, load, write_suite
 
@@ -268,10 +269,10 @@ def test_a_subprocess_session_keeps_the_short_secret_out_of_its_terminal(tmp_pat
 @pytest.mark.parametrize("value", ["abc", "a-long-secret-value-42"])
 def test_an_override_that_is_a_secret_is_named_without_its_value_in_the_asv_label(value: str) -> None:
     # The label is the asv benchmark's name: asv keeps it in results, the dashboard and PR comments.
-    from harness.ci.asvsession import arm_specs
+    from harness.ci.asvsession import SuiteFile, arm_specs
     suite = {"override_prefixes": ["MYENG_"], "arms": [
         {"name": "b3", "engine": "command", "block": 3, "env": {"MYENG_AUTH_TOKEN": value, "MYENG_TRACE": "2"}}]}
-    (spec,) = arm_specs(suite, environ={})
+    (spec,) = arm_specs(msgspec.convert(suite, SuiteFile), environ={})
     assert spec.label == "b3 [not shipping: MYENG_AUTH_TOKEN, MYENG_TRACE=2]"
     assert value not in spec.label
 

@@ -104,10 +104,10 @@ def test_the_nightly_charts_each_counter_per_round_and_judges_it_exactly():
     arms = [session.ArmSpec("block3", "block3", 3, (), (), ("host_uploads",))]
     assert session.declared_counters(arms) == ["host_syncs", "target_forwards", "drafter_forwards", "host_uploads"]
     runs = [{**r, "warmup": False, "identity": {"status": "identical"}, "marks": []} for r in _side(20)]
-    f = session.figures_from_record({"runs": runs}, arms)
-    assert f.figures["counter_per_round"]["block3|host_syncs"] == [2.0] * 6
-    assert f.figures["counter_per_round"]["block3|host_uploads"] == [1.0] * 6
-    assert "block3|drafter_forwards" in f.skip["counter_per_round"]   # not reported: n/a, never 0
+    f = session.figures_from_record(runs, arms)
+    assert f.counter_per_round.samples["block3|host_syncs"] == [2.0] * 6
+    assert f.counter_per_round.samples["block3|host_uploads"] == [1.0] * 6
+    assert "block3|drafter_forwards" in f.counter_per_round.skip   # not reported: n/a, never 0
     info = series_info("x", "bench_engine.Counters.track_counter_per_round", ("block3", "host_syncs"), None)
     assert info.figure == "counter_per_round:host_syncs" and is_exact(info.figure, 0.0)
     assert not is_exact(info.figure, 0.7)

@@ -106,8 +106,8 @@ def _measure(lab_root: Path, repo: Path, sha: str, when: int) -> None:
                        text=True, timeout=300, env=clean_env(PYTHONPATH=f"{tree}{os.pathsep}{REPO}"))
     assert r.returncode == 0, r.stderr[-2000:]
     data = json.loads(record.read_text())
-    figs = figures_from_record(data, arm_specs(load_suite_file(suite), environ={})).figures
-    samples = figs["ms_per_token"]["classic"]
+    figs = figures_from_record(data["runs"], arm_specs(load_suite_file(suite), environ={}))
+    samples = figs.ms_per_token.samples["classic"]
     res = Results({"machine": MACHINE, "python": "3.11"}, {}, sha, when, "3.11", "virtualenv-py3.11", {})
     bench = {"name": MS, "version": "1", "params": [["'classic'"]], "param_names": ["arm"]}
     res.add_result(bench, BenchmarkResult(result=[float(np.median(samples))], samples=[samples], number=[1],

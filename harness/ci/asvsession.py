@@ -37,9 +37,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from harness.analyze import spoiled
 from harness.analyze.memory import run_memory
@@ -80,7 +83,6 @@ FIGURE_VERSIONS = {
     "round_cost_classic_steps": 1,
     "counter_per_round": 1,
 }
-FIGURES = tuple(FIGURE_VERSIONS)
 
 
 @dataclass(frozen=True)
@@ -102,14 +104,44 @@ def suite_path() -> Path:
     return configured_suite(load_config(_conf_dir() / CONFIG_NAME))
 
 
-def load_suite_file(path: Path | None = None) -> dict[str, Any]:
+class SuiteArm(msgspec.Struct, kw_only=True):
+    """What the dashboard reads of an [[arms]] table: its name, engine, block and env."""
+    name: str
+    engine: str | None = None       # None: the default engine
+    block: int = 1
+    env: dict[str, Any] = {}
+
+
+class SuiteFile(msgspec.Struct, kw_only=True):
+    """What the benchmarks read of the suite file, decoded once from its TOML (no model is
+    checked: asv imports this in every environment). The parts a figure's meaning depends on
+    stay as the file gives them, since their hash is in every figure's asv version."""
+    arms: list[dict[str, Any]] | None = None
+    engines: dict[str, Any] = {}
+    override_prefixes: list[str] = []
+    override_ignore: list[str] = []
+    repetitions: int = 5            # measured runs per arm (HARNESS_ASV_REPETITIONS replaces it)
+    max_tokens: Any = None
+    temp: Any = None
+    seed: Any = None
+    ignore_eos: Any = None
+    pairings: Any = None
+    prompts: Any = None
+
+    def arm_tables(self) -> list[SuiteArm]:
+        return [msgspec.convert(a, SuiteArm) for a in self.arms or ()]
+
+
+def load_suite_file(path: Path | None = None) -> SuiteFile:
     p = path or suite_path()
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
+        return msgspec.convert(tomllib.loads(p.read_text(encoding="utf-8")), SuiteFile)
     except OSError as e:
         raise RuntimeError(f"{p}: cannot read the asv suite file: {e}") from None
     except tomllib.TOMLDecodeError as e:
         raise RuntimeError(f"{p}: not valid TOML: {e}") from None
+    except msgspec.ValidationError as e:
+        raise RuntimeError(f"{p}: not a suite the benchmarks can read: {e}") from None
 
 
 def override_names(env: dict[str, Any], prefixes: list[str], ignore: list[str]) -> list[str]:
@@ -123,32 +155,30 @@ def override_names(env: dict[str, Any], prefixes: list[str], ignore: list[str]) 
     return out
 
 
-def engine_of(suite: dict[str, Any], arm: dict[str, Any]) -> EngineDecl:
-    """The declaration of the engine an arm of the raw suite runs: its `[engines.NAME]` table,
+def engine_of(suite: SuiteFile, arm: SuiteArm) -> EngineDecl:
+    """The declaration of the engine an arm of the suite file runs: its `[engines.NAME]` table,
     else the built-in one (imports no engine), else an engine that declares nothing."""
-    name = str(arm.get("engine", declare.default_engine()))
-    table = (suite.get("engines") or {}).get(name)
+    name = arm.engine or declare.default_engine()
+    table = suite.engines.get(name)
     if isinstance(table, dict):
         return EngineDecl.from_dict({"name": name, **table})
     return declare.builtin(name) or EngineDecl(name=name)
 
 
-def arm_specs(suite: dict[str, Any], environ: dict[str, str] | None = None) -> list[ArmSpec]:
+def arm_specs(suite: SuiteFile, environ: dict[str, str] | None = None) -> list[ArmSpec]:
     """The suite's arms with their dashboard labels. An override is a variable under the suite's
     own prefixes or the arm's engine's declared ones; inherited ones (say, a profile variable
     exported in the shell) apply to every arm and are named too."""
     environ = dict(os.environ if environ is None else environ)
-    ignore = list(suite.get("override_ignore", []))
     specs = []
-    for a in suite.get("arms", []):
+    for a in suite.arm_tables():
         decl = engine_of(suite, a)
-        prefixes = list(dict.fromkeys([*suite.get("override_prefixes", []), *decl.override_prefixes]))
+        prefixes = list(dict.fromkeys([*suite.override_prefixes, *decl.override_prefixes]))
         inherited = {k: v for k, v in environ.items() if any(k.startswith(p) for p in prefixes)}
-        env = {**inherited, **{k: str(v) for k, v in (a.get("env") or {}).items()}}
-        names = override_names(env, prefixes, ignore)
-        label = a["name"] + (f" [not shipping: {', '.join(names)}]" if names else "")
-        specs.append(ArmSpec(a["name"], label, int(a.get("block", 1)), tuple(names), decl.phases,
-                             tuple(decl.counters)))
+        env = {**inherited, **{k: str(v) for k, v in a.env.items()}}
+        names = override_names(env, prefixes, suite.override_ignore)
+        label = a.name + (f" [not shipping: {', '.join(names)}]" if names else "")
+        specs.append(ArmSpec(a.name, label, a.block, tuple(names), decl.phases, tuple(decl.counters)))
     return specs
 
 
@@ -167,15 +197,17 @@ def declared_counters(arms: list[ArmSpec]) -> list[str]:
     return list(dict.fromkeys([*CHARTED_COUNTERS, *(c for a in arms for c in a.counters)]))
 
 
-def suite_digest(suite: dict[str, Any]) -> str:
+def suite_digest(suite: SuiteFile) -> str:
     """Hash of what a figure's meaning depends on (not repetitions or cooldowns: those change
-    how many samples and how much noise, not what is measured)."""
-    keys = ("max_tokens", "temp", "seed", "ignore_eos", "pairings", "arms", "prompts")
-    return hashlib.sha256(json.dumps({k: suite.get(k) for k in keys}, sort_keys=True,
-                                     default=str).encode()).hexdigest()[:10]
+    how many samples and how much noise, not what is measured). A part the file leaves out
+    hashes as null."""
+    meaning = {"max_tokens": suite.max_tokens, "temp": suite.temp, "seed": suite.seed,
+               "ignore_eos": suite.ignore_eos, "pairings": suite.pairings,
+               "arms": suite.arms, "prompts": suite.prompts}
+    return hashlib.sha256(json.dumps(meaning, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
-def figure_version(figure: str, suite: dict[str, Any]) -> str:
+def figure_version(figure: str, suite: SuiteFile) -> str:
     return f"{FIGURE_VERSIONS[figure]}-{suite_digest(suite)}"
 
 
@@ -184,8 +216,9 @@ def figure_version(figure: str, suite: dict[str, Any]) -> str:
 def _conf_dir() -> Path:
     """The directory of asv.conf.json: $ASV_CONF_DIR (asv sets it in every environment, the
     existing one of --python=same too), else the nearest one above the working directory."""
-    if os.environ.get("ASV_CONF_DIR"):
-        return Path(os.environ["ASV_CONF_DIR"])
+    given = os.getenv("ASV_CONF_DIR")
+    if given:
+        return Path(given)
     from harness.ci.asvtool import CONFIG_NAME
     here = Path.cwd().resolve()
     return next((d for d in (here, *here.parents) if (d / CONFIG_NAME).is_file()), here)
@@ -221,10 +254,10 @@ def with_repetitions(text: str, n: int) -> str:
 
 def _figures_of(record: Path, rc: int | str) -> SessionFigures:
     try:
-        data = Record.load(record).data   # any schema version, migrated; a journal merged
+        runs = Record.load(record).runs   # any schema version, migrated; a journal merged
     except UserError as e:
         raise RuntimeError(str(e)) from None
-    figs = figures_from_record(data, arm_specs(load_suite_file(suite_path())))
+    figs = figures_from_record(runs, arm_specs(load_suite_file(suite_path())))
     figs.record, figs.exit_status = str(record), rc
     print(f"harness session: {record} (exit {rc})")
     return figs
@@ -238,7 +271,7 @@ def run_session() -> SessionFigures:
     suite = suite_path()
     out = records_dir()
     out.mkdir(parents=True, exist_ok=True)
-    record = out / record_name(os.environ.get("ASV_COMMIT"), os.environ.get("ASV_ENV_NAME"))
+    record = out / record_name(os.getenv("ASV_COMMIT"), os.getenv("ASV_ENV_NAME"))
     log = record.with_suffix(".log")
     reps = os.environ.get(REPETITIONS_ENV, "").strip()
     if reps:
@@ -274,18 +307,42 @@ run_session.timeout = SESSION_TIMEOUT_S + 300  # type: ignore[attr-defined]
 # --- figures from a record -----------------------------------------------------------
 
 @dataclass
+class Figure:
+    """One figure of a session: its samples per arm label (or "label|phase", "label|counter"),
+    and why it does not apply where it does not (rounds of classic decode, identity without a
+    baseline)."""
+    name: str
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    skip: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class SessionFigures:
     """What one session's record gives the benchmarks (asv pickles it: plain values only).
-    A figure that does not apply (rounds of classic decode, identity without a baseline) is in
-    `skip`; an arm whose runs failed, or were all set aside for their host, is in `errors` and
-    every figure of it fails."""
-    figures: dict[str, dict[str, list[float]]]   # figure -> arm label (or "label|phase") -> samples
-    skip: dict[str, dict[str, str]]              # figure -> label or key -> why it does not apply
-    errors: dict[str, str]                       # label -> why every figure of the arm fails
-    marks: dict[str, dict[str, int]]             # label -> the runs' marks, counted
-    labels: dict[str, list[str]]                 # label -> the runs' labels (an override's note)
+    An arm whose runs failed, or were all set aside for their host, is in `errors` and every
+    figure of it fails."""
+    errors: dict[str, str] = field(default_factory=dict)           # label -> why every figure of the arm fails
+    marks: dict[str, dict[str, int]] = field(default_factory=dict)  # label -> the runs' marks, counted
+    labels: dict[str, list[str]] = field(default_factory=dict)      # label -> the runs' labels (an override's note)
     record: str | None = None                    # the session's record, once run
     exit_status: int | str | None = None         # `harness run`'s, or what measured it
+    ms_per_token: Figure = field(default_factory=lambda: Figure("ms_per_token"))
+    identity_mismatches: Figure = field(default_factory=lambda: Figure("identity_mismatches"))
+    memory_mib: Figure = field(default_factory=lambda: Figure("memory_mib"))
+    ms_per_round: Figure = field(default_factory=lambda: Figure("ms_per_round"))
+    phase_ms_per_round: Figure = field(default_factory=lambda: Figure("phase_ms_per_round"))
+    rejection_rate: Figure = field(default_factory=lambda: Figure("rejection_rate"))
+    round_cost_classic_steps: Figure = field(default_factory=lambda: Figure("round_cost_classic_steps"))
+    counter_per_round: Figure = field(default_factory=lambda: Figure("counter_per_round"))
+
+    def figures(self) -> tuple[Figure, ...]:
+        return (self.ms_per_token, self.identity_mismatches, self.memory_mib, self.ms_per_round,
+                self.phase_ms_per_round, self.rejection_rate, self.round_cost_classic_steps,
+                self.counter_per_round)
+
+    def figure(self, name: str) -> Figure:
+        """The figure an asv benchmark names."""
+        return next(f for f in self.figures() if f.name == name)
 
 
 def _reported(x: float | None, what: str) -> float:
@@ -300,13 +357,11 @@ def _spec_runs(runs: list[Run]) -> list[Run]:
     return [r for r in runs if r.diagnostics.mode == "speculative" and (r.diagnostics.rounds or 0) > 0]
 
 
-def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> SessionFigures:
+def figures_from_record(runs: Iterable[Run | Mapping[str, Any]], arms: list[ArmSpec]) -> SessionFigures:
     """The figures of a (migrated) record's measured runs, one sample per run."""
-    measured = [r for r in as_runs(record.get("runs", [])) if not r.warmup]
-    figs: dict[str, dict[str, list[float]]] = {f: {} for f in FIGURES}
-    figs["phase_ms_per_round"] = {}
+    measured = [r for r in as_runs(runs) if not r.warmup]
     charted = declared_counters(arms)
-    out = SessionFigures(figures=figs, skip={f: {} for f in FIGURES}, errors={}, marks={}, labels={})
+    out = SessionFigures()
     classic_arm = next((a for a in arms if a.block == 1), None)
     by_arm = {a.name: sorted([r for r in measured if r.arm == a.name],
                              key=lambda r: (r.repetition or 0, r.prompt or ""))
@@ -332,17 +387,17 @@ def figures_from_record(record: dict[str, Any], arms: list[ArmSpec]) -> SessionF
         if not timed:
             out.errors[lab] = f"every one of its {len(runs)} runs was set aside for its host (docs/lab-hosts.md)"
             continue
-        figs["ms_per_token"][lab] = [_reported(r.ms_per_token, "ms_per_token") for r in timed]
+        out.ms_per_token.samples[lab] = [_reported(r.ms_per_token, "ms_per_token") for r in timed]
         mems = [run_memory(r.diagnostics) for r in runs]
         if all(m is not None for m in mems):
-            figs["memory_mib"][lab] = [m[0] / 2**20 for m in mems if m is not None]
+            out.memory_mib.samples[lab] = [m[0] / 2**20 for m in mems if m is not None]
         else:
-            out.skip["memory_mib"][lab] = "the engine reports no diagnostics.peak_memory_bytes"
+            out.memory_mib.skip[lab] = "the engine reports no diagnostics.peak_memory_bytes"
         idents = [r.identity.status if r.identity else None for r in runs]
         if all(s in ("identical", "differs") for s in idents):
-            figs["identity_mismatches"][lab] = [1.0 if s == "differs" else 0.0 for s in idents]
+            out.identity_mismatches.samples[lab] = [1.0 if s == "differs" else 0.0 for s in idents]
         else:
-            out.skip["identity_mismatches"][lab] = ("no baseline for this arm in the baselines file: "
+            out.identity_mismatches.skip[lab] = ("no baseline for this arm in the baselines file: "
                                                     "record one with `harness baseline record`")
         _round_figures(a, timed, classic_mpt if classic_arm is not None else None, out)
         _counter_figures(lab, timed, charted, out)
@@ -354,13 +409,13 @@ def _round_figures(a: ArmSpec, runs: list[Run],
                    out: SessionFigures) -> None:
     """The per-round figures of one arm whose runs all succeeded: ms/round, rejection rate, each
     phase per round, and one round in classic steps (classic_mpt None: no classic arm ran)."""
-    lab, figs, skip = a.label, out.figures, out.skip
+    lab = a.label
     spec = _spec_runs(runs)
     if a.block == 1 or not spec:
         why = ("classic decode has no rounds" if a.block == 1 else
                "the exactness gate declined on this host, so the arm decoded classic")
-        for f in ("ms_per_round", "rejection_rate", "round_cost_classic_steps", "phase_ms_per_round"):
-            skip[f][lab] = why
+        for f in (out.ms_per_round, out.rejection_rate, out.round_cost_classic_steps, out.phase_ms_per_round):
+            f.skip[lab] = why
         return
     if len(spec) < len(runs):
         out.errors[lab] = (f"only {len(spec)} of {len(runs)} runs decoded speculatively "
@@ -368,33 +423,34 @@ def _round_figures(a: ArmSpec, runs: list[Run],
         return
     diags = [r.diagnostics for r in spec]
     rounds = [float(d.rounds or 0) for d in diags]    # > 0: _spec_runs
-    figs["ms_per_round"][lab] = [_reported(d.decode_ms, "diagnostics.decode_ms") / n for d, n in zip(diags, rounds)]
+    per_round = [_reported(d.decode_ms, "diagnostics.decode_ms") / n for d, n in zip(diags, rounds)]
+    out.ms_per_round.samples[lab] = per_round
     accept = [d.acceptance_rate for d in diags]
     if all(x is not None for x in accept):
-        figs["rejection_rate"][lab] = [1.0 - float(x) for x in accept if x is not None]
+        out.rejection_rate.samples[lab] = [1.0 - float(x) for x in accept if x is not None]
     else:
-        skip["rejection_rate"][lab] = "the engine reported neither acceptance_rate nor proposed/accepted counts"
+        out.rejection_rate.skip[lab] = "the engine reported neither acceptance_rate nor proposed/accepted counts"
     # A phase the engine did not report in every run is skipped, never read as 0.0 (which
     # a comparison would call "unchanged").
     reported = [d.phase_ms for d in diags]
     for p in dict.fromkeys([*a.phases, *(k for ph in reported for k in ph)]):
         key = f"{lab}|{p}"
         if all(p in ph for ph in reported):
-            figs["phase_ms_per_round"][key] = [float(ph[p]) / n for ph, n in zip(reported, rounds)]
+            out.phase_ms_per_round.samples[key] = [float(ph[p]) / n for ph, n in zip(reported, rounds)]
         else:
-            skip["phase_ms_per_round"][key] = (f"the engine reported no {p!r} phase in "
+            out.phase_ms_per_round.skip[key] = (f"the engine reported no {p!r} phase in "
                                                f"{sum(p not in ph for ph in reported)} of {len(spec)} runs")
     # One round in classic steps: this run's ms per round over the classic run of the same
     # prompt and repetition (adjacent in time, so they share the machine's state).
     cost = []
-    for r, ms in zip(spec, figs["ms_per_round"][lab]):
+    for r, ms in zip(spec, per_round):
         c = (classic_mpt or {}).get((r.prompt, r.repetition))
         if c:
             cost.append(ms / float(c))
     if classic_mpt is None or len(cost) < len(spec):
-        skip["round_cost_classic_steps"][lab] = "no classic run to divide by in this session"
+        out.round_cost_classic_steps.skip[lab] = "no classic run to divide by in this session"
     else:
-        figs["round_cost_classic_steps"][lab] = cost
+        out.round_cost_classic_steps.samples[lab] = cost
 
 
 def _counter_figures(lab: str, runs: list[Run], charted: list[str], out: SessionFigures) -> None:
@@ -406,9 +462,9 @@ def _counter_figures(lab: str, runs: list[Run], charted: list[str], out: Session
         key = f"{lab}|{name}"
         counted = [(d.counters or {}).get(name) for d in diags]
         if all(u > 0 and c is not None for c, u in zip(counted, units)):
-            out.figures["counter_per_round"][key] = [float(c or 0) / u for c, u in zip(counted, units)]
+            out.counter_per_round.samples[key] = [float(c or 0) / u for c, u in zip(counted, units)]
         else:
-            out.skip["counter_per_round"][key] = f"the engine reported no {name!r} counter in every run"
+            out.counter_per_round.skip[key] = f"the engine reported no {name!r} counter in every run"
 
 
 def samples_for(cache: SessionFigures, figure: str, key: str) -> dict[str, Any]:
@@ -417,12 +473,12 @@ def samples_for(cache: SessionFigures, figure: str, key: str) -> dict[str, Any]:
     label = key.split("|", 1)[0]
     if label in cache.errors:
         raise RuntimeError(f"{label}: {cache.errors[label]}")
-    skipped = cache.skip.get(figure, {})
-    why = skipped.get(label) or skipped.get(key)
+    fig = cache.figure(figure)
+    why = fig.skip.get(label) or fig.skip.get(key)
     if why:
         print(f"asv: skipped: {label}: {why}")
         raise SkipNotImplemented(why)
-    xs = cache.figures[figure].get(key)
+    xs = fig.samples.get(key)
     if not xs:
         raise RuntimeError(f"{figure}: no samples for {key}")
     return {"samples": xs, "number": 1}

@@ -19,8 +19,11 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from harness.core.errors import UserError
 
@@ -29,30 +32,45 @@ CONFIG_NAME = "asv.conf.json"
 
 # --- config --------------------------------------------------------------------------
 
+class AsvConfFields(msgspec.Struct, kw_only=True):
+    """What the harness reads of asv.conf.json by name, each value as the file gives it (asv
+    checks its own keys; the harness names a wrong value of its own where it reads one)."""
+    repo: Any = None
+    results_dir: Any = None
+    html_dir: Any = None
+    benchmark_dir: Any = None
+    install_command: Any = None
+    harness_suite: Any = None       # the harness suite the benchmarks, pr-check and nightly run
+
+
 @dataclass(frozen=True)
 class AsvConfig:
     path: Path
     data: dict[str, Any]
 
+    @cached_property
+    def fields(self) -> AsvConfFields:
+        return msgspec.convert(self.data, AsvConfFields)
+
     @property
     def root(self) -> Path:
         return self.path.parent
 
-    def dir(self, key: str, default: str) -> Path:
-        p = Path(self.data.get(key) or default)
+    def _dir(self, given: Any, default: str) -> Path:
+        p = Path(given or default)
         return p if p.is_absolute() else self.root / p
 
     @property
     def results_dir(self) -> Path:
-        return self.dir("results_dir", "results")
+        return self._dir(self.fields.results_dir, "results")
 
     @property
     def html_dir(self) -> Path:
-        return self.dir("html_dir", "html")
+        return self._dir(self.fields.html_dir, "html")
 
     @property
     def benchmark_dir(self) -> Path:
-        return self.dir("benchmark_dir", "benchmarks")
+        return self._dir(self.fields.benchmark_dir, "benchmarks")
 
 
 def load_config(path: str | Path | None = None) -> AsvConfig:
@@ -68,11 +86,12 @@ def load_config(path: str | Path | None = None) -> AsvConfig:
     except Exception as e:  # asv's UserError, or a JSON error
         raise UserError(f"{p}: not a readable asv config: {e}") from None
     conf = AsvConfig(p, data)
-    if not data.get("repo"):
+    given = conf.fields.repo
+    if not given:
         raise UserError(f"{p}: key 'repo' is missing (the repository to benchmark)")
-    repo = Path(data["repo"])
+    repo = Path(given)
     repo = repo if repo.is_absolute() else conf.root / repo
-    if "://" not in str(data["repo"]) and not (repo / ".git").exists() and not (repo / "objects").is_dir():
+    if "://" not in str(given) and not (repo / ".git").exists() and not (repo / "objects").is_dir():
         raise UserError(f"{p}: key 'repo': {repo} is not a git repository")
     if not conf.benchmark_dir.is_dir():
         raise UserError(f"{p}: key 'benchmark_dir': {conf.benchmark_dir} is not a directory")
@@ -85,7 +104,7 @@ SUITE_KEY = "harness_suite"   # asv.conf.json: the harness suite the benchmarks,
 def configured_suite(conf: AsvConfig) -> Path:
     """The suite file asv.conf.json names ("harness_suite", relative to the config's directory);
     a config from before the key: suite.toml in the benchmark directory."""
-    given = conf.data.get(SUITE_KEY)
+    given = conf.fields.harness_suite
     if given is None:
         p = conf.benchmark_dir / "suite.toml"
     elif not isinstance(given, str) or not given.strip():
@@ -240,6 +259,11 @@ def _unquote(p: str) -> str:
         return p
 
 
+class _Benchmark(msgspec.Struct):
+    """A benchmark as asv's results/benchmarks.json describes it: its unit."""
+    unit: Any = None
+
+
 def load_figures(conf: AsvConfig, machine: str, commit: str,
                  env_name: str | None = None) -> dict[str, Figure]:
     """Every result of `commit` on `machine` (all environments unless env_name), by name."""
@@ -251,8 +275,9 @@ def load_figures(conf: AsvConfig, machine: str, commit: str,
     bj = conf.results_dir / "benchmarks.json"
     if bj.exists():
         try:
-            units = {k: v.get("unit") for k, v in json.loads(bj.read_text()).items() if isinstance(v, dict)}
-        except (OSError, ValueError):
+            units = {k: msgspec.convert(v, _Benchmark).unit
+                     for k, v in json.loads(bj.read_text()).items() if isinstance(v, dict)}
+        except (OSError, ValueError, msgspec.ValidationError):
             units = {}
     out: dict[str, Figure] = {}
     for res in iter_results_for_machine_and_hash(str(conf.results_dir), machine, commit):

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 try:
     import fcntl
 except ImportError:   # Windows: builds of one commit are not serialized there
@@ -39,6 +41,7 @@ except ImportError:   # Windows: builds of one commit are not serialized there
 from harness.core.errors import UserError
 
 if TYPE_CHECKING:
+    from harness.ci.asvtool import AsvConfig
     from harness.collect.suite import Arm
     from harness.core.declare import EngineDecl
 
@@ -104,13 +107,19 @@ def built_tree(repo: Path, sha: str, builds: list[list[str]], export: Any) -> Bu
         return _build_once(repo, sha, builds, export, dest)
 
 
+class _Mark(msgspec.Struct):
+    """A built tree's mark (MARK): what the build took, and its output's last lines."""
+    wall_s: float
+    tail: list[str] | None = None
+
+
 def _build_once(repo: Path, sha: str, builds: list[list[str]], export: Any, dest: Path) -> BuildInfo:
     mark = dest / MARK
     if mark.is_file():
         try:
-            d = json.loads(mark.read_text(encoding="utf-8"))
-            return BuildInfo(sha, str(dest), builds, float(d["wall_s"]), True, list(d.get("tail") or []))
-        except (OSError, ValueError, KeyError, TypeError):
+            d = msgspec.json.decode(mark.read_bytes(), type=_Mark)
+            return BuildInfo(sha, str(dest), builds, d.wall_s, True, list(d.tail or []))
+        except (OSError, msgspec.DecodeError):
             pass   # an unreadable mark: built again below
     if dest.exists():
         shutil.rmtree(dest)
@@ -224,7 +233,7 @@ def side_trees(repo: Path, suite: Any, work: Path, shas: dict[str, str], export:
     return out
 
 
-def check_asv_builds(conf_data: dict[str, Any], suite: Any) -> None:
+def check_asv_builds(conf: AsvConfig, suite: Any) -> None:
     """One line (exit 2) when an arm runs its engine's build from `{tree}` but asv.conf.json
     copies no built tree into asv's environment (where `{tree}` looks under asv): the nightly's
     asv runs would not measure each commit's own build."""
@@ -232,7 +241,7 @@ def check_asv_builds(conf_data: dict[str, Any], suite: Any) -> None:
 
     arms = [a.name for a in suite.arms
             if suite.engine(a).build and a.command and any("{tree}" in part for part in a.command)]
-    if not arms or any(ASV_TREE in str(c) for c in conf_data.get("install_command") or []):
+    if not arms or any(ASV_TREE in str(c) for c in conf.fields.install_command or []):
         return
     argv = " ".join(builds_of(suite)[0])
     raise UserError(f"arm {arms[0]!r} runs its engine's build from {{tree}}, but asv.conf.json puts no built "

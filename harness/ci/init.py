@@ -27,7 +27,10 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
+
+import msgspec
 
 from harness.collect.provenance import harness_distribution
 from harness.core.errors import UserError
@@ -82,16 +85,36 @@ def installed_harness_spec() -> tuple[str, str | None]:
     text = dist.read_text("direct_url.json")
     if not text:
         return f"{name}=={dist.version}", None
-    d = json.loads(text)
-    url = str(d.get("url", ""))
-    vcs = d.get("vcs_info")
+    d = msgspec.json.decode(text, type=_DirectUrl)
+    url = str(d.url)
+    vcs = d.vcs_info
     if vcs:
-        return f"{name} @ {vcs.get('vcs', 'git')}+{url}@{vcs.get('commit_id', '')}".rstrip("@"), None
+        return f"{name} @ {vcs.vcs}+{url}@{vcs.commit_id}".rstrip("@"), None
     if url.startswith("file://"):
         path = unquote(urlparse(url).path)
         return path, (f"the harness requirement is a local path ({path}): it works on this machine "
                       "only; for CI runners pass --harness-spec with a URL")
     return f"{name} @ {url}", None
+
+
+class _VcsInfo(msgspec.Struct, kw_only=True):
+    vcs: str = "git"
+    commit_id: str = ""
+
+
+class _DirectUrl(msgspec.Struct, kw_only=True):
+    """A distribution's direct_url.json (PEP 610): where pip installed it from."""
+    url: str = ""
+    vcs_info: _VcsInfo | None = None
+
+
+class _Project(msgspec.Struct, kw_only=True):
+    name: Any = None
+
+
+class _PyProject(msgspec.Struct, kw_only=True):
+    """What init reads of an engine's pyproject.toml: its [project] name."""
+    project: _Project = msgspec.field(default_factory=_Project)
 
 
 def _git_root(start: Path) -> Path:
@@ -113,8 +136,8 @@ def _engine_project(root: Path) -> tuple[str | None, str]:
         except ImportError:  # Python 3.10
             import tomli as tomllib  # type: ignore[no-redef]
         try:
-            name = tomllib.loads(py.read_text(encoding="utf-8")).get("project", {}).get("name")
-        except (OSError, tomllib.TOMLDecodeError) as e:
+            name = msgspec.convert(tomllib.loads(py.read_text(encoding="utf-8")), _PyProject).project.name
+        except (OSError, tomllib.TOMLDecodeError, msgspec.ValidationError) as e:
             raise UserError(f"{py}: not readable TOML ({e}); fix it or move it aside") from None
         if isinstance(name, str) and name:
             return name, name

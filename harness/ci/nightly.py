@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.ci.ackfile import acks_path, load_acks
 from harness.ci.asvtool import AsvConfig, configured_suite, load_config, result_commits, run_asv
 from harness.ci.build import check_asv_builds
@@ -232,7 +234,7 @@ def seed_baselines(conf: AsvConfig, path: Path) -> None:
         return
     print(f"harness: no baselines for this host yet; recording them from this checkout into {path}",
           file=sys.stderr)
-    suite = os.environ.get("HARNESS_ASV_SUITE") or str(configured_suite(conf))
+    suite = os.getenv("HARNESS_ASV_SUITE") or str(configured_suite(conf))
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         p = subprocess.run([sys.executable, "-m", "harness", "baseline", "record", suite, "--baselines",
@@ -241,6 +243,11 @@ def seed_baselines(conf: AsvConfig, path: Path) -> None:
     if p.returncode != 0:
         print(f"harness: warning: recording baselines failed (exit {p.returncode}); the identity figure "
               f"stays n/a: {(p.stderr or p.stdout).strip()[-300:]}", file=sys.stderr)
+
+
+class _SuiteEngines(msgspec.Struct):
+    """The suite file's [engines.NAME] tables, as the file gives them."""
+    engines: Any = None
 
 
 def nightly(results_repo: str, config: str | None = None, branch: str = "main", results_branch: str = "main",
@@ -258,9 +265,9 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     acks = load_acks(conf.root, acks_path(conf))
     suite_settings = suite_table(configured_suite(conf))
     # A compiled engine's build must be asv's too, or no commit measures a build of its own.
-    engines = suite_settings.get("engines")
+    engines = msgspec.convert(suite_settings, _SuiteEngines).engines
     if isinstance(engines, dict) and any(isinstance(e, dict) and "build" in e for e in engines.values()):
-        check_asv_builds(conf.data, load_suite(configured_suite(conf)))
+        check_asv_builds(conf, load_suite(configured_suite(conf)))
     notify = notify_command(conf)
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     co = Path(checkout).expanduser() if checkout else default_checkout(results_repo)
@@ -268,7 +275,7 @@ def nightly(results_repo: str, config: str | None = None, branch: str = "main", 
     # The results repository first: when it cannot be reached, nothing (the machine file) is written.
     repo = open_results_repo(results_repo, co, results_branch)
     repo_dir = Path(repo.working_dir)
-    m = ensure_machine(mf, machine)["machine"]
+    m = ensure_machine(mf, machine).machine
     check_writable(conf.results_dir / m / "results.json", "asv results")
     sync_in(repo_dir, conf.results_dir, m)
     out = NightlyResult(m, stages_s={"sync": round(time.monotonic() - t0, 1)})

@@ -20,8 +20,11 @@ import datetime as _dt
 import json
 import os
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from harness.analyze.summary import check_waiting_lines
 from harness.ci.ackfile import acks_for_check, acks_path
@@ -34,11 +37,12 @@ from harness.ci.asvtool import (
     parse_compare,
     run_asv,
 )
+from harness.ci.machine import MachineEntry
 from harness.ci.twocommits import Comparison, compare_commits
 from harness.ci.twocommits_summary import summary_json
 from harness.collect.files import check_output, check_writable, marked, write_output
 from harness.core.errors import UserError
-from harness.core.runs import is_ok
+from harness.core.schema import Run
 from harness.render import prcomment
 from harness.render.prinput import CheckMeta, Links
 
@@ -46,7 +50,7 @@ MARKER = prcomment.MARKER
 PR_CHECK_KIND = "harness.pr-check"
 
 
-def ensure_machine(machine_file: Path, machine: str | None) -> dict[str, Any]:
+def ensure_machine(machine_file: Path, machine: str | None) -> MachineEntry:
     """The machine entry asv will use; registers this host when the file has none."""
     from harness.ci.machine import register, resolve_machine
 
@@ -55,7 +59,7 @@ def ensure_machine(machine_file: Path, machine: str | None) -> dict[str, Any]:
         entry, warnings, path = register(None, machine, machine_file)
         for w in warnings:
             print(f"harness: warning: {w}", file=sys.stderr)
-        print(f"harness: registered this host as asv machine '{entry['machine']}' in {path}", file=sys.stderr)
+        print(f"harness: registered this host as asv machine '{entry.machine}' in {path}", file=sys.stderr)
     return entry
 
 
@@ -67,7 +71,7 @@ def given_suite(given: str | None) -> Path | None:
         if not p.is_file():
             raise UserError(f"{p}: suite file not found (pass --suite)")
         return p
-    env = os.environ.get("HARNESS_ASV_SUITE")
+    env = os.getenv("HARNESS_ASV_SUITE")
     if not env:
         return None
     p = Path(env)
@@ -175,14 +179,28 @@ def filled(links: Links, base: str, head: str, machine: str) -> Links:
     return Links(fill(links.report_url), fill(links.dashboard_url))
 
 
-def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
+@dataclass(frozen=True)
+class SideLoad:
+    """One side's measured runs: how many, and how many failed, were contended, or timed out
+    waiting for a quiet host (the comment's "Load and time")."""
+    runs: int
+    failed: int
+    contended: int
+    quiet_wait_timeouts: int
+
+
+class _RecordRuns(msgspec.Struct):
+    runs: list[Run] = []
+
+
+def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, SideLoad]:
     """Per side: measured runs, failed, contended, quiet-wait timeouts."""
     out = {}
     for side, rec in records.items():
-        runs = [r for r in rec.get("runs", []) if not r.get("warmup")]
-        out[side] = {"runs": len(runs), "failed": sum(not is_ok(r) for r in runs),
-                     "contended": sum("contended" in (r.get("marks") or []) for r in runs),
-                     "quiet_wait_timeouts": sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs)}
+        runs = [r for r in msgspec.convert(rec, _RecordRuns).runs if not r.warmup]
+        out[side] = SideLoad(runs=len(runs), failed=sum(not r.is_ok for r in runs),
+                             contended=sum("contended" in r.marks for r in runs),
+                             quiet_wait_timeouts=sum("quiet_wait_timeout" in r.marks for r in runs))
     return out
 
 
@@ -195,20 +213,16 @@ def load_check_suite(path: Path, budget_s: float | None, threshold: float | None
     from harness.collect.suite import load_suite, with_settings
 
     suite = resolve_host_settings(load_suite(path), collect_host())
-    changes: dict[str, Any] = {}
-    if budget_s is not None:
-        if budget_s <= 0:
-            raise UserError(f"--budget-s must be positive, got {budget_s:g}")
-        changes["budget_s"] = budget_s
-    if threshold is not None:
-        if not 0.0 < threshold < 1.0:
-            raise UserError(f"--threshold must be between 0 and 1 (0.10 means 10%), got {threshold:g}")
-        changes["threshold"] = threshold
-    if alpha is not None:
-        if not 0.0 < alpha <= 0.5:
-            raise UserError(f"--alpha must be in (0, 0.5] (0.05 means a 5% false-alarm level), got {alpha:g}")
-        changes["alpha"] = alpha
-    return with_settings(suite, **changes) if changes else suite
+    if budget_s is not None and budget_s <= 0:
+        raise UserError(f"--budget-s must be positive, got {budget_s:g}")
+    if threshold is not None and not 0.0 < threshold < 1.0:
+        raise UserError(f"--threshold must be between 0 and 1 (0.10 means 10%), got {threshold:g}")
+    if alpha is not None and not 0.0 < alpha <= 0.5:
+        raise UserError(f"--alpha must be in (0, 0.5] (0.05 means a 5% false-alarm level), got {alpha:g}")
+    s = suite.settings
+    return with_settings(suite, budget_s=s.budget_s if budget_s is None else budget_s,
+                         threshold=s.threshold if threshold is None else threshold,
+                         alpha=s.alpha if alpha is None else alpha)
 
 
 def pr_check(base: str, head: str, config: str | None = None, machine: str | None = None,
@@ -227,8 +241,9 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     mf = Path(machine_file).expanduser() if machine_file else default_machine_file()
     the_suite = load_check_suite(suite_file(conf, suite), budget_s, threshold, alpha)
     store = BaselineStore.load(Path(baselines)) if baselines else None
-    entry = ensure_machine(mf, machine) if asv else {"machine": machine or "local"}
-    mname = entry["machine"]
+    made = ensure_machine(mf, machine) if asv else None
+    mname = made.machine if made else machine or "local"
+    entry = made.to_dict() if made else {"machine": mname}
     if asv:   # where asv will store both sides, checked before either is measured
         check_writable(conf.results_dir / mname / "results.json", "asv results")
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -252,7 +267,8 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
     args += [f"--report-url '{report_url}'"] if report_url is not None else []
     args += [f"--dashboard-url '{dashboard_url}'"] if dashboard_url is not None else []
     meta = {"machine": mname, "host": entry, "command": "harness pr-check " + " ".join(args),
-            "duration_s": cmp.duration_s, "load": load_notes(records),
+            "duration_s": cmp.duration_s,
+            "load": {side: asdict(n) for side, n in load_notes(records).items()},
             "waiting": check_waiting_lines(records, cmp.duration_s)}
     factor = 1.0 + the_suite.settings.threshold
     md = render_markdown(cmp, meta, rows, table, filled(links, cmp.base, cmp.head, mname), factor)

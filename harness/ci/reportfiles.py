@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import msgspec
+
 from harness.analyze.facts import Facts, Inputs
 from harness.ci.ackfile import DEFAULT as ACKS_DEFAULT
 from harness.ci.ackfile import acks_for_check
 from harness.collect.files import check_directory, marked, write_output, written_by
 from harness.collect.record import Record
 from harness.core.errors import UserError
+from harness.core.schema import ModelFiles
 from harness.render.reportcontext import build_context, index_context, render
 from harness.render.reportcost import ModelTables
 
@@ -38,12 +41,33 @@ class Backfill:
 
 
 def load_record(path: str) -> dict[str, Any]:
-    """A record as the report reads it: kind, version (migrated) and shape checked."""
-    rec = Record.load(path).data
-    for key in ("settings", "arms", "prompts", "pairings"):
-        if key not in rec["suite"]:
-            raise UserError(f"{path}: record's suite has no {key!r} field")
-    return rec
+    """A record as the report reads it: kind, version (migrated) and shape checked (its suite
+    section's settings, arms, prompts and pairings too: schema.SuiteSection)."""
+    return Record.load(path).data
+
+
+class _Repo(msgspec.Struct, kw_only=True):
+    commit: str | None = None
+    path: str | None = None
+
+
+class _Host(msgspec.Struct, kw_only=True):
+    """What a report reads of a record's host section: the lab host spec it matched (the
+    record's own since schema 3, unset before) and the repository measured."""
+    spec: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
+    repo: _Repo | None = None
+
+
+class _Sections(msgspec.Struct, kw_only=True):
+    """A record's sections besides its runs, as a report reads them: the host as collected, each
+    pairing's model files (the record's own since schema 4, unset before), the suite."""
+    host: dict[str, Any] | None = None
+    models: dict[str, dict[str, ModelFiles]] | msgspec.UnsetType = msgspec.UNSET
+    suite: dict[str, Any] = {}
+
+
+def _host(data: dict[str, Any]) -> _Host:
+    return msgspec.convert(msgspec.convert(data, _Sections).host or {}, _Host)
 
 
 def _load(path: str, compare_path: str | None, backfill: Backfill | None
@@ -126,12 +150,12 @@ def write_figures(files: list[tuple[Path, str]]) -> None:
 def acks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
     """The acknowledgements (benchmarks/acknowledgements.toml of b's repository, where it still
     exists here) covering a commit after a's and up to b's."""
-    ra, rb = (x.get("host", {}).get("repo") or {} for x in (a, b))
-    repo = Path(rb.get("path") or "")
-    if not (ra.get("commit") and rb.get("commit") and ra["commit"] != rb["commit"] and (repo / ".git").exists()):
+    ra, rb = (_host(x).repo or _Repo() for x in (a, b))
+    repo = Path(rb.path or "")
+    if not (ra.commit and rb.commit and ra.commit != rb.commit and (repo / ".git").exists()):
         return ()
     try:
-        acks, covered = acks_for_check(repo, repo / ACKS_DEFAULT, ra["commit"], rb["commit"])
+        acks, covered = acks_for_check(repo, repo / ACKS_DEFAULT, ra.commit, rb.commit)
     except UserError:
         return ()
     return tuple((x.commits_spec, x.figure, x.arm, x.reason) for x in acks if x.commits.intersection(covered))
@@ -141,11 +165,13 @@ def inputs_for(data: dict[str, Any], backfill: Backfill | None = None) -> Inputs
     """What the renderer needs beyond the record: the host spec (the record's own since schema
     3) and each pairing's tensor tables (the record's own since schema 4); an older record's from
     `backfill`, or none."""
-    host = data.get("host") or {}
-    spec = host["spec"] if "spec" in host else backfill.host_spec(host) if backfill else None
-    stored = data["models"] if "models" in data else backfill.models(data["suite"]) if backfill else {}
-    models: ModelTables = {pairing: {role: (m["directory"], m["tensors"] if m.get("tensors") is not None
-                                            else m.get("error") or "no tensor table")
+    rec = msgspec.convert(data, _Sections)
+    host = msgspec.convert(rec.host or {}, _Host)
+    spec = host.spec if host.spec is not msgspec.UNSET else backfill.host_spec(rec.host or {}) if backfill else None
+    stored = rec.models if rec.models is not msgspec.UNSET else \
+        msgspec.convert(backfill.models(rec.suite), dict[str, dict[str, ModelFiles]]) if backfill else {}
+    models: ModelTables = {pairing: {role: (m.directory, m.tensors if m.tensors is not None
+                                            else m.error or "no tensor table")
                                      for role, m in roles.items()}
                            for pairing, roles in stored.items()}
     return Inputs(host_spec=spec, models=models)

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.analyze import acks as ackmod
 from harness.analyze.series import Change, Commit, HostView, SiteData, changes_of, commit_view, host_series, slug
 from harness.ci.reportfiles import Backfill
@@ -121,16 +123,30 @@ def _read_json(path: Path) -> Any:
         return None
 
 
+class _Span(msgspec.Struct):
+    """The commit range of an alert (state.json) or of a step of the last night (changes.json)."""
+    last_before: str
+    first_after: str
+
+
+class _Filed(msgspec.Struct):
+    alerts: list[_Span] = []
+
+
+class _Night(msgspec.Struct):
+    steps: list[dict[str, Any]] = []
+
+
 def host_changes(src: Sources, machine: str) -> tuple[list[Change], dict[str, Path]]:
     """The nightly's changes of a machine, acknowledgements applied, and each alert's Markdown."""
     d = src.alerts / machine if src.alerts else None
     if d is None or not d.is_dir():
         return [], {}
     state = _read_json(d / "state.json") or {"alerts": []}
-    steps = (_read_json(d / CHANGES_FILE) or {}).get("steps", [])
+    steps = msgspec.convert(_read_json(d / CHANGES_FILE) or {}, _Night).steps
     files = {p.stem: p for p in d.glob("*.md")}
-    pairs = {(a["last_before"], a["first_after"]) for a in state.get("alerts", [])}
-    pairs |= {(s["last_before"], s["first_after"]) for s in steps}
+    spans = [*msgspec.convert(state, _Filed).alerts, *msgspec.convert(steps, list[_Span])]
+    pairs = {(x.last_before, x.first_after) for x in spans}
     ranges = {p: _git_range(src.repo, *p) for p in pairs}
     pages_of = {i: f"alerts/{slug(machine)}/{i}.html" for i in files}
     return changes_of(state, steps, list(src.acks), ranges, pages_of), files

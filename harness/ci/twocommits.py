@@ -49,7 +49,7 @@ from harness.collect.record import Record
 from harness.collect.worker import Worker
 from harness.core import interrupt
 from harness.core.errors import UserError
-from harness.core.runs import as_runs, is_ok
+from harness.core.runs import as_runs
 from harness.core.schema import Run, RunDiagnostics
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
@@ -300,9 +300,9 @@ def refuse_if_nothing_ran(session: Any, suite: Any, warmup: bool) -> None:
     """One line (exit 2) when every run of this kind (warm-ups, else measured runs) failed on both
     sides: the suite or the engine command is broken for both commits, so there is nothing to
     judge, and measuring on would spend the whole budget to say "inconclusive"."""
-    runs = [r for side in ("base", "head") for r in session.record(side).runs if bool(r.get("warmup")) == warmup]
-    if runs and not any(map(is_ok, runs)):
-        first = runs[0].get("error") or "no error recorded"
+    runs = [r for side in ("base", "head") for r in as_runs(session.record(side).runs) if r.warmup == warmup]
+    if runs and not any(r.is_ok for r in runs):
+        first = runs[0].error or "no error recorded"
         what = "warm-up" if warmup else "measured"
         raise UserError(f"every {what} run failed on both sides (the first: {first}); check the suite "
                         f"({suite.path}) and its engine command; the records are kept in "

@@ -5,9 +5,11 @@ help both commands show. Split from harness.ci.twocommits, which measures and ju
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from harness.analyze import paired
+from harness.analyze.checknotes import CheckNotes
 from harness.render.prcomment import headline as finding
 
 if TYPE_CHECKING:
@@ -44,13 +46,15 @@ def summary_json(c: Comparison) -> dict[str, Any]:
             "figures": figure_rows(c),
             "identity": [{"arm": r.arm, "prompt": r.prompt, "status": r.status, "detail": r.detail}
                          for r in c.identity],
-            "newly_failing": c.newly_failing, **_notes(c.notes.to_dict())}
+            "newly_failing": c.newly_failing, **_notes(c.notes)}
 
 
-def _notes(n: dict[str, Any]) -> dict[str, Any]:
-    """The check's notes under the summary's own names."""
-    return {"duty": n["check_duty"], "environment": n["environment"], "duty_per_side": n["duty"],
-            "builds": n["builds"], "contention": n["contention"]}
+def _notes(n: CheckNotes) -> dict[str, Any]:
+    """The check's notes under the summary's own names, as JSON's types."""
+    return {"duty": None if n.check_duty is None else asdict(n.check_duty),
+            "environment": [asdict(e) for e in n.environment],
+            "duty_per_side": n.duty, "builds": n.builds,
+            "contention": n.contention.to_dict() if n.contention else None}
 
 
 EXIT_HELP = ("exit status: 0 pass (every gated figure unchanged or improved, every output byte-identical "

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                         "alerts/<machine> directory the nightly writes")
     if args.machine:
         check_machine(conf, mf, args.machine)
-    machine = args.machine or ensure_machine(mf, None)["machine"]
+    machine = args.machine or ensure_machine(mf, None).machine
     commits = list(reversed(branch_commits(conf.root, args.branch, args.since)))
     h = detect(conf, machine, commits, suite_table(configured_suite(conf)), acks)
     out = Console() if Console().is_terminal else Console(width=200)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_output(Path(args.json), json.dumps({"kind": KIND, **h.to_dict()}, indent=1, default=str) + "\n",
                      "changes JSON (--json)")
-    line = {"kind": KIND, "machine": machine, "series": h.series, "commits": h.commits,
+    line: dict[str, Any] = {"kind": KIND, "machine": machine, "series": h.series, "commits": h.commits,
             "steps": len(h.found), "unstable": len(h.unstable)}
     if alerts is not None:
         line["acknowledged_alerts"] = acknowledge_alerts(h, commits, alerts)

@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     out.print(comparison_table(c))
     for side, n in load_notes(records).items():
         # What pr-check's comment lists under "Load and time": a busy host shows here too.
-        out.print(f"{side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
-                  f"{n['quiet_wait_timeouts']} quiet-wait timeouts ({c.records[side]})", markup=False, highlight=False)
+        out.print(f"{side}: {n.runs} measured runs, {n.failed} failed, {n.contended} contended, "
+                  f"{n.quiet_wait_timeouts} quiet-wait timeouts ({c.records[side]})", markup=False, highlight=False)
     print(json.dumps(summary_json(c), sort_keys=True, default=str), flush=True)
     return c.exit_status
 

@@ -13,12 +13,13 @@ NAME = "host"
 
 
 def run(args: argparse.Namespace) -> int:
-    entry, warnings, path = register(args.spec, args.machine,
+    made, warnings, path = register(args.spec, args.machine,
                                      Path(args.machine_file).expanduser() if args.machine_file else None)
     for w in warnings:
         print(f"harness: warning: {w}", file=sys.stderr)
+    entry = made.to_dict()
     width = max(len(k) for k in entry)
-    print(f"asv machine entry '{entry['machine']}' written to {path}:")
+    print(f"asv machine entry '{made.machine}' written to {path}:")
     for k in ("machine", "host_spec", "chip", "gpu_generation", "peak_bandwidth",
               "os", "arch", "cpu", "num_cpu", "ram"):
         if k in entry:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from harness.collect.files import check_directory, check_output
 from harness.core.errors import UserError
@@ -24,16 +26,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     return p
 
 
+class _SchemaHead(msgspec.Struct):
+    """A JSON Schema file's identity: its $id and title."""
+    id: Any = msgspec.field(name="$id", default=None)
+    title: Any = None
+
+
 def _our_schema(name: str) -> Callable[[str], bool]:
     """A JSON Schema file this command wrote: its $id is its file name, its title names the harness
     schema_version (json_schemas); JSON has no room for a marker line."""
     def ours(text: str) -> bool:
         try:
-            data = json.loads(text)
-        except ValueError:
+            head = msgspec.json.decode(text, type=_SchemaHead)
+        except msgspec.DecodeError:   # not JSON, or not a JSON object
             return False
-        return isinstance(data, dict) and data.get("$id") == name and \
-            "(harness schema_version" in str(data.get("title"))
+        return head.id == name and "(harness schema_version" in str(head.title)
     return ours
 
 

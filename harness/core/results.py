@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+
+import msgspec
 
 if TYPE_CHECKING:   # schema imports this module (decode_engine_result): no import cycle at run time
     from harness.core.schema import EngineResult
@@ -23,11 +25,6 @@ TIME = "a time must be a finite number >= 0"
 RATE = "a throughput must be a finite number > 0"
 COUNT = "a count must be a whole number >= 0"
 TOKEN_ID = "a token id must be a whole number >= 0"
-# The times an engine reports besides its phase totals, in the order a problem is named: the
-# decode timings first (the others are derived from whichever the engine gave).
-DIAG_TIMINGS = ("decode_ms", "decode_tokens_per_s", "ms_per_token", "prefill_ms", "probe_ms", "profile_sync_ms")
-# Not `rounds`: an engine may say -1 for rounds it did not count (an uninstrumented mode).
-DIAG_COUNTS = ("prompt_tokens", "proposed", "accepted", "per_step_tested", "profile_syncs")
 
 
 def usable(x: Any) -> TypeGuard[float]:
@@ -123,25 +120,94 @@ def _first_non_finite(x: Any) -> str | None:
     return None if bad is None else f"{bad[0]} is {shown(bad[1])}, a number must be finite"
 
 
-def _diagnostics_problems(d: Mapping[str, Any], gate: Mapping[str, Any]) -> Iterator[str | None]:
-    for k in DIAG_TIMINGS:
-        x = d.get(k)
-        if k == "decode_tokens_per_s":
-            yield None if x is None or usable(x) else f"diagnostics.{k} is {shown(x)}, {RATE}"
-        else:
-            yield _time(f"diagnostics.{k}", x, positive=k in ("decode_ms", "ms_per_token"))
-    for k, x in _mapping(d.get("phase_ms")).items():
+class _View(msgspec.Struct, kw_only=True):
+    """A part of an engine result or a run as it came, each value as given (a value of the wrong
+    type is what the gate names, so nothing is converted): read by field, checked below."""
+
+
+class _SplitView(_View, kw_only=True):
+    ms: Any = None
+
+
+class _RoundView(_View, kw_only=True):
+    verify_ms: Any = None
+
+
+class _GateView(_View, kw_only=True):
+    probe_ms: Any = None
+
+
+class _DiagnosticsView(_View, kw_only=True):
+    decode_ms: Any = None
+    decode_tokens_per_s: Any = None
+    ms_per_token: Any = None
+    prefill_ms: Any = None
+    probe_ms: Any = None
+    profile_sync_ms: Any = None
+    prompt_tokens: Any = None
+    generated_tokens: Any = None
+    proposed: Any = None
+    accepted: Any = None
+    per_step_tested: Any = None
+    profile_syncs: Any = None
+    phase_ms: Any = None
+    counters: Any = None
+    drafter_split: Any = None
+    rounds_log: Any = None
+
+
+class _ResultView(_View, kw_only=True):
+    token_ids: Any = None
+    gate: Any = None
+    diagnostics: Any = None
+
+
+class _RunView(_ResultView, kw_only=True):
+    """A recorded run: its engine parts, and the engine's figures it keeps beside its
+    diagnostics (harness.collect.runner._result_fields; ms_per_token only there), checked as the
+    engine's own: a record may have been edited since."""
+    decode_tokens_per_s: Any = None
+    ms_per_token: Any = None
+    prefill_ms: Any = None
+    dispatch_measurement_ms: Any = None
+    generated_tokens: Any = None
+
+
+V = TypeVar("V", bound=_View)
+
+
+def _view(x: Any, typ: type[V]) -> V:
+    """x read as typ; a part that is no JSON object reads as empty, as an absent one."""
+    if isinstance(x, Mapping):
+        try:
+            return msgspec.convert(dict(x), typ)
+        except msgspec.ValidationError:
+            pass
+    return typ()
+
+
+def _diagnostics_problems(d: _DiagnosticsView, gate: _GateView) -> Iterator[str | None]:
+    yield _time("diagnostics.decode_ms", d.decode_ms, positive=True)
+    x = d.decode_tokens_per_s
+    yield None if x is None or usable(x) else f"diagnostics.decode_tokens_per_s is {shown(x)}, {RATE}"
+    yield _time("diagnostics.ms_per_token", d.ms_per_token, positive=True)
+    yield _time("diagnostics.prefill_ms", d.prefill_ms)
+    yield _time("diagnostics.probe_ms", d.probe_ms)
+    yield _time("diagnostics.profile_sync_ms", d.profile_sync_ms)
+    for k, x in _mapping(d.phase_ms).items():
         yield _time(f"diagnostics.phase_ms.{k}", x)
-    for k, x in _mapping(d.get("counters")).items():
+    for k, x in _mapping(d.counters).items():
         yield _count(f"diagnostics.counters.{k}", x)
-    for phase, split in _mapping(d.get("drafter_split")).items():
-        for k, x in _mapping(_mapping(split).get("ms")).items():
+    for phase, split in _mapping(d.drafter_split).items():
+        for k, x in _mapping(_view(split, _SplitView).ms).items():
             yield _time(f"diagnostics.drafter_split.{phase}.ms.{k}", x)
-    for i, e in enumerate(d.get("rounds_log") or []):
-        yield _time(f"diagnostics.rounds_log[{i}].verify_ms", _mapping(e).get("verify_ms"))
-    yield _time("gate.probe_ms", gate.get("probe_ms"))
-    for k in DIAG_COUNTS:
-        yield _count(f"diagnostics.{k}", d.get(k))
+    for i, e in enumerate(d.rounds_log or []):
+        yield _time(f"diagnostics.rounds_log[{i}].verify_ms", _view(e, _RoundView).verify_ms)
+    yield _time("gate.probe_ms", gate.probe_ms)
+    # Not `rounds`: an engine may say -1 for rounds it did not count (an uninstrumented mode).
+    for name, x in (("prompt_tokens", d.prompt_tokens), ("proposed", d.proposed), ("accepted", d.accepted),
+                    ("per_step_tested", d.per_step_tested), ("profile_syncs", d.profile_syncs)):
+        yield _count(f"diagnostics.{name}", x)
 
 
 def _mapping(x: Any) -> Mapping[str, Any]:
@@ -151,11 +217,16 @@ def _mapping(x: Any) -> Mapping[str, Any]:
 def result_problem(res: Mapping[str, Any]) -> str | None:
     """The first value an engine result (as builtins: token_ids, gate, diagnostics, ...) cannot
     hold, as one line "FIELD is VALUE, what it must be"; None when every value is plausible."""
-    d, gate = _mapping(res.get("diagnostics")), _mapping(res.get("gate"))
-    for problem in _diagnostics_problems(d, gate):
+    problem = _engine_problem(_view(res, _ResultView))
+    return problem or _first_non_finite(res)
+
+
+def _engine_problem(res: _ResultView) -> str | None:
+    d = _view(res.diagnostics, _DiagnosticsView)
+    for problem in _diagnostics_problems(d, _view(res.gate, _GateView)):
         if problem:
             return problem
-    ids, n = res.get("token_ids"), d.get("generated_tokens")
+    ids, n = res.token_ids, d.generated_tokens
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
         return f"diagnostics.generated_tokens is {shown(n)}, {COUNT}"
     if n == 0 or (n is None and ids == []):
@@ -166,29 +237,26 @@ def result_problem(res: Mapping[str, Any]) -> str | None:
                 return f"token_ids[{i}] is {shown(t)}, {TOKEN_ID}"
         if n is not None and n != len(ids):
             return f"diagnostics.generated_tokens is {n} but token_ids holds {len(ids)} ids; the two must agree"
-    return _first_non_finite(res)
-
-
-# The engine's figures the run keeps beside its diagnostics (harness.collect.runner._result_fields;
-# ms_per_token only there), checked as the engine's own: a record may have been edited since.
-RUN_TIMES = ("ms_per_token", "prefill_ms", "dispatch_measurement_ms")
+    return None
 
 
 def run_problem(run: Mapping[str, Any]) -> str | None:
     """What a recorded run holds that no engine result may: result_problem over its engine
     parts, then its own copies of them and any non-finite number anywhere in it."""
-    problem = result_problem({"token_ids": run.get("token_ids"), "gate": _mapping(run.get("gate")),
-                              "diagnostics": _mapping(run.get("diagnostics"))})
+    r = _view(run, _RunView)
+    problem = _engine_problem(r) or _first_non_finite(
+        {"token_ids": r.token_ids, "gate": _mapping(r.gate), "diagnostics": _mapping(r.diagnostics)})
     if problem:
         return problem
-    tps = run.get("decode_tokens_per_s")
+    tps = r.decode_tokens_per_s
     if tps is not None and not usable(tps):
         return f"decode_tokens_per_s is {shown(tps)}, {RATE}"
-    for k in RUN_TIMES:
-        p = _time(k, run.get(k), positive=k == "ms_per_token")
+    for name, x in (("ms_per_token", r.ms_per_token), ("prefill_ms", r.prefill_ms),
+                    ("dispatch_measurement_ms", r.dispatch_measurement_ms)):
+        p = _time(name, x, positive=name == "ms_per_token")
         if p:
             return p
-    n, ids = run.get("generated_tokens"), run.get("token_ids")
+    n, ids = r.generated_tokens, r.token_ids
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
         return f"generated_tokens is {shown(n)}, a run must generate at least one token"
     if isinstance(ids, list) and n is not None and n != len(ids):

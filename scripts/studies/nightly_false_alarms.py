@@ -24,14 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from harness.analyze.changepoints import ALPHA, Point, analyze_series
-from harness.ci.asvsession import arm_specs, figures_from_record
+from harness.ci.asvsession import SuiteFile, arm_specs, figures_from_record
 from harness.core.figures import is_exact
 
 
 def series_of(record: dict) -> dict[str, list[float]]:
-    suite = {"arms": record["suite"]["arms"], "override_prefixes": record["suite"]["settings"].get("override_prefixes", [])}
-    figs = figures_from_record(record, arm_specs(suite, environ={}))["figures"]
-    return {f"{fig}|{key}": xs for fig, by in figs.items() for key, xs in by.items() if xs}
+    suite = SuiteFile(arms=record["suite"]["arms"],
+                      override_prefixes=record["suite"]["settings"].get("override_prefixes", []))
+    figs = figures_from_record(record["runs"], arm_specs(suite, environ={}))
+    return {f"{fig.name}|{key}": xs for fig in figs.figures() for key, xs in fig.samples.items() if xs}
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ from harness.collect.suite.model import (
     model_dir,
 )
 from harness.collect.suite.validate import build
-from harness.core import declare, redact
+from harness.core import declare, redact, suitespec
 from harness.core.errors import UserError
+from harness.core.schema import SuiteSection
 
 __all__ = ["COMMAND_PLACEHOLDERS", "DEFAULT_SUITE", "EMBEDDED", "Arm", "Pairing", "Prompt", "QuietSettings", "Settings",
            "Suite", "WatchSettings", "embedded_dir", "embedded_which", "load_suite", "model_dir", "quick", "suite_from_record", "with_settings"]
@@ -63,27 +65,33 @@ def load_suite(path: str | Path | None = None) -> Suite:
                   sha256=hashlib.sha256(raw).hexdigest(), default_name=p.stem, path=str(p))
 
 
-def suite_from_record(d: dict[str, Any], source: str) -> Suite:
-    """Rebuild the suite a record was made from (for --resume); model dirs are re-checked."""
+def suite_from_record(section: SuiteSection | Mapping[str, Any], source: str) -> Suite:
+    """Rebuild the suite a record was made from (for --resume); model dirs are re-checked. A
+    section still as JSON's builtins is decoded here, once."""
     try:
-        settings = dict(d["settings"])
-        data: dict[str, Any] = {**settings, "name": d["name"], "pairings": d["pairings"],
-                                "arms": d["arms"], "prompts": d["prompts"]}
-        # Declared command engines come back from the record; built-in ones from their code.
-        engines = {n: {k: v for k, v in e.items() if k != "name" and v is not None}
-                   for n, e in (d.get("engines") or {}).items() if declare.builtin(n) is None}
-        if engines:
-            data["engines"] = engines
-        data["arms"] = [_restored_arm(a, source) for a in d["arms"]]
-        data["pairings"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["pairings"]]
-        data["prompts"] = [{k: v for k, v in pp.items() if v is not None} for pp in d["prompts"]]
-    except (KeyError, TypeError) as e:
+        d = section if isinstance(section, SuiteSection) else msgspec.convert(section, SuiteSection)
+    except msgspec.ValidationError as e:
         raise UserError(f"{source}: suite: record's suite section is incomplete ({e})") from None
+    # The settings sit at the suite file's top level, beside its parts.
+    # Declared command engines come back from the record; built-in ones from their code.
+    engines = {n: {k: v for k, v in e.items() if k != "name" and v is not None}
+               for n, e in d.engines.items() if declare.builtin(n) is None}
+    data: dict[str, Any] = {
+        **_present(d.settings), "name": d.name,
+        "pairings": [_present(p) for p in d.pairings],
+        "arms": [_present(_restored_arm(a, source)) for a in d.arms],
+        "prompts": [_present(p) for p in d.prompts],
+        "engines": engines}
     return build(data, source=f"{source} (suite section)", base_dir=Path.cwd(),
-                  sha256=d.get("sha256", ""), default_name=d["name"], path=d.get("path", ""))
+                 sha256=d.sha256, default_name=d.name, path=d.path)
 
 
-def _restored_arm(arm: dict[str, Any], source: str) -> dict[str, Any]:
+def _present(part: msgspec.Struct) -> dict[str, Any]:
+    """A part of the record's suite as the suite file gives it: its fields, unset ones left out."""
+    return {k: v for k, v in msgspec.to_builtins(part).items() if v is not None}
+
+
+def _restored_arm(arm: suitespec.Arm, source: str) -> suitespec.Arm:
     """An arm of a record's suite as it ran: a secret the record keeps as `[redacted $NAME]` (in
     its env or command) comes back from the environment, or the resume stops with one line."""
     def restored(text: str, key: str) -> str:
@@ -91,15 +99,12 @@ def _restored_arm(arm: dict[str, Any], source: str) -> dict[str, Any]:
             return redact.restore(text)
         except KeyError as e:
             name = e.args[0]
-            raise UserError(f"{source}: arms.{arm.get('name')}.{key} was redacted in the record "
+            raise UserError(f"{source}: arms.{arm.name}.{key} was redacted in the record "
                             f"({redact.marker(name)}); set {name} in the environment to the value the "
                             "session ran with, then resume") from None
-    out = dict(arm)
-    if isinstance(arm.get("env"), dict):
-        out["env"] = {k: restored(v, f"env.{k}") if isinstance(v, str) else v for k, v in arm["env"].items()}
-    if isinstance(arm.get("command"), list):
-        out["command"] = [restored(c, "command") if isinstance(c, str) else c for c in arm["command"]]
-    return out
+    return msgspec.structs.replace(
+        arm, env={k: restored(v, f"env.{k}") for k, v in arm.env.items()},
+        command=None if arm.command is None else tuple(restored(c, "command") for c in arm.command))
 
 
 def with_settings(suite: Suite, **changes: Any) -> Suite:

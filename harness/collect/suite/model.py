@@ -35,8 +35,6 @@ COMMAND_PLACEHOLDERS = (
     "temp", "seed", "python", "ignore_eos", "tree",
 )
 DEFAULT_SUITE = Path(__file__).resolve().parents[2] / "suites" / "default.toml"
-# The record's fields of an arm, in the order the record has always written them.
-_ARM_RECORD = ("name", "pairing", "engine", "block", "env", "timeout_s")
 
 
 class Arm(suitespec.Arm, frozen=True, kw_only=True):
@@ -74,25 +72,32 @@ class Suite:
 
     def to_dict(self) -> dict[str, Any]:
         """The record's "suite" section (docs/architecture.md; its type: schema.SuiteSection)."""
-        s = _plain(self.settings)
         # Every prefix any arm uses, so readers of the settings alone (asv labels) see them all.
-        s["override_prefixes"] = list(dict.fromkeys(p for a in self.arms for p in a.override_prefixes)) \
-            or list(self.settings.override_prefixes)
-        arms = []
-        for a in self.arms:
-            d: dict[str, Any] = {k: _plain(getattr(a, k)) for k in _ARM_RECORD}
-            if a.command is not None:
-                d["command"] = list(a.command)
-            if a.tok_s_regex is not None:
-                d["tok_s_regex"] = a.tok_s_regex
-            arms.append(d)
+        prefixes = tuple(dict.fromkeys(p for a in self.arms for p in a.override_prefixes)) \
+            or self.settings.override_prefixes
         return {
-            "name": self.name, "path": self.path, "sha256": self.sha256, "settings": s,
+            "name": self.name, "path": self.path, "sha256": self.sha256,
+            "settings": _plain(msgspec.structs.replace(self.settings, override_prefixes=prefixes)),
             "pairings": [_plain(p) for p in self.pairings],
-            "arms": arms,
+            "arms": [_plain(_RecordArm(name=a.name, pairing=a.pairing, engine=a.engine, block=a.block,
+                                       env=a.env, timeout_s=a.timeout_s, command=a.command,
+                                       tok_s_regex=a.tok_s_regex)) for a in self.arms],
             "prompts": [_plain(p) for p in self.prompts],
             "engines": {n: d.to_dict() for n, d in self.engines.items()},
         }
+
+
+class _RecordArm(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An arm as the record writes it, in the order it always has: command and tok_s_regex
+    only when set."""
+    name: str
+    pairing: str
+    engine: str
+    block: int
+    env: dict[str, str]
+    timeout_s: float
+    command: tuple[str, ...] | None = None
+    tok_s_regex: str | None = None
 
 
 def _plain(obj: Any) -> Any:

@@ -9,6 +9,7 @@ import string
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from msgspec.structs import asdict, replace
 
 from harness.collect import textparse
@@ -33,18 +34,38 @@ from harness.core.figures import FIGURES
 _PARTS = ("name", "description", "pairings", "arms", "prompts", "engines")
 
 
+class _Parts(msgspec.Struct, kw_only=True):
+    """The suite file's top-level parts besides the settings, each still as the file gives it:
+    every part is checked on its own below, so that an error names its key."""
+    name: Any = None
+    description: Any = None
+    pairings: Any = None
+    arms: Any = None
+    prompts: Any = None
+    engines: Any = msgspec.field(default_factory=dict)
+
+
+class _CooldownKeys(msgspec.Struct, kw_only=True):
+    """The settings whose rules between them come before the settings are typed."""
+    cooldown_s: Any = None
+    cooldown_ratio: Any = None
+    cooldown_cap_s: Any = None
+    thresholds: Any = None
+
+
 def build(data: dict[str, Any], source: str, base_dir: Path, sha256: str, default_name: str,
           path: str) -> Suite:
     settings_raw = {k: v for k, v in data.items() if k not in _PARTS}
     settings = _settings(source, settings_raw)
-    declared = _engines(source, data.get("engines", {}), base_dir)
-    pairings = _pairings(source, data.get("pairings"), base_dir)
-    arms, engines = _arms(source, data.get("arms"), pairings, declared, settings)
-    prompts = _prompts(source, data.get("prompts"), base_dir, engines)
+    parts = msgspec.convert(data, _Parts)
+    declared = _engines(source, parts.engines, base_dir)
+    pairings = _pairings(source, parts.pairings, base_dir)
+    arms, engines = _arms(source, parts.arms, pairings, declared, settings)
+    prompts = _prompts(source, parts.prompts, base_dir, engines)
     bad = size.absurd(settings, len(arms), len(prompts))   # counted, before any plan is built
     if bad is not None:
         raise fail(source, *bad)
-    name = typed(data.get("name", default_name), suitespec.Name, source, "name")
+    name = typed(default_name if parts.name is None else parts.name, suitespec.Name, source, "name")
     return Suite(name=name, path=path, sha256=sha256, settings=settings,
                  pairings=pairings, arms=arms, prompts=prompts, engines=engines)
 
@@ -59,16 +80,17 @@ def _settings(src: str, d: dict[str, Any]) -> Settings:
             if new in d:
                 raise fail(src, old, f"the old name of {new}, which is given too: drop {old}")
             d = {new if k == old else k: v for k, v in d.items()}
-    cooldown = d.get("cooldown_s")
+    given = msgspec.convert(d, _CooldownKeys)
+    cooldown = given.cooldown_s
     if cooldown == "host":
-        for key in ("cooldown_ratio", "cooldown_cap_s"):
-            if d.get(key) is not None:
+        for key, value in (("cooldown_ratio", given.cooldown_ratio), ("cooldown_cap_s", given.cooldown_cap_s)):
+            if value is not None:
                 raise fail(src, key, "the host spec gives it when cooldown_s = \"host\"; "
                            "drop it or give cooldown_s in seconds")
         d = {k: v for k, v in d.items() if k != "cooldown_s"} | {"cooldown_source": "host"}
     elif isinstance(cooldown, str):
         raise fail(src, "cooldown_s", f"expected a number of seconds or \"host\", got {cooldown!r}")
-    thresholds = d.get("thresholds")
+    thresholds = given.thresholds
     for k in thresholds if isinstance(thresholds, dict) else ():
         if k not in FIGURES:
             raise fail(src, f"thresholds.{k}", f"unknown figure (known: {', '.join(FIGURES)})")
@@ -176,13 +198,19 @@ def _env_strings(src: str, raw: Any) -> Any:
         return raw
     out = []
     for i, t in enumerate(raw):
-        if isinstance(t, dict) and isinstance(t.get("env"), dict):
-            for ek, ev in t["env"].items():
+        env = msgspec.convert(t, _ArmEnv).env if isinstance(t, dict) else None
+        if isinstance(env, dict):
+            for ek, ev in env.items():
                 if isinstance(ev, bool) or not isinstance(ev, (str, int)):
                     raise fail(src, f"arms[{i}].env.{ek}", f"env values are strings (or integers), got {ev!r}")
-            t = {**t, "env": {ek: str(ev) for ek, ev in t["env"].items()}}
+            t = {**t, "env": {ek: str(ev) for ek, ev in env.items()}}
         out.append(t)
     return out
+
+
+class _ArmEnv(msgspec.Struct, kw_only=True):
+    """An [[arms]] table's env as the file gives it, before it is typed."""
+    env: Any = None
 
 
 def _arms(src: str, raw: Any, pairings: tuple[Pairing, ...], declared: dict[str, EngineDecl],
