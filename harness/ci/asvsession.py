@@ -43,7 +43,7 @@ from typing import Any
 
 from harness.analyze import spoiled
 from harness.analyze.memory import run_memory
-from harness.collect.record import Record
+from harness.collect.record import read_record
 from harness.core import counters, declare
 from harness.core.declare import EngineDecl
 from harness.core.errors import UserError
@@ -221,7 +221,7 @@ def with_repetitions(text: str, n: int) -> str:
 
 def _figures_of(record: Path, rc: int | str) -> SessionFigures:
     try:
-        data = Record.load(record).data   # any schema version, migrated; a journal merged
+        data = read_record(record)   # any schema version, migrated; a journal merged
     except UserError as e:
         raise RuntimeError(str(e)) from None
     figs = figures_from_record(data, arm_specs(load_suite_file(suite_path())))

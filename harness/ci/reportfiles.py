@@ -16,7 +16,7 @@ from harness.analyze.facts import Facts, Inputs
 from harness.ci.ackfile import DEFAULT as ACKS_DEFAULT
 from harness.ci.ackfile import acks_for_check
 from harness.collect.files import check_directory, marked, write_output, written_by
-from harness.collect.record import Record
+from harness.collect.record import read_record
 from harness.core.errors import UserError
 from harness.render.reportcontext import build_context, index_context, render
 from harness.render.reportcost import ModelTables
@@ -39,7 +39,7 @@ class Backfill:
 
 def load_record(path: str) -> dict[str, Any]:
     """A record as the report reads it: kind, version (migrated) and shape checked."""
-    rec = Record.load(path).data
+    rec = read_record(Path(path))
     for key in ("settings", "arms", "prompts", "pairings"):
         if key not in rec["suite"]:
             raise UserError(f"{path}: record's suite has no {key!r} field")

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.analyze import acks as ackmod
 from harness.analyze import comparisons, contended, counters, envdiff, paired, sequential, spoiled
 from harness.analyze.checknotes import CheckDuty, CheckNotes
@@ -48,6 +50,7 @@ from harness.collect.plan import build_plan
 from harness.collect.record import Record
 from harness.collect.worker import Worker
 from harness.core import interrupt
+from harness.core import recordsections as rs
 from harness.core.errors import UserError
 from harness.core.runs import as_runs, is_ok
 from harness.core.schema import Run, RunDiagnostics
@@ -343,7 +346,6 @@ class _PairedSession:
         self.suite, self.store, self.design = suite, store, design
         self.arms = [a.name for a in suite.arms]
         suite_dict = suite.to_dict()
-        self.settings_dict = suite_dict["settings"]
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.sides: dict[str, _Side] = {}
         # Each commit exported (and built, once, where its engine declares a build); refused
@@ -352,13 +354,11 @@ class _PairedSession:
         self.builds = {side: info.to_dict() for side, (_, info) in trees.items() if info is not None}
         for side, sha in (("base", base_sha), ("head", head_sha)):
             root, info = trees[side]
-            extra = {"purpose": "compare-commits", "side": side, "commit": sha,
-                     "paired_with": {"base": base_sha, "head": head_sha}}
-            if info is not None:
-                extra["build"] = info.to_dict()
             rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict,
                                 side_host(host, sha, (names or {}).get(side, sha[:8])), command,
-                                len(build_plan(suite)), extra=extra)
+                                len(build_plan(suite)), purpose="compare-commits", side=side, commit=sha,
+                                paired_with=rs.PairedWith(base=base_sha, head=head_sha),
+                                build=None if info is None else msgspec.convert(info, rs.Build, from_attributes=True))
             self.sides[side] = _Side(sha, rec, Worker(side, root, suite_dict, work / "logs"))
         self.pacer, self.ui, self.pair_no = runner.Pacer(), runner.NullUI(), 0
         self.generation_started = time.monotonic()
@@ -370,9 +370,8 @@ class _PairedSession:
         interrupt.check()   # a signal dropped inside a fork's hooks still stops (core/interrupt.py)
         sd = self.sides[side]
         run = runner.run_one(p, self.suite, sd.worker, self.ui, None, self.pacer)
-        run["side"] = side
-        run["worker_generation"] = sd.worker.generation
-        sd.record.add_run(annotate_identity(annotate_label(run), self.store, self.settings_dict))
+        run.side, run.worker_generation = side, sd.worker.generation
+        sd.record.add_run(annotate_identity(annotate_label(run), self.store, self.suite.settings))
         interrupt.check()
 
     def warm_up(self) -> None:
@@ -410,9 +409,9 @@ class _PairedSession:
             # On Ctrl-C, not waiting for the warm-ups: close() then stops the workers, which ends them.
             pool.shutdown(wait=False, cancel_futures=True)
         for side, sd in self.sides.items():
-            sd.record.data.setdefault("restarts", []).append(
-                {"generation": sd.worker.generation, "before_round": before_round,
-                 "warmup_wall_s": round(walls[side], 3), "wall_s": round(time.monotonic() - t0, 3)})
+            sd.record.data.restarts = [*(sd.record.data.restarts or []), rs.Restart(
+                generation=sd.worker.generation, before_round=before_round,
+                warmup_wall_s=round(walls[side], 3), wall_s=round(time.monotonic() - t0, 3))]
         self.generation_started = time.monotonic()
 
     def do_round(self, i: int) -> None:
@@ -431,8 +430,8 @@ class _PairedSession:
                 if p.index not in self.record(side).done_indices():
                     self.run_on(side, p)
         for sd in self.sides.values():
-            sd.record.data["planned_runs"] = len(plan)
-            sd.record.data["planned_repetitions"] = i + 1
+            sd.record.data.planned_runs = len(plan)
+            sd.record.data.planned_repetitions = i + 1
 
     def look(self, console: Any, t0: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> dict[str, paired.Paired]:
         design = self.design.at_looks(times, sizes)
@@ -454,7 +453,7 @@ class _PairedSession:
         self.pacer.close()
         for sd in self.sides.values():
             sd.worker.close(grace_s=0.0 if interrupted else 5.0)
-            sd.record.finish(sd.record.data.get("planned_runs", 0), interrupted)
+            sd.record.finish(sd.record.data.planned_runs or 0, interrupted)
 
 
 def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outcome, budget_s: float | None,
@@ -464,6 +463,8 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
     design = design.at_looks(*outcome.schedule()) if outcome.looks else replace(design, look=1)
 
     base_rec, head_rec = session.record("base"), session.record("head")
+    # The records as the analyses below still read them.
+    base_data, head_data = msgspec.to_builtins(base_rec.data), msgspec.to_builtins(head_rec.data)
     labels: dict[str, set[str]] = {}
     for r in as_runs([*base_rec.runs, *head_rec.runs]):
         if not r.warmup and r.arm:
@@ -471,30 +472,30 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
     out = Comparison(base=session.sides["base"].sha, head=session.sides["head"].sha, design=design,
                      figures=judge(base_rec.runs, head_rec.runs, session.arms, design,
                                    share=session.suite.settings.watch.contended_share),
-                     identity=identity_rows({"base": [base_rec.data], "head": [head_rec.data]}),
+                     identity=identity_rows({"base": [base_data], "head": [head_data]}),
                      failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
                      records={"base": str(base_rec.path), "head": str(head_rec.path)},
                      outcome=outcome.summary(design.to_dict(), budget_s),
                      duration_s=duration_s,
                      labels={a: sorted(v) for a, v in labels.items()})
     sides = session.sides
-    measured = sum((sd.record.data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
-    restarts = base_rec.data.get("restarts") or []   # both sides restart together: one list's time
+    measured = sum(sd.record.data.duty.measured_run_s for sd in sides.values() if sd.record.data.duty is not None)
+    restarts = base_rec.data.restarts or []   # both sides restart together: one list's time
     out.notes = CheckNotes(
-        duty={side: sd.record.data.get("duty") for side, sd in sides.items()},
+        duty={side: msgspec.to_builtins(sd.record.data.duty) for side, sd in sides.items()},
         check_duty=CheckDuty(measured_run_s=round(measured, 3), wall_s=round(duration_s, 3),
                              duty_cycle=round(measured / duration_s, 4) if duration_s > 0 else None,
                              restarts=len(restarts),
-                             restart_wall_s=round(sum(float(r.get("wall_s") or 0.0) for r in restarts), 3)),
+                             restart_wall_s=round(sum(r.wall_s for r in restarts), 3)),
         worker_restarts={side: sd.worker.restarts for side, sd in sides.items()},
         generations={side: sd.worker.generation for side, sd in sides.items()},
         restart_s=session.suite.settings.restart_s, builds=session.builds,
-        environment=envdiff.env_diff(base_rec.data, head_rec.data),
-        environment_compared=envdiff.compared(base_rec.data, head_rec.data),
-        contention=contended.sides_info({"head": head_rec.runs, "base": base_rec.runs}, session.suite.settings))
+        environment=envdiff.env_diff(base_data, head_data),
+        environment_compared=envdiff.compared(base_data, head_data),
+        contention=contended.sides_info({"head": head_data["runs"], "base": base_data["runs"]}, session.suite.settings))
     for sd in sides.values():
-        sd.record.data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
-                                        "sequential": out.outcome}
+        sd.record.data.comparison = rs.Comparison(headline=out.headline(), exit_status=out.exit_status,
+                                               sequential=msgspec.convert(out.outcome, rs.Sequential))
         sd.record.write()
     return out
 

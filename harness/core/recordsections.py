@@ -14,21 +14,23 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from harness.core import suitespec
 
-class _W(msgspec.Struct, kw_only=True):
+
+class Whole(msgspec.Struct, kw_only=True):
     """A section the harness writes whole, every field each time (a field at its default, None
     included, is written too, as the dict it replaced was). Defaults only fill what a record from
     before a field lacks; unknown fields are ignored."""
 
 
-class Resume(_W, kw_only=True):
+class Resume(Whole, kw_only=True):
     """One `harness run --resume` of the session: when, its command line, the host it ran on."""
     at: str
     command: list[str] = []
     host: dict[str, Any] = {}
 
 
-class Duty(_W, kw_only=True):
+class Duty(Whole, kw_only=True):
     """How the session's wall time was spent (harness.collect.record.duty_cycle), written by finish()."""
     session_wall_s: float
     run_s: float                      # every run's wall_s, warm-ups and failures too
@@ -38,7 +40,7 @@ class Duty(_W, kw_only=True):
     runs: int
 
 
-class SequentialDesign(_W, kw_only=True):
+class SequentialDesign(Whole, kw_only=True):
     """The design a sequential check was judged at (harness.analyze.design.Design.to_dict): at the
     look it stopped at, with its derived levels."""
     threshold: float
@@ -57,7 +59,7 @@ class SequentialDesign(_W, kw_only=True):
     min_effect: float
 
 
-class LookFigure(_W, kw_only=True):
+class LookFigure(Whole, kw_only=True):
     """One figure's paired reading at a look (harness.analyze.paired.Paired.to_dict): head / base."""
     n: int
     ratio: float | None
@@ -84,7 +86,7 @@ class LookFigure(_W, kw_only=True):
     contended: dict[str, Any] | None = None
 
 
-class Look(_W, kw_only=True):
+class Look(Whole, kw_only=True):
     """One look of a sequential check (harness.analyze.sequential.Look)."""
     index: int                        # 1-based
     rounds: int                       # rounds complete at this look
@@ -94,7 +96,7 @@ class Look(_W, kw_only=True):
     resolved: bool                    # every worse/improved figure's detectable within its threshold
 
 
-class Sequential(_W, kw_only=True):
+class Sequential(Whole, kw_only=True):
     """A paired sequential check's summary (harness.analyze.sequential.Outcome.summary): a
     session's each speculative arm against classic, or a comparison's head against base."""
     design: SequentialDesign
@@ -109,7 +111,7 @@ class Sequential(_W, kw_only=True):
     round_s: list[float] = []
 
 
-class ScalingWidth(_W, kw_only=True):
+class ScalingWidth(Whole, kw_only=True):
     """One width T of the verify-forward cost scaling: warm (a KV length run before) and cold."""
     T: int
     median_ms: float
@@ -123,7 +125,7 @@ class ScalingWidth(_W, kw_only=True):
     vs_T1: float
 
 
-class DispatchFloor(_W, kw_only=True):
+class DispatchFloor(Whole, kw_only=True):
     """What a step costs before bandwidth: one trivial evaluated op, the host's time to issue one
     T=1 step (issue_ms, absent in older records), one decoder layer, the whole evaluated step."""
     layers: int | None = None
@@ -134,7 +136,7 @@ class DispatchFloor(_W, kw_only=True):
     layer_ms: float | None = None
 
 
-class Scaling(_W, kw_only=True):
+class Scaling(Whole, kw_only=True):
     """Verify-forward cost scaling of the first pairing (suite `scaling = true`)."""
     context_tokens: int
     device: str
@@ -145,13 +147,13 @@ class Scaling(_W, kw_only=True):
     target: str | None = None
 
 
-class PairedWith(_W, kw_only=True):
+class PairedWith(Whole, kw_only=True):
     """compare-commits: the two commits a side's record was paired with."""
     base: str
     head: str
 
 
-class Build(_W, kw_only=True):
+class Build(Whole, kw_only=True):
     """How a compare-commits side's tree was built (harness.ci.build.BuildInfo)."""
     commit: str
     tree: str
@@ -161,7 +163,7 @@ class Build(_W, kw_only=True):
     tail: list[str]
 
 
-class Restart(_W, kw_only=True):
+class Restart(Whole, kw_only=True):
     """compare-commits: one restart of both sides' workers (suite `restart_s`)."""
     generation: int
     before_round: int
@@ -169,14 +171,14 @@ class Restart(_W, kw_only=True):
     wall_s: float
 
 
-class Comparison(_W, kw_only=True):
+class Comparison(Whole, kw_only=True):
     """compare-commits: the paired verdict over both sides, in each side's record."""
     headline: str
     exit_status: int
     sequential: Sequential
 
 
-class BaselinesStored(_W, kw_only=True):
+class BaselinesStored(Whole, kw_only=True):
     """A baseline session stored its baselines: where, and when."""
     path: str
     at: str
@@ -188,3 +190,14 @@ class ModelFiles(msgspec.Struct, kw_only=True, omit_defaults=True):
     tensors: dict[str, tuple[int, list[int]]] | None = None   # {name: (bytes, shape)}
     sha256: str | None = None         # the weights' content (every shard), harness.collect.models
     error: str | None = None
+
+
+class RecordArm(suitespec.Arm, frozen=True, kw_only=True, omit_defaults=True):
+    """An arm as the record's suite keeps it (harness.collect.suite's to_dict): the suite file's
+    Arm, its checks too, with the fields every record writes required and an arm's command and
+    tok_s_regex left out where it has none."""
+    pairing: str
+    engine: str
+    block: suitespec.Count
+    env: dict[str, str]
+    timeout_s: suitespec.Positive

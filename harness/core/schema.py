@@ -5,12 +5,9 @@ C code), it decodes strictly with a message naming the field ("Expected `int`, g
 `$.diagnostics.rounds`"), and it generates JSON Schema (`harness schema --write` publishes
 schema/*.schema.json, which docs/engine-contract.md describes).
 
-Producers build these types (the adapters, test fixtures); `load_record` is the one door every
-record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3 -> 4 -> 5) and checks
-the typed shape. Readers then see dicts of that shape; the analyses that read runs as `Run`s
-convert them once at their entry (harness.core.runs.as_runs).
-
-The format's history, one line per version, is docs/schema-history.md.
+Producers build these types (the adapters, the runner, test fixtures); `load_record` is the one
+door every record comes in through: it migrates older versions step by step (1 -> 2 -> ... -> 5)
+and checks the typed shape (history: docs/schema-history.md).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
 - `diagnostics.rounds` counts speculative rounds (target verify forwards); classic decode has
@@ -220,16 +217,18 @@ class Identity(_S, kw_only=True):
     status: Literal["identical", "differs", "no_baseline", "no_output", "not_compared"]
     reason: str | None = None
     first_token: int | None = None
+    ours_token: int | None = None     # differs: the token each has at first_token (None: past its end)
+    baseline_token: int | None = None
+    baseline_recorded: str | None = None
     byte_offset: int | None = None
     ours: str | None = None
     baseline: str | None = None
 
 
-class Run(_S, kw_only=True):
-    """One run as the record keeps it; the engine's parts are copied from its EngineResult
-    (its diagnostics but ms_per_token, which is the run's own field here)."""
+class Run(rs.Whole, kw_only=True):
+    """One run as the record keeps it, every field written (a null too) but side's two, in the runner's
+    order; the engine's parts are its EngineResult's (diagnostics but ms_per_token: the run's own)."""
     index: int
-    status: Literal["ok", "failed"]
     arm: str | None = None            # the plan's names (every run the runner makes has them)
     pairing: str | None = None
     prompt: str | None = None
@@ -237,6 +236,7 @@ class Run(_S, kw_only=True):
     warmup: bool = False
     engine: str | None = None
     block: int | None = None
+    status: Literal["ok", "failed"]
     error: str | None = None
     stderr_tail: str | None = None
     started: str | None = None
@@ -250,21 +250,21 @@ class Run(_S, kw_only=True):
     token_ids: list[int] | None = None
     text: str | None = None
     text_sha256: str | None = None
-    dispatch_measurement_ms: float | None = None   # the dispatch measurement after the run (suite `dispatch_measurement`)
-    side: str | None = None           # compare-commits: "base" or "head"
-    # compare-commits: which of its side's worker processes made the run (1, 2, ...: suite `restart_s`)
-    worker_generation: int | None = None
     overrides: dict[str, str] = {}
-    shipping: bool | None = None
-    label: str | None = None
     # A failed run has no engine parts: {} (every field of these is optional).
     gate: Gate = msgspec.field(default_factory=Gate)
     engine_info: EngineInfo = msgspec.field(default_factory=EngineInfo)
     result_arm: ArmInfo = msgspec.field(default_factory=ArmInfo)
     diagnostics: RunDiagnostics = msgspec.field(default_factory=RunDiagnostics)
+    dispatch_measurement_ms: float | None = None   # the dispatch measurement after the run (suite `dispatch_measurement`)
     load: dict[str, Any] = {}
     marks: list[str] = []
+    shipping: bool | None = None
+    label: str | None = None
     identity: Identity | None = None
+    # compare-commits only (else UNSET, not written): "base"/"head", its side's worker process (1, 2, ...)
+    side: str | UnsetType = UNSET
+    worker_generation: int | UnsetType = UNSET
 
     @property
     def is_ok(self) -> bool:
@@ -285,7 +285,7 @@ class SuiteSection(_S, kw_only=True):
     sha256: str = ""
     settings: suitespec.Settings
     pairings: list[suitespec.Pairing]
-    arms: list[suitespec.Arm]
+    arms: list[rs.RecordArm]
     prompts: list[suitespec.Prompt]
     # What each engine declared (phases, overrides, profile variable, numerics); see harness.core.declare.
     engines: dict[str, dict[str, Any]] = {}
@@ -307,7 +307,7 @@ class Record(_S, kw_only=True):
     quick: bool | None = None         # a --quick session
     update: bool | None = None        # a baseline session that replaces differing baselines
     baselines: str | None = None      # the baselines file the session compared with (or wrote)
-    side: Literal["base", "head"] | None = None   # compare-commits: this side, its commit, the pair, its build
+    side: str | None = None           # compare-commits: "base" or "head", its commit, the pair, its build
     commit: str | None = None
     paired_with: rs.PairedWith | None = None
     build: rs.Build | None = None
