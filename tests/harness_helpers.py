@@ -125,8 +125,8 @@ def load(path: Path) -> dict[str, Any]:
     """A JSON file as a reader sees it; a record with its run journal (harness.collect.record)."""
     data = json.loads(Path(path).read_text())
     if isinstance(data, dict) and data.get("kind") == "harness.record":
-        from harness.collect.record import Record
-        return Record.load(path).data
+        from harness.collect.record import read_record
+        return read_record(Path(path))
     return data
 
 

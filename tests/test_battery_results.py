@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from harness_helpers import REPO, cli_in_process, command_arm, load, write_suite
 
@@ -194,7 +195,7 @@ def test_the_run_journal_refuses_nan(tmp_path: Path, monkeypatch, capsys) -> Non
     rec = tmp_path / "r.json"
     assert _cli(["run", str(suite), "--record", str(rec)], tmp_path, monkeypatch, capsys).returncode == 0
     record = Record.load(rec)
-    run = {**record.runs[0], "index": 1, "wall_s": math.nan}
+    run = msgspec.structs.replace(record.runs[0], index=1, wall_s=math.nan)
     with pytest.raises(ValueError):
         record.add_run(run)
     journal = record.journal_path
@@ -273,7 +274,9 @@ def test_resuming_a_record_that_holds_nan_writes_strict_json(tmp_path: Path, mon
     assert r.returncode == 1, r.stderr[-2000:]
     runs = _strict(rec)["runs"]
     assert [x["status"] for x in runs] == ["failed", "ok"], runs
-    assert "set_aside" in runs[0]["marks"] and "decode_tokens_per_s" not in runs[0], runs[0]
+    # The NaN is left out: null where the run keeps the field, absent from its diagnostics.
+    assert "set_aside" in runs[0]["marks"] and runs[0]["decode_tokens_per_s"] is None, runs[0]
+    assert "decode_tokens_per_s" not in runs[0]["diagnostics"], runs[0]
     md = _report_ok(rec, tmp_path, monkeypatch, capsys)
     assert "run 0 (a on p1) set aside: diagnostics.decode_tokens_per_s is nan" in md, md[:2000]
 

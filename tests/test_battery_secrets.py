@@ -72,9 +72,10 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         add_run = Record.add_run
 
         def watched(self, run):
-            add_run(self, run)
+            kept = add_run(self, run)
             if self.journal_path.exists():      # the journal as a reader sees it mid-session
                 journals.append(self.journal_path.read_text())
+            return kept
         mp.setattr(Record, "add_run", watched)
         cap = _Capture()
         try:

@@ -14,7 +14,7 @@ import pytest
 from asv_scratch import commit_all, git
 
 from harness.ci import build
-from harness.ci.twocommits import export_commit
+from harness.ci.build import export_commit
 from harness.collect.suite import load_suite
 from harness.core.errors import UserError
 

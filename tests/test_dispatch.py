@@ -148,10 +148,10 @@ def test_within_a_session_each_arm_against_classic_uses_the_probe():
 def test_a_suite_asks_for_the_probe_and_the_runner_records_it(tmp_path: Path):
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=2, dispatch_measurement=True))
     runs = [runner.run_one(p, suite, Engines(), runner.NullUI(), None) for p in build_plan(suite)]
-    assert all(isinstance(r["dispatch_measurement_ms"], float) and r["dispatch_measurement_ms"] > 0 for r in runs)
+    assert all(isinstance(r.dispatch_measurement_ms, float) and r.dispatch_measurement_ms > 0 for r in runs)
     off = load_suite(write_suite(tmp_path, [command_arm("a")], name="off", repetitions=1))
     assert off.settings.dispatch_measurement is False
-    assert runner.run_one(build_plan(off)[0], off, Engines(), runner.NullUI(), None)["dispatch_measurement_ms"] is None
+    assert runner.run_one(build_plan(off)[0], off, Engines(), runner.NullUI(), None).dispatch_measurement_ms is None
     with pytest.raises(UserError, match="dispatch_measurement"):
         load_suite(write_suite(tmp_path, [command_arm("a")], name="bad", dispatch_measurement="yes"))
 

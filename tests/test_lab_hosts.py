@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from harness_helpers import REPO, cli_in_process, command_arm, write_suite
@@ -267,7 +268,7 @@ def _one_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pct: int) -> dict[
                                    quiet={"enabled": True, "threshold_pct": 100.0, "settle_s": 0.0, "timeout_s": 0.5}))
     from harness.collect.plan import build_plan
     planned = [p for p in build_plan(suite) if not p.warmup][0]
-    return runner.run_one(planned, suite, runner.Engines(), runner.NullUI(), None)
+    return msgspec.to_builtins(runner.run_one(planned, suite, runner.Engines(), runner.NullUI(), None))
 
 
 def test_runner_records_the_idle_gpu_either_side_and_a_busy_one_sets_the_run_aside(
@@ -285,7 +286,7 @@ def test_runner_records_no_gpu_where_the_host_reads_none(tmp_path: Path, monkeyp
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=1, warmups=0))
     from harness.collect.plan import build_plan
     run = runner.run_one(build_plan(suite)[0], suite, runner.Engines(), runner.NullUI(), None)
-    assert "gpu" not in run["load"] and "gpu" not in run["load"]["quiet_wait"]
+    assert "gpu" not in run.load and "gpu" not in run.load["quiet_wait"]
 
 
 # ---------------------------------------------------------------- the thermal wait

@@ -18,7 +18,7 @@ import pytest
 from harness_helpers import REPO, md_section, one_line, run_cli, write_record
 
 from harness.analyze import stats
-from harness.analyze.labels import annotate_label
+from harness.analyze.labels import label_run
 from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.render import mdtable
@@ -36,6 +36,12 @@ BACKFILL = backfill()   # what the two schema-1 records lack, as `harness report
 def _at_repo(monkeypatch: pytest.MonkeyPatch) -> None:
     # Record paths in the golden files are relative to the repository root.
     monkeypatch.chdir(REPO)
+
+
+def _relabel(run: dict[str, Any]) -> None:
+    """A record's run dict labelled again after a test changed its overrides or gate."""
+    lab = label_run(run.get("overrides") or {}, run.get("gate") or {}, run.get("status") == "failed")
+    run["shipping"], run["label"] = lab.shipping, lab.text
 
 
 def render(path: str, compare: str | None = None, template: str = "record") -> str:
@@ -330,7 +336,7 @@ def test_an_override_only_in_the_compared_record_is_named(tmp_path: Path, var: s
     a, b = classic_only(load(RECORD)), classic_only(load(AFTER))
     for r in b["runs"]:                     # exported in B's shell: in every run's overrides, not the suite
         r["overrides"] = {**(r.get("overrides") or {}), var: value}
-        annotate_label(r)
+        _relabel(r)
     md = render(write(tmp_path, "a.json", a), write(tmp_path, "b.json", b))
     assert "Every arm is a shipping configuration" not in md        # A alone is; B is not
     both = ("In the before record, every arm is a shipping configuration; in the after record, "
@@ -356,7 +362,7 @@ def test_an_override_on_both_sides_says_which_side_exported_it(tmp_path: Path) -
     for rec, value in ((a, "0.5"), (b, "0.2")):
         for r in rec["runs"]:
             r["overrides"] = {**(r.get("overrides") or {}), "SPECDEC_INJECT_WORK": value}
-            annotate_label(r)
+            _relabel(r)
     ba = section(render(write(tmp_path, "a.json", a), write(tmp_path, "b.json", b)), "Before and after")
     line = next(x for x in ba.splitlines() if x.startswith("classic ran under different overrides"))
     assert "SPECDEC_INJECT_WORK=0.5 in the before record, SPECDEC_INJECT_WORK=0.2 in the after record (" in line
@@ -399,7 +405,7 @@ def test_an_ungated_engine_is_said_to_be_unchecked(tmp_path: Path) -> None:
         if r["arm"] == arm:  # as the stock mlx-lm adapter records a speculative run, no override
             r["gate"] = {**r["gate"], "outcome": "not_applicable", "engaged": True}
             r["overrides"] = {}
-            annotate_label(r)
+            _relabel(r)
     md = render(write(tmp_path, "ungated.json", rec))
     assert f"{arm} ran in an engine with no exactness gate" in md
     assert "nothing checked the output against classic decode" in md
@@ -604,7 +610,7 @@ def test_a_record_keeps_its_tensor_tables_and_renders_the_same_without_the_model
     # model renders from those tables, so the record's Markdown does not depend on this machine.
     from harness.collect.models import model_files
     from harness.collect.record import Record
-    from harness.core.schema import migrate_v3
+    from harness.core.migrations import migrate_v3
 
     monkeypatch.chdir(REPO)
     data = report_cli.load_record(RECORD)
@@ -629,7 +635,7 @@ def test_a_record_keeps_its_tensor_tables_and_renders_the_same_without_the_model
     monkeypatch.chdir(REPO)
     # A new record stores them at creation.
     rec = Record.create(tmp_path / "new.json", data["suite"], {}, ["harness", "run"], planned_runs=1)
-    assert rec.data["models"] == model_files(data["suite"])
+    assert json.loads(rec.path.read_text())["models"] == json.loads(json.dumps(model_files(data["suite"])))
 
 
 def test_a_budgeted_record_says_how_many_runs_it_measured_its_duty_and_its_paired_verdicts(tmp_path: Path) -> None:
@@ -643,9 +649,12 @@ def test_a_budgeted_record_says_how_many_runs_it_measured_its_duty_and_its_paire
                    "waiting_s": 6.0, "runs": len(rec["runs"])}
     figure = {"ratio": 1.031, "lo": 0.99, "hi": 1.074, "n": 2, "verdict": "inconclusive", "detectable": 0.212}
     rec["sequential"] = {"budget_s": 30.0, "min_repetitions": 1, "max_repetitions": 4, "rounds": 2,
-                         "stopped_because": "the budget was spent",
-                         "design": {"threshold": 0.1, "alpha": 0.05, "looks": 2, "figures": 1},
-                         "looks": [{"rounds": 1, "figures": {}}, {"rounds": 2, "figures": {"block3": figure}}]}
+                         "stopped": "budget", "stopped_because": "the budget was spent",
+                         "design": {"threshold": 0.1, "alpha": 0.05, "looks": 2, "figures": 1, "power": 0.8,
+                                    "alpha_per_test": 0.025, "min_effect": 0.05},
+                         "looks": [{"index": 1, "rounds": 1, "elapsed_s": 15.0, "figures": {}, "resolved": False},
+                                   {"index": 2, "rounds": 2, "elapsed_s": 30.0, "figures": {"block3": figure},
+                                    "resolved": False}]}
     md = render(write(tmp_path, "budgeted.json", rec))
     setup = {row[0]: row[1] for row in table_rows(details(md, "Full setup"))[0][1:]}
     assert "2 measured runs per arm and prompt (at least 1, then more in whole interleaved rounds within " \

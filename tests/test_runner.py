@@ -4,8 +4,10 @@ cooldown rule, the watch's pacing, the thermal wait, and run_one driven from out
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -21,7 +23,7 @@ from harness.collect.host.quiet import watch_interval
 from harness.collect.plan import PlannedRun, build_plan
 from harness.collect.record import Record
 from harness.collect.suite import load_suite
-from harness.core.runs import as_run
+from harness.core.runs import as_run, as_runs
 from harness.render import terminal
 from harness.render.terminal import RunnerUI
 
@@ -33,14 +35,16 @@ def _no_inherited_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(k)
 
 
-def _session(tmp: Path, suite_path: Path, engines: Engines | None = None) -> Record:
+def _session(tmp: Path, suite_path: Path, engines: Engines | None = None) -> SimpleNamespace:
+    """A session run to its end: its record as written (data, and its runs)."""
     suite = load_suite(suite_path)
     plan = build_plan(suite)
     rec = Record.create(tmp / "rec.json", suite.to_dict(), {}, ["test"], len(plan))
     runner.execute(plan, suite, rec, annotate_label, engines=engines,
                    ui=lambda total, done: RunnerUI(Console(file=io.StringIO()), total, done))
     rec.finish(len(plan))
-    return rec
+    data = json.loads(rec.path.read_text())
+    return SimpleNamespace(data=data, runs=data["runs"])
 
 
 def test_crashing_and_hanging_arms_are_recorded_as_failed_and_the_session_goes_on(tmp_path: Path) -> None:
@@ -173,7 +177,8 @@ def test_real_load_watch_runs(tmp_path: Path) -> None:
 def test_eta_counts_cooldowns(tmp_path: Path) -> None:
     suite = load_suite(write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], cooldown_s=10))
     plan = build_plan(suite)
-    done = [{"arm": "a", "wall_s": 2.0, "warmup": False}, {"arm": "b", "wall_s": 4.0, "warmup": False}]
+    done = as_runs([{"index": 0, "status": "ok", "arm": "a", "wall_s": 2.0, "warmup": False},
+                    {"index": 1, "status": "ok", "arm": "b", "wall_s": 4.0, "warmup": False}])
     remaining = [PlannedRun(0, "a", "fx", "p1", 0, False), PlannedRun(1, "b", "fx", "p1", 0, False),
                  PlannedRun(2, "c", "fx", "p1", 0, True)]
     assert runner.estimate_remaining_s(remaining, done, suite) == pytest.approx(2 + 10 + 4 + 10 + 3)
@@ -231,11 +236,12 @@ def test_the_watch_schedule_samples_any_run_at_least_ten_times_and_a_long_one_sp
     assert _samples_by(3.0, 0.01) <= 110
     pacer = runner.Pacer()
     assert pacer.predicted_wall_s("a") == 0.01
-    pacer.note({"arm": "a", "wall_s": 1.2})
-    pacer.note({"arm": "b", "wall_s": 0.06})
+    pacer.note(as_run({"index": 0, "status": "ok", "arm": "a", "wall_s": 1.2}))
+    pacer.note(as_run({"index": 1, "status": "ok", "arm": "b", "wall_s": 0.06}))
     assert pacer.predicted_wall_s("a") == 1.2 and pacer.predicted_wall_s("b") == 0.06
     assert pacer.last_wall_s == 0.06
-    resumed = runner.Pacer.from_runs([{"arm": "a", "wall_s": 3.0}, {"arm": "b", "wall_s": 1.0}])
+    resumed = runner.Pacer.from_runs(as_runs([{"index": 0, "status": "ok", "arm": "a", "wall_s": 3.0},
+                                              {"index": 1, "status": "ok", "arm": "b", "wall_s": 1.0}]))
     assert resumed.arm_wall_s == {"a": 3.0, "b": 1.0} and resumed.last_wall_s == 1.0
 
 
@@ -294,17 +300,17 @@ def test_run_one_with_a_null_ui_and_a_shared_pacer(tmp_path: Path) -> None:
     ui = runner.NullUI()
     ui.status("x", None)
     runs = [runner.run_one(p, suite, Engines(), ui, None, pacer) for p in build_plan(suite)]
-    assert [r["status"] for r in runs] == ["ok", "ok"]
-    assert pacer.arm_wall_s == {r["arm"]: r["wall_s"] for r in runs}
-    assert pacer.last_wall_s == runs[-1]["wall_s"]
+    assert [r.status for r in runs] == ["ok", "ok"]
+    assert pacer.arm_wall_s == {r.arm: r.wall_s for r in runs}
+    assert pacer.last_wall_s == runs[-1].wall_s
     ui.finished_run(runs[0], None)
 
 
 def test_eta_follows_the_cooldown_rule(tmp_path: Path) -> None:
     suite = load_suite(write_suite(tmp_path, [command_arm("a"), command_arm("b", 2)], cooldown_s=1.0,
                                    cooldown_ratio=2.0, cooldown_cap_s=5.0))
-    done = [{"arm": "a", "wall_s": 2.0, "warmup": False, "quiet_wait_s": 0.5},
-            {"arm": "b", "wall_s": 4.0, "warmup": False}]
+    done = as_runs([{"index": 0, "status": "ok", "arm": "a", "wall_s": 2.0, "warmup": False, "quiet_wait_s": 0.5},
+                    {"index": 1, "status": "ok", "arm": "b", "wall_s": 4.0, "warmup": False}])
     remaining = [PlannedRun(0, "a", "fx", "p1", 0, False), PlannedRun(1, "b", "fx", "p1", 0, False)]
     # a: cooldown after b's 4 s (capped at 5) + 2.5; b: cooldown after a's 2 s (4) + 4
     assert runner.estimate_remaining_s(remaining, done, suite) == pytest.approx(5 + 2.5 + 4 + 4)

@@ -11,13 +11,14 @@ from importlib.metadata import version
 from pathlib import Path
 from types import SimpleNamespace
 
+import msgspec
 import pytest
 from harness_helpers import clean_env, command_arm, harness_argv, one_line, write_suite
 from rich.console import Console
 
 from harness.analyze.verdict import judge
 from harness.cli.output import Output, print_summary, say, session_summary
-from harness.core.schema import load_record
+from harness.core.schema import Record, load_record
 from harness.render import termsummary
 from harness.render import verdictwords as W
 from harness.render.finding import verdict_sentence
@@ -36,7 +37,8 @@ PROGRESS = re.compile(r"^\[\d+/\d+\] run \d+ ")
 
 def _record(path: Path) -> SimpleNamespace:
     """A Record as the summary reads it, named by its path in the repository."""
-    return SimpleNamespace(data=load_record(json.loads(path.read_text()), str(path)), path=path.relative_to(REPO))
+    data = msgspec.convert(load_record(json.loads(path.read_text()), str(path)), Record)
+    return SimpleNamespace(data=data, path=path.relative_to(REPO))
 
 
 def _lines(path: Path, width: int = 80, per_prompt: bool = False) -> list[str]:
@@ -56,7 +58,7 @@ def _row(lines: list[str], arm: str) -> str:
 def test_the_default_suite_fits_80_columns_with_every_arm_and_judge_s_verdicts() -> None:
     lines = _lines(DEFAULT)
     assert len(lines) <= 40 and max(map(len, lines)) <= 80, "\n".join(lines)
-    j = judge(_record(DEFAULT).data)
+    j = judge(msgspec.to_builtins(_record(DEFAULT).data))
     assert [v.arm for v in j.arms] == ["classic", "block2", "block3", "block4", "block3-inexact"]
     for v in j.arms:
         row = _row(lines, v.arm)
@@ -90,7 +92,7 @@ def test_through_a_rich_console_at_80_columns_no_line_is_wider() -> None:
 def test_per_prompt_lines_and_narrow_widths_keep_within_the_width(width: int) -> None:
     lines = _lines(DEFAULT, width, per_prompt=True)
     assert max(len(ln) for ln in lines if "default-suite-linux-cpu.json" not in ln) <= width, "\n".join(lines)
-    prompts = [p["name"] for p in _record(DEFAULT).data["suite"]["prompts"]]
+    prompts = [p.name for p in _record(DEFAULT).data.suite.prompts]
     for p in prompts:   # under each of the five arms
         assert sum(ln.strip() == p or ln.strip().startswith(p + " ") for ln in lines) == 5, p
 
@@ -118,7 +120,7 @@ def test_json_on_stdout_is_the_json_alone_with_the_verdicts(capsys) -> None:
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert out.err == "" and doc["kind"] == "harness.summary" and doc["record"] == str(DEFAULT.relative_to(REPO))
-    j = judge(_record(DEFAULT).data)
+    j = judge(msgspec.to_builtins(_record(DEFAULT).data))
     got = {v["arm"]: v for v in doc["verdicts"]}
     for v in j.arms:
         g = got[v.arm]
@@ -130,7 +132,7 @@ def test_json_on_stdout_is_the_json_alone_with_the_verdicts(capsys) -> None:
 
 def test_plain_progress_off_a_terminal_is_one_line_per_run_and_no_frames() -> None:
     buf = io.StringIO()
-    runs = [r for r in _record(DEFAULT).data["runs"]][:3]
+    runs = _record(DEFAULT).data.runs[:3]
     with RunnerUI(Console(file=buf, force_terminal=False, width=80), 3, 0) as ui:
         ui.status("classic on p", 5.0)
         for r in runs:
@@ -142,7 +144,7 @@ def test_plain_progress_off_a_terminal_is_one_line_per_run_and_no_frames() -> No
 
 def test_the_live_display_on_a_terminal_is_cleared_at_the_end() -> None:
     buf = io.StringIO()
-    runs = _record(DEFAULT).data["runs"][:8]
+    runs = _record(DEFAULT).data.runs[:8]
     with RunnerUI(Console(file=buf, force_terminal=True, width=80, height=24), 8, 0) as ui:
         for r in runs:
             ui.finished_run(r, 1.0)

@@ -96,7 +96,7 @@ def pair_sessions(base: Sequence[Run | Mapping[str, Any]], head: Sequence[Run | 
             ps, qs = probes.setdefault((key[0], fig), ([], []))
             ps.append(_probe(b[key]))
             qs.append(_probe(h[key]))
-            gens.setdefault((key[0], fig), []).append((b[key].worker_generation, h[key].worker_generation))
+            gens.setdefault((key[0], fig), []).append((b[key].worker_generation or None, h[key].worker_generation or None))
     complete = {k: ([float(x) for x in ps if x is not None], [float(y) for y in qs if y is not None])
                 for k, (ps, qs) in probes.items()
                 if None not in ps and None not in qs}

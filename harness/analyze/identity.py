@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.core.runs import as_runs, is_ok, measured_ok
-from harness.core.schema import Run
+import msgspec
+
+from harness.core.runs import as_runs, measured_ok
+from harness.core.schema import Identity, Run
 
 CONTEXT_BYTES = 24
 
@@ -82,13 +84,13 @@ def compare_output(ours_ids: list[int] | None, ours_text: str | None,
     return out
 
 
-def annotate_identity(run: dict[str, Any], store: Baselines, settings: dict[str, Any]) -> dict[str, Any]:
-    """Fill a run's "identity" field against its own baseline."""
-    if not is_ok(run):
-        run["identity"] = {"status": "not_compared", "reason": "run failed"}
+def annotate_identity(run: Run, store: Baselines, settings: Any) -> Run:
+    """Fill a run's identity field against its own baseline (settings: the suite's)."""
+    if not run.is_ok:
+        run.identity = Identity(status="not_compared", reason="run failed")
     else:
-        run["identity"] = compare_output(run.get("token_ids"), run.get("text"),
-                                         store.get(run_key(run, settings)))
+        key = identity_key(run.pairing or "", run.arm or "", run.prompt or "", settings.max_tokens, settings.temp, settings.seed)
+        run.identity = msgspec.convert(compare_output(run.token_ids, run.text, store.get(key)), Identity)
     return run
 
 

@@ -12,6 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
+from harness.core.schema import Run
+
 SHIPPING = "shipping configuration"
 NOT_SHIPPING = "not a shipping configuration"
 # Gate outcomes meaning "the engine decided by itself and decoded what it would ship".
@@ -57,9 +61,8 @@ def reasons(label: str) -> str:
     return label.replace(f"{NOT_SHIPPING}: ", "")
 
 
-def annotate_label(run: dict[str, Any]) -> dict[str, Any]:
-    """Fill a run's "shipping" and "label" fields (the runner's annotate hook uses this)."""
-    lab = label_run(run.get("overrides") or {}, run.get("gate") or {}, run.get("status") == "failed")
-    run["shipping"] = lab.shipping
-    run["label"] = lab.text
+def annotate_label(run: Run) -> Run:
+    """Fill a run's shipping and label fields (the runner's annotate hook uses this)."""
+    lab = label_run(run.overrides, msgspec.to_builtins(run.gate), run.status == "failed")
+    run.shipping, run.label = lab.shipping, lab.text
     return run

@@ -19,7 +19,8 @@ from typing import Any
 
 from harness.analyze import acks as ackmod
 from harness.analyze import paired
-from harness.ci.twocommits import Comparison, compare_commits, rev_parse
+from harness.ci.build import rev_parse
+from harness.ci.twocommits import Comparison, compare_commits
 from harness.core.errors import UserError
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
 import string
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -247,3 +249,28 @@ def check_asv_builds(conf: AsvConfig, suite: Any) -> None:
     raise UserError(f"arm {arms[0]!r} runs its engine's build from {{tree}}, but asv.conf.json puts no built "
                     f"tree in asv's environment ({ASV_TREE}): run `harness init --build '{argv}' --force`, "
                     "or copy its build_command and install_command (docs/own-engine.md, \"A compiled engine\")")
+
+
+def rev_parse(repo: Path, name: str) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"cannot run git in {repo}: {e}") from None
+    if out.returncode != 0 or not out.stdout.strip():
+        raise UserError(f"unknown commit '{name}' in {repo} (git rev-parse found nothing)")
+    return out.stdout.strip()
+
+
+def export_commit(repo: Path, sha: str, dest: Path) -> Path:
+    """The commit's tree, as git stores it, in dest (no checkout: the repository is untouched)."""
+    try:
+        data = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", sha],
+                              capture_output=True, timeout=300, check=True).stdout
+    except subprocess.CalledProcessError as e:
+        raise UserError(f"git archive {sha[:12]} failed in {repo}: "
+                        f"{e.stderr.decode(errors='replace').strip()[:200]}") from None
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest

@@ -18,9 +18,9 @@ from harness.analyze.facts import Facts, Inputs
 from harness.ci.ackfile import DEFAULT as ACKS_DEFAULT
 from harness.ci.ackfile import acks_for_check
 from harness.collect.files import check_directory, marked, write_output, written_by
-from harness.collect.record import Record
+from harness.collect.record import read_record
 from harness.core.errors import UserError
-from harness.core.schema import ModelFiles
+from harness.core.recordsections import ModelFiles
 from harness.render.reportcontext import build_context, index_context, render
 from harness.render.reportcost import ModelTables
 
@@ -43,7 +43,7 @@ class Backfill:
 def load_record(path: str) -> dict[str, Any]:
     """A record as the report reads it: kind, version (migrated) and shape checked (its suite
     section's settings, arms, prompts and pairings too: schema.SuiteSection)."""
-    return Record.load(path).data
+    return read_record(Path(path))
 
 
 class _Repo(msgspec.Struct, kw_only=True):

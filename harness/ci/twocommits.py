@@ -22,10 +22,7 @@ this host); 2 a problem to fix.
 from __future__ import annotations
 
 import datetime as _dt
-import io
 import math
-import subprocess
-import tarfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -34,13 +31,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.analyze import acks as ackmod
 from harness.analyze import comparisons, contended, counters, envdiff, paired, sequential, spoiled
 from harness.analyze.checknotes import CheckDuty, CheckNotes
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import annotate_identity, identity_rows
 from harness.analyze.labels import annotate_label
-from harness.ci.build import side_trees
+from harness.ci.build import export_commit, rev_parse, side_trees
 from harness.collect import runner, sampling
 from harness.collect.baselines import BaselineStore
 from harness.collect.engines import RunRequest
@@ -48,39 +47,13 @@ from harness.collect.plan import build_plan
 from harness.collect.record import Record
 from harness.collect.worker import Worker
 from harness.core import interrupt
+from harness.core import recordsections as rs
 from harness.core.errors import UserError
 from harness.core.runs import as_runs
 from harness.core.schema import Run, RunDiagnostics
 
 PASS, FAIL, INCONCLUSIVE = 0, 1, 3
 EXIT_WORDS = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
-
-
-# --- commits ---------------------------------------------------------------------------
-
-def rev_parse(repo: Path, name: str) -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise UserError(f"cannot run git in {repo}: {e}") from None
-    if out.returncode != 0 or not out.stdout.strip():
-        raise UserError(f"unknown commit '{name}' in {repo} (git rev-parse found nothing)")
-    return out.stdout.strip()
-
-
-def export_commit(repo: Path, sha: str, dest: Path) -> Path:
-    """The commit's tree, as git stores it, in dest (no checkout: the repository is untouched)."""
-    try:
-        data = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", sha],
-                              capture_output=True, timeout=300, check=True).stdout
-    except subprocess.CalledProcessError as e:
-        raise UserError(f"git archive {sha[:12]} failed in {repo}: "
-                        f"{e.stderr.decode(errors='replace').strip()[:200]}") from None
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 # --- the comparison --------------------------------------------------------------------
@@ -343,7 +316,6 @@ class _PairedSession:
         self.suite, self.store, self.design = suite, store, design
         self.arms = [a.name for a in suite.arms]
         suite_dict = suite.to_dict()
-        self.settings_dict = suite_dict["settings"]
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         self.sides: dict[str, _Side] = {}
         # Each commit exported (and built, once, where its engine declares a build); refused
@@ -352,13 +324,11 @@ class _PairedSession:
         self.builds = {side: info.to_dict() for side, (_, info) in trees.items() if info is not None}
         for side, sha in (("base", base_sha), ("head", head_sha)):
             root, info = trees[side]
-            extra = {"purpose": "compare-commits", "side": side, "commit": sha,
-                     "paired_with": {"base": base_sha, "head": head_sha}}
-            if info is not None:
-                extra["build"] = info.to_dict()
             rec = Record.create(work / "records" / f"{sha[:12]}-{side}-{stamp}.json", suite_dict,
                                 side_host(host, sha, (names or {}).get(side, sha[:8])), command,
-                                len(build_plan(suite)), extra=extra)
+                                len(build_plan(suite)), purpose="compare-commits", side=side, commit=sha,
+                                paired_with=rs.PairedWith(base=base_sha, head=head_sha),
+                                build=None if info is None else msgspec.convert(info, rs.Build, from_attributes=True))
             self.sides[side] = _Side(sha, rec, Worker(side, root, suite_dict, work / "logs"))
         self.pacer, self.ui, self.pair_no = runner.Pacer(), runner.NullUI(), 0
         self.generation_started = time.monotonic()
@@ -370,9 +340,8 @@ class _PairedSession:
         interrupt.check()   # a signal dropped inside a fork's hooks still stops (core/interrupt.py)
         sd = self.sides[side]
         run = runner.run_one(p, self.suite, sd.worker, self.ui, None, self.pacer)
-        run["side"] = side
-        run["worker_generation"] = sd.worker.generation
-        sd.record.add_run(annotate_identity(annotate_label(run), self.store, self.settings_dict))
+        run.side, run.worker_generation = side, sd.worker.generation
+        sd.record.add_run(annotate_identity(annotate_label(run), self.store, self.suite.settings))
         interrupt.check()
 
     def warm_up(self) -> None:
@@ -410,9 +379,9 @@ class _PairedSession:
             # On Ctrl-C, not waiting for the warm-ups: close() then stops the workers, which ends them.
             pool.shutdown(wait=False, cancel_futures=True)
         for side, sd in self.sides.items():
-            sd.record.data.setdefault("restarts", []).append(
-                {"generation": sd.worker.generation, "before_round": before_round,
-                 "warmup_wall_s": round(walls[side], 3), "wall_s": round(time.monotonic() - t0, 3)})
+            sd.record.data.restarts = [*(sd.record.data.restarts or []), rs.Restart(
+                generation=sd.worker.generation, before_round=before_round,
+                warmup_wall_s=round(walls[side], 3), wall_s=round(time.monotonic() - t0, 3))]
         self.generation_started = time.monotonic()
 
     def do_round(self, i: int) -> None:
@@ -431,8 +400,8 @@ class _PairedSession:
                 if p.index not in self.record(side).done_indices():
                     self.run_on(side, p)
         for sd in self.sides.values():
-            sd.record.data["planned_runs"] = len(plan)
-            sd.record.data["planned_repetitions"] = i + 1
+            sd.record.data.planned_runs = len(plan)
+            sd.record.data.planned_repetitions = i + 1
 
     def look(self, console: Any, t0: float, times: tuple[float, ...], sizes: tuple[float, ...]) -> dict[str, paired.Paired]:
         design = self.design.at_looks(times, sizes)
@@ -454,7 +423,7 @@ class _PairedSession:
         self.pacer.close()
         for sd in self.sides.values():
             sd.worker.close(grace_s=0.0 if interrupted else 5.0)
-            sd.record.finish(sd.record.data.get("planned_runs", 0), interrupted)
+            sd.record.finish(sd.record.data.planned_runs or 0, interrupted)
 
 
 def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outcome, budget_s: float | None,
@@ -464,6 +433,8 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
     design = design.at_looks(*outcome.schedule()) if outcome.looks else replace(design, look=1)
 
     base_rec, head_rec = session.record("base"), session.record("head")
+    # The records as the analyses below still read them.
+    base_data, head_data = msgspec.to_builtins(base_rec.data), msgspec.to_builtins(head_rec.data)
     labels: dict[str, set[str]] = {}
     for r in as_runs([*base_rec.runs, *head_rec.runs]):
         if not r.warmup and r.arm:
@@ -471,30 +442,30 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
     out = Comparison(base=session.sides["base"].sha, head=session.sides["head"].sha, design=design,
                      figures=judge(base_rec.runs, head_rec.runs, session.arms, design,
                                    share=session.suite.settings.watch.contended_share),
-                     identity=identity_rows({"base": [base_rec.data], "head": [head_rec.data]}),
+                     identity=identity_rows({"base": [base_data], "head": [head_data]}),
                      failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
                      records={"base": str(base_rec.path), "head": str(head_rec.path)},
                      outcome=outcome.summary(design.to_dict(), budget_s),
                      duration_s=duration_s,
                      labels={a: sorted(v) for a, v in labels.items()})
     sides = session.sides
-    measured = sum((sd.record.data.get("duty") or {}).get("measured_run_s", 0.0) for sd in sides.values())
-    restarts = base_rec.data.get("restarts") or []   # both sides restart together: one list's time
+    measured = sum(sd.record.data.duty.measured_run_s for sd in sides.values() if sd.record.data.duty is not None)
+    restarts = base_rec.data.restarts or []   # both sides restart together: one list's time
     out.notes = CheckNotes(
-        duty={side: sd.record.data.get("duty") for side, sd in sides.items()},
+        duty={side: msgspec.to_builtins(sd.record.data.duty) for side, sd in sides.items()},
         check_duty=CheckDuty(measured_run_s=round(measured, 3), wall_s=round(duration_s, 3),
                              duty_cycle=round(measured / duration_s, 4) if duration_s > 0 else None,
                              restarts=len(restarts),
-                             restart_wall_s=round(sum(float(r.get("wall_s") or 0.0) for r in restarts), 3)),
+                             restart_wall_s=round(sum(r.wall_s for r in restarts), 3)),
         worker_restarts={side: sd.worker.restarts for side, sd in sides.items()},
         generations={side: sd.worker.generation for side, sd in sides.items()},
         restart_s=session.suite.settings.restart_s, builds=session.builds,
-        environment=envdiff.env_diff(base_rec.data, head_rec.data),
-        environment_compared=envdiff.compared(base_rec.data, head_rec.data),
-        contention=contended.sides_info({"head": head_rec.runs, "base": base_rec.runs}, session.suite.settings))
+        environment=envdiff.env_diff(base_data, head_data),
+        environment_compared=envdiff.compared(base_data, head_data),
+        contention=contended.sides_info({"head": head_data["runs"], "base": base_data["runs"]}, session.suite.settings))
     for sd in sides.values():
-        sd.record.data["comparison"] = {"headline": out.headline(), "exit_status": out.exit_status,
-                                        "sequential": out.outcome}
+        sd.record.data.comparison = rs.Comparison(headline=out.headline(), exit_status=out.exit_status,
+                                               sequential=msgspec.convert(out.outcome, rs.Sequential))
         sd.record.write()
     return out
 

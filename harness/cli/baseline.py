@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from harness.cli.output import BASELINES_KIND, Output, add_output_args, emit_json, output_of, say, width
 from harness.cli.session import cannot_write, identity_session, new_session
 
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     # The baselines are stored under the session's locks; an interrupted session's record says
     # where they go and whether to --update, so `harness run --resume` stores them (cli/run.py).
     record = new_session(args.invocation, suite, record_path, baselines,
-                         {"purpose": "baseline", "quick": False, "update": bool(args.update)},
+                         "baseline", update=bool(args.update),
                          then=lambda rec: outcomes.extend(store_baselines(rec, baselines, bool(args.update))),
                          yes=args.yes, quiet=out.quiet)
     return show(outcomes, baselines, record, out)
@@ -54,7 +56,7 @@ def store_baselines(record: Any, baselines: Path, update: bool) -> list[Baseline
     from harness.collect.baselines import BaselineStore
     from harness.collect.record import now_iso
     store = BaselineStore.load(baselines)   # re-read: the file may have changed since the session began
-    outcomes = record_baselines(record.data, store.entries, now_iso(), update=update)
+    outcomes = record_baselines(msgspec.to_builtins(record.data), store.entries, now_iso(), update=update)
     for o in outcomes:
         if o.entry is not None:
             store.put(o.key, o.entry)
@@ -64,7 +66,7 @@ def store_baselines(record: Any, baselines: Path, update: bool) -> list[Baseline
     except OSError as e:
         # Nothing is lost: the record holds every run, and its resume stores them again.
         raise cannot_write(e, record.path, len(record.runs), "baselines", baselines) from None
-    record.data["baselines_stored"] = {"path": str(baselines), "at": now_iso()}
+    record.note_baselines_stored(baselines)
     try:
         record.write()
     except OSError as e:

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.cli.output import (
     SUMMARY_KIND,
     Output,
@@ -20,7 +22,7 @@ from harness.cli.output import (
 )
 from harness.cli.session import identity_session, new_session
 from harness.core.errors import UserError
-from harness.core.runs import is_ok
+from harness.core.schema import Identity, Run
 
 NAME = "check"
 
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
                         f"{args.suite}" + (f" --baselines {baselines}`" if args.baselines else "`")
                         + ", or pass --baselines")
     out.check(SUMMARY_KIND, record_path, baselines)
-    record = new_session(args.invocation, suite, record_path, baselines, {"purpose": "check", "quick": False},
+    record = new_session(args.invocation, suite, record_path, baselines, "check",
                          yes=args.yes, quiet=out.quiet)
     return report(record, baselines, args.suite, out)
 
@@ -58,17 +60,17 @@ def identity_lines(record: Any, baselines: Path, width: int) -> list[str]:
     output that is not, saying where it differs, or why it was not compared."""
     from harness.analyze.identity import describe
     from harness.render.termsummary import wrap
-    runs = [r for r in record.runs if not r.get("warmup")]
-    same = sum(is_ok(r) and (r.get("identity") or {}).get("status") == "identical" for r in runs)
+    runs: list[Run] = [r for r in record.runs if not r.warmup]
+    same = sum(r.is_ok and r.identity is not None and r.identity.status == "identical" for r in runs)
     head = (f"all {len(runs)} outputs identical" if same == len(runs) else
             f"{same} of {len(runs)} outputs identical")
     out = wrap(f"identity against own baselines ({baselines}): {head}", width)
     for r in runs:
-        ident = r.get("identity") or {}
-        if is_ok(r) and ident.get("status") == "identical":
+        ident = r.identity or Identity(status="not_compared")
+        if r.is_ok and ident.status == "identical":
             continue
-        what = describe(ident) if is_ok(r) else f"failed: {r.get('error')}"
-        out += wrap(f"  {r['arm']} on {r['prompt']}: {what}", width, indent="    ")
+        what = describe(msgspec.to_builtins(ident)) if r.is_ok else f"failed: {r.error}"
+        out += wrap(f"  {r.arm} on {r.prompt}: {what}", width, indent="    ")
     out += wrap("speed is not judged here: one run per arm and prompt, no warm-up "
                 "(`harness run` judges it)", width)
     return out
@@ -84,7 +86,7 @@ def report(record: Any, baselines: Path, suite_arg: str, out: Output | None = No
         say(console, identity_lines(record, baselines, width(console)) + where(str(record.path), width(console)))
     s, rows = session_summary(record)
     emit_json(out, summary_doc(record, s, rows))
-    verdicts = [(r.get("identity") or {}).get("status") for r in record.runs]
+    verdicts = [r.identity.status if r.identity is not None else None for r in record.runs]
     if "no_baseline" in verdicts:
         print(f"harness: some arms have no baseline in {baselines}; record them with "
               f"`harness baseline record {suite_arg}`", file=sys.stderr)

@@ -19,8 +19,9 @@ from harness.analyze.summary import check_waiting_lines
 from harness.ci.ackfile import DEFAULT as ACKS_DEFAULT
 from harness.ci.ackfile import acks_for_check, load_acks
 from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
+from harness.ci.build import rev_parse
 from harness.ci.pullrequest import given_suite, load_check_suite, load_notes
-from harness.ci.twocommits import Comparison, compare_commits, rev_parse
+from harness.ci.twocommits import Comparison, compare_commits
 from harness.ci.twocommits_summary import EXIT_HELP, summary_json
 from harness.cli.session import add_budget_args
 from harness.collect.baselines import BaselineStore

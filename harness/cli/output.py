@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.text import Text
 
@@ -134,21 +135,21 @@ def session_summary(record: Any) -> tuple[termsummary.SessionSummary, list[Any]]
     from harness.analyze.summary import summarize, waiting_lines
     from harness.analyze.verdict import judge
     from harness.render.hostwords import set_aside_lines
-    data = record.data
+    typed = record.data
+    data = msgspec.to_builtins(typed)   # the record as the analyses below still read it
     rows = summarize(data)
-    settings = data["suite"].get("settings") or {}
     s = termsummary.SessionSummary(
         judgement=judge(data), rows=rows, record_path=str(record.path),
-        planned_runs=data.get("planned_runs"), recorded_runs=len(data["runs"]),
+        planned_runs=typed.planned_runs, recorded_runs=len(typed.runs),
         first=contention_lines(info := record_info(data)) + set_aside_lines(info) + waiting_lines(data),
-        spread_limit=float(settings.get("spread_threshold") or 0.04))
+        spread_limit=typed.suite.settings.spread_threshold)
     return s, rows
 
 
 def summary_doc(record: Any, s: termsummary.SessionSummary, rows: list[Any]) -> dict[str, Any]:
     from harness.analyze.summary import machine_summary
     from harness.render.finding import verdict_sentence
-    doc = machine_summary(record.data, rows, str(record.path))
+    doc = machine_summary(msgspec.to_builtins(record.data), rows, str(record.path))
     doc.update(finding=verdict_sentence(s.judgement), paired=s.judgement.paired_when,
                verdicts=[verdict_doc(v) for v in s.judgement.arms])
     return doc

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.cli.output import BASELINES_KIND, SUMMARY_KIND, Output, add_output_args, output_of, print_summary
 from harness.cli.session import (
     cannot_write,
@@ -18,6 +20,7 @@ from harness.cli.session import (
     session_locks,
 )
 from harness.core.errors import UserError
+from harness.core.schema import Record
 
 NAME = "run"
 
@@ -43,15 +46,15 @@ def same_host_or_refuse(record: Any, host: dict[str, Any]) -> None:
     """A record's runs come from one host: resuming elsewhere would file this host's runs under
     the recorded host's name (hostname, CPU, GPU and MLX device, as compare matches hosts)."""
     from harness.analyze.compare import host_key
-    was, now = host_key(record.data), host_key({"host": host})
+    was, now = host_key({"host": record.data.host}), host_key({"host": host})
     if was != now:
         raise UserError(f"{record.path}: recorded on another host ({' / '.join(was)}; this is "
                         f"{' / '.join(now)}); resume it there, or start a new record here")
 
 
-def unfinished(data: dict[str, Any]) -> bool:
+def unfinished(data: Record) -> bool:
     """Runs to make, or (a baseline session) its baselines still to store."""
-    return not data.get("complete") or (data.get("purpose") == "baseline" and not data.get("baselines_stored"))
+    return not data.complete or (data.purpose == "baseline" and data.baselines_stored is None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,14 +73,14 @@ def run(args: argparse.Namespace) -> int:
     record_path = Path(args.record) if args.record else default_record_path(inv, suite.name)
     baselines = Path(args.baselines) if args.baselines else default_baselines_path(inv)
     out.check(SUMMARY_KIND, record_path, baselines)
-    record = new_session(inv, suite, record_path, baselines, {"purpose": "run", "quick": bool(args.quick)},
+    record = new_session(inv, suite, record_path, baselines, "run", quick=bool(args.quick),
                          yes=args.yes, quiet=out.quiet)
     return report(record, out)
 
 
 def report(record: Any, out: Output) -> int:
     print_summary(record, out)
-    bad = [r for r in record.runs if r["status"] == "failed" or (r.get("identity") or {}).get("status") == "differs"]
+    bad = [r for r in record.runs if not r.is_ok or (r.identity is not None and r.identity.status == "differs")]
     return 1 if bad else 0
 
 
@@ -91,15 +94,15 @@ def resume(args: argparse.Namespace, out: Output) -> int:
     from harness.collect.suite import suite_from_record
     inv = args.invocation
     record = Record.load(args.resume)   # its one-line errors first; read again under the lock
-    suite = suite_from_record(record.data["suite"], str(record.path))
+    suite = suite_from_record(msgspec.to_builtins(record.data.suite), str(record.path))
     in_process_engines_first(suite)   # before inv.host() loads MLX
-    purpose = record.data.get("purpose")
-    baselines = Path(args.baselines or record.data.get("baselines") or default_baselines_path(inv))
+    purpose = record.data.purpose
+    baselines = Path(args.baselines or record.data.baselines or default_baselines_path(inv))
     out.check(BASELINES_KIND if purpose == "baseline" else SUMMARY_KIND, record.path, baselines)
     if not unfinished(record.data):
         print(f"harness: {record.path} is complete; nothing to resume (its summary follows)", file=sys.stderr)
         return report(record, out)
-    if not record.data.get("complete"):
+    if not record.data.complete:
         check_resumable(record.data, suite, str(record.path))   # missing runs are found by index
         same_host_or_refuse(record, inv.host())
     outcomes: list[Any] = []
@@ -107,15 +110,15 @@ def resume(args: argparse.Namespace, out: Output) -> int:
         with session_locks(inv, record.path, baselines if purpose == "baseline" else None, len(record.runs)):
             record = Record.load(record.path)   # what the last writer left, now that none writes
             store = BaselineStore.load(baselines)
-            if not record.data.get("complete"):
+            if not record.data.complete:
                 record.note_resume(inv.command, inv.host())
                 execute(record, suite, store, out.quiet)
-            if purpose == "baseline" and not record.data.get("baselines_stored"):
-                outcomes = baseline.store_baselines(record, baselines, bool(record.data.get("update")))
+            if purpose == "baseline" and record.data.baselines_stored is None:
+                outcomes = baseline.store_baselines(record, baselines, bool(record.data.update))
     except OSError as e:
         raise cannot_write(e, record.path, len(record.runs)) from None
     if purpose == "baseline":
         return baseline.show(outcomes, baselines, record, out)
     if purpose == "check":
-        return check.report(record, baselines, record.data["suite"].get("path") or suite.name, out)
+        return check.report(record, baselines, record.data.suite.path or suite.name, out)
     return report(record, out)

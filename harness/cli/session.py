@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 
 from harness.core.errors import UserError
+from harness.core.recordsections import Scaling, Sequential
+from harness.core.schema import Record, Run
 from harness.render.terminal import RunnerUI
 
 
@@ -75,11 +78,11 @@ def default_baselines_path(inv: Invocation) -> Path:
 
 # --- session -------------------------------------------------------------------------
 
-def _annotator(store: Any, settings: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def _annotator(store: Any, settings: Any) -> Callable[[Run], Run]:
     from harness.analyze.identity import annotate_identity
     from harness.analyze.labels import annotate_label
 
-    def annotate(run: dict[str, Any]) -> dict[str, Any]:
+    def annotate(run: Run) -> Run:
         return annotate_identity(annotate_label(run), store, settings)
     return annotate
 
@@ -97,14 +100,16 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
     from harness.collect.engines import Engines
     from harness.collect.plan import build_plan
     s = suite.settings
-    annotate = _annotator(store, record.data["suite"]["settings"])
+    data: Record = record.data   # the typed record (schema.Record)
+    annotate = _annotator(store, data.suite.settings)
     console = Console(stderr=True)
 
     # The record keeps the repetitions planned so far (the minimum, then each added round), so a
     # resumed session knows what to finish.
-    resumed = "planned_repetitions" in record.data
-    record.data.setdefault("planned_repetitions", s.repetitions)
-    min_reps = int(record.data["planned_repetitions"])
+    resumed = data.planned_repetitions is not None
+    if data.planned_repetitions is None:
+        data.planned_repetitions = s.repetitions
+    min_reps = data.planned_repetitions
     budget = None if resumed else s.budget_s
     # Without a budget the whole plan is known: the counter says N of all of it from the first
     # run (it once read 3/3, then 4/6, as rounds were handed to the runner one at a time).
@@ -116,19 +121,19 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
     # One set of adapters for the whole session: the models the warm-ups loaded (and what their
     # first runs compiled and cached) serve every round after them.
     engines = Engines()
-    compared = len(vs_classic({"suite": record.data["suite"], "runs": []}))
+    compared = len(vs_classic({"suite": msgspec.to_builtins(data.suite), "runs": []}))
     design = Design.for_settings(s, compared)
     bounds = sampling.Settings(min_reps, s.max_repetitions, budget, design.looks, compares=compared > 0)
 
     def planned() -> list[Any]:
-        return build_plan(suite, int(record.data["planned_repetitions"]))
+        return build_plan(suite, data.planned_repetitions or min_reps)
 
     def warm_up() -> None:
         runner.execute(build_plan(suite, 0), suite, record, annotate, engines=engines, ui=progress, pacer=pacer)
 
     def do_round(i: int) -> None:
-        record.data["planned_repetitions"] = max(i + 1, int(record.data["planned_repetitions"]))
-        record.data["planned_runs"] = len(planned())
+        data.planned_repetitions = max(i + 1, data.planned_repetitions or min_reps)
+        data.planned_runs = len(planned())
         runner.execute(build_plan(suite, max(min_reps, i + 1) if resumed else i + 1), suite, record,
                        annotate, engines=engines, ui=progress, pacer=pacer)
 
@@ -143,7 +148,8 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
     rounds = sampling.Settings(1, None, None, design.looks, compared > 0) if resumed else bounds
     try:
         outcome = sampling.sample(rounds, warm_up, do_round,
-                                  lambda times, sizes: judge_vs_classic(record.data, design.at_looks(times, sizes)),
+                                  lambda times, sizes: judge_vs_classic(msgspec.to_builtins(data),
+                                                                        design.at_looks(times, sizes)),
                                   sequential.run, cleanup)
     except KeyboardInterrupt:
         plan = planned()
@@ -152,10 +158,11 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
         raise SystemExit(130) from None
     if not resumed:
         last = design.at_looks(*outcome.schedule()) if outcome.looks else design   # the look it stopped at
-        record.data["sequential"] = outcome.summary(last.to_dict(), budget, min_repetitions=min_reps,
-                                                    max_repetitions=bounds.max_rounds)
-    if suite.settings.scaling and "scaling" not in record.data:
-        record.data["scaling"] = runner.measure_scaling(suite)
+        data.sequential = msgspec.convert(outcome.summary(last.to_dict(), budget, min_repetitions=min_reps,
+                                                          max_repetitions=bounds.max_rounds), Sequential)
+    if suite.settings.scaling and data.scaling is None:
+        scaling = runner.measure_scaling(suite)
+        data.scaling = None if scaling is None else msgspec.convert(scaling, Scaling)
     record.finish(len(planned()))
 
 
@@ -208,17 +215,19 @@ def _check_new_record(inv: Invocation, record_path: Path) -> None:
         raise
 
 
-def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, extra: dict[str, Any],
-                then: Callable[[Any], None] | None = None, yes: bool = False, quiet: bool = False) -> Any:
+def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path, purpose: str,
+                then: Callable[[Any], None] | None = None, yes: bool = False, quiet: bool = False,
+                *, quick: bool = False, update: bool | None = None) -> Any:
     """Create the record and run the plan, holding the session's locks throughout; `then(record)`
-    runs under them too (a baseline session stores its baselines there)."""
+    runs under them too (a baseline session stores its baselines there). purpose, quick, update:
+    the record's own fields (schema.Record)."""
     from harness.collect.baselines import BaselineStore
     from harness.collect.files import check_writable
     from harness.collect.host.specs import resolve_host_settings
     from harness.collect.plan import build_plan, check_plan
-    from harness.collect.record import Record
+    from harness.collect.record import Record as RecordFile
     from harness.collect.runner import check_inputs
-    writes_baselines = extra.get("purpose") == "baseline"
+    writes_baselines = purpose == "baseline"
     # Before the host is read (which loads MLX) and any model: where the outputs go.
     _check_new_record(inv, record_path)
     if writes_baselines:
@@ -228,9 +237,8 @@ def new_session(inv: Invocation, suite: Any, record_path: Path, baselines: Path,
         check_plan(suite, yes)   # its size counted, not built: above the bounds only with --yes
         store = BaselineStore.load(baselines)   # a bad baselines file fails before any run
         check_inputs(suite)
-        record = Record.create(record_path, suite.to_dict(), inv.host(),
-                               inv.command, len(build_plan(suite)),
-                               extra={**extra, "baselines": str(baselines)})
+        record = RecordFile.create(record_path, suite.to_dict(), inv.host(), inv.command, len(build_plan(suite)),
+                               purpose=purpose, quick=quick, update=update, baselines=str(baselines))
         try:
             execute(record, suite, store, quiet)
             if then is not None:

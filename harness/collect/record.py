@@ -20,9 +20,12 @@ import datetime as _dt
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from harness.collect import recordcheck
 from harness.collect.files import (
@@ -36,7 +39,10 @@ from harness.collect.files import (
 from harness.collect.models import model_files
 from harness.core import schema
 from harness.core.errors import UserError
+from harness.core.hostinfo import HostInfo
+from harness.core.recordsections import BaselinesStored, Build, Duty, ModelFiles, PairedWith, Resume
 from harness.core.redact import redact
+from harness.core.runs import as_runs
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 KIND = schema.RECORD_KIND
@@ -63,25 +69,22 @@ def check_new_record(path: Path) -> None:
     check_writable(path, "record")
 
 
-def duty_cycle(runs: list[dict[str, Any]], session_wall_s: float) -> dict[str, Any]:
+def duty_cycle(runs: Sequence[schema.Run], session_wall_s: float) -> Duty:
     """How the session's wall time was spent; pure.
 
     run_s: every run's wall_s (warm-ups and failures too); measured_run_s: measured runs only;
     waiting_s: cooldowns, quiet waits and thermal waits; duty_cycle: measured_run_s over
     session_wall_s (None when there is no wall time). Runs from before these keys read 0.
     """
-    def num(x: Any) -> float:
-        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else 0.0
-    run_s = sum(num(r.get("wall_s")) for r in runs)
-    measured = sum(num(r.get("wall_s")) for r in runs if not r.get("warmup"))
-    waiting = sum(num(r.get("cooldown_s")) + num(r.get("quiet_wait_s"))
-                  + num(((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
-                  for r in runs)
-    wall = num(session_wall_s)
-    return {"session_wall_s": round(wall, 3), "run_s": round(run_s, 3),
-            "measured_run_s": round(measured, 3),
-            "duty_cycle": round(measured / wall, 4) if wall > 0 else None,
-            "waiting_s": round(waiting, 3), "runs": len(runs)}
+    def thermal_waited(r: schema.Run) -> float:
+        return r.load.thermal_wait.waited_s if r.load.thermal_wait is not None else 0.0
+    run_s = sum(r.wall_s or 0.0 for r in runs)
+    measured = sum(r.wall_s or 0.0 for r in runs if not r.warmup)
+    waiting = sum((r.cooldown_s or 0.0) + (r.quiet_wait_s or 0.0) + thermal_waited(r) for r in runs)
+    wall = float(session_wall_s)
+    return Duty(session_wall_s=round(wall, 3), run_s=round(run_s, 3), measured_run_s=round(measured, 3),
+                duty_cycle=round(measured / wall, 4) if wall > 0 else None,
+                waiting_s=round(waiting, 3), runs=len(runs))
 
 
 def record_duty(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -92,14 +95,15 @@ def record_duty(data: dict[str, Any]) -> dict[str, Any] | None:
         return duty
     if "session_wall_s" not in data:
         return None
-    runs = data.get("runs") or []
-    return duty_cycle(runs[int(data.get("session_wall_from_run") or 0):], data["session_wall_s"])
+    runs = as_runs((data.get("runs") or [])[int(data.get("session_wall_from_run") or 0):])
+    return msgspec.to_builtins(duty_cycle(runs, data["session_wall_s"]))  # type: ignore[no-any-return]
 
 
 @dataclass
 class Record:
+    """A session's record on disk and in memory: the typed record, its journal, its wall time."""
     path: Path
-    data: dict[str, Any]
+    data: schema.Record
     # This process's segment of the session's wall time, and the segments before it.
     _segment_start: float = field(default=0.0, init=False, repr=False, compare=False)
     _earlier_segments: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
@@ -109,10 +113,9 @@ class Record:
 
     def __post_init__(self) -> None:
         self._segment_start = time.monotonic()
-        segs = self.data.get("session_segments_s")
-        self._earlier_segments = [float(x) for x in segs] if isinstance(segs, list) else []
+        self._earlier_segments = list(self.data.session_segments_s or [])
         # Runs already in a record from before session wall time are left out of its duty.
-        self._from_run = None if "session_segments_s" in self.data else len(self.data.get("runs") or [])
+        self._from_run = None if self.data.session_segments_s is not None else len(self.data.runs)
         self._last_write = time.monotonic()
 
     @property
@@ -120,19 +123,25 @@ class Record:
         return journal_path(self.path)
 
     @classmethod
-    def create(cls, path: str | Path, suite: dict[str, Any], host: dict[str, Any],
-               command: list[str], planned_runs: int, extra: dict[str, Any] | None = None) -> Record:
-        """Start a new record; refuses to replace an existing file."""
+    def create(cls, path: str | Path, suite: dict[str, Any], host: dict[str, Any], command: list[str],
+               planned_runs: int, *, purpose: str | None = None, quick: bool | None = None,
+               update: bool | None = None, baselines: str | None = None,
+               side: str | None = None,
+               commit: str | None = None, paired_with: PairedWith | None = None,
+               build: Build | None = None) -> Record:
+        """Start a new record; refuses to replace an existing file. The keyword arguments are the
+        session's own top-level fields (schema.Record says what each is)."""
         p = Path(path)
         check_new_record(p)
-        data: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION, "kind": KIND, "session_id": uuid.uuid4().hex,
-            "created": now_iso(), "finished": None, "complete": False, "command": list(command),
-            "planned_runs": planned_runs, "resumes": [],
-            **(extra or {}),
-            "suite": suite, "host": host, "models": model_files(suite), "runs": [],
-        }
-        rec = cls(p, redact(data))
+        data = schema.Record(
+            schema_version=5, kind="harness.record", session_id=uuid.uuid4().hex, created=now_iso(),
+            finished=None, complete=False, command=list(command), planned_runs=planned_runs, resumes=[],
+            purpose=purpose, quick=quick, update=update, baselines=baselines, side=side,
+            commit=commit, paired_with=paired_with, build=build,
+            suite=msgspec.convert(suite, schema.SuiteSection),
+            host=msgspec.convert(host, HostInfo), models=msgspec.convert(model_files(suite), dict[str, dict[str, ModelFiles]]),
+            runs=[])
+        rec = cls(p, _redacted(data, schema.Record))
         # A journal without its record is left from a deleted one: it belongs to nothing.
         rec.journal_path.unlink(missing_ok=True)
         # Exclusive: two sessions started at once cannot both take the same path.
@@ -147,84 +156,100 @@ class Record:
     @classmethod
     def load(cls, path: str | Path) -> Record:
         p = Path(path)
-        data = read_json(p, KIND, schema_version=None)
-        schema.check_version(data, str(p))
-        for key in ("suite", "runs", "session_id"):
-            if key not in data:
-                raise UserError(f"{p}: record has no {key!r} field")
-        if not isinstance(data["runs"], list):
-            raise UserError(f"{p}: record's runs is a {type(data['runs']).__name__}, not a list; "
-                            "was it edited by hand or written by another tool?")
-        done = {r.get("index") for r in data["runs"] if isinstance(r, dict)}
-        data["runs"].extend(r for r in read_journal(journal_path(p)) if r["index"] not in done)
-        return cls(p, recordcheck.checked(schema.load_record(data, str(p)), str(p)))
+        return cls(p, msgspec.convert(read_record(p), schema.Record))
 
     @property
-    def runs(self) -> list[dict[str, Any]]:
-        runs: list[dict[str, Any]] = self.data["runs"]
-        return runs
+    def runs(self) -> list[schema.Run]:
+        return self.data.runs
 
     def done_indices(self) -> set[int]:
-        return {r["index"] for r in self.runs}
+        return {r.index for r in self.runs}
 
-    def add_run(self, run: dict[str, Any]) -> None:
+    def add_run(self, run: schema.Run) -> schema.Run:
         """Append one finished run and persist it at once (runs are never edited afterwards):
-        a line in the journal, and now and then the whole record."""
-        if run["index"] in self.done_indices():
-            raise ValueError(f"run {run['index']} is already in the record")
-        # Secrets out before anything is kept (an engine may print its environment when it fails).
-        clean = redact(run)
-        if clean is not run:
-            run.clear()
-            run.update(clean)
-        self.runs.append(run)
+        a line in the journal, and now and then the whole record. Returns the run as kept
+        (secrets out: an engine may print its environment when it fails)."""
+        if run.index in self.done_indices():
+            raise ValueError(f"run {run.index} is already in the record")
+        plain = msgspec.to_builtins(run)
+        line = redact(plain)
+        kept = run if line is plain or line == plain else msgspec.convert(line, schema.Run)
+        self.runs.append(kept)
         # Written, not fsynced: a killed process's writes survive in the page cache, and a
         # power cut loses at most the runs since the last full rewrite (which is fsynced).
         try:
-            append_line(self.journal_path, json.dumps(run, separators=(",", ":"), allow_nan=False))
+            append_line(self.journal_path, json.dumps(line, separators=(",", ":"), allow_nan=False))
         except OSError:
             self.runs.pop()   # not kept (a full disk): the record in memory says what the disk has
             raise
         since = time.monotonic() - self._last_write
         if since >= max(REWRITE_MIN_INTERVAL_S, self._last_write_cost / REWRITE_MAX_SHARE):
             self.write(compact=True)
+        return kept
 
     def note_resume(self, command: list[str], host: dict[str, Any]) -> None:
-        self.data.setdefault("resumes", []).append(redact({"at": now_iso(), "command": list(command),
-                                                           "host": host}))
+        resume = _redacted(Resume(at=now_iso(), command=list(command), host=host), Resume)
+        self.data.resumes = [*(self.data.resumes or []), resume]
         self.write()
+
+    def note_baselines_stored(self, baselines: Path) -> None:
+        self.data.baselines_stored = BaselinesStored(path=str(baselines), at=now_iso())
 
     def finish(self, planned: int, interrupted: bool = False) -> None:
         """Write the record with its duty; complete when every planned run landed and the
         session was not interrupted (a check stopped between two rounds had more to run)."""
-        self.data["complete"] = not interrupted and len(self.done_indices()) >= planned
-        self.data["finished"] = now_iso() if self.data["complete"] else None
-        self._update_wall()
-        tracked = self.runs[int(self.data.get("session_wall_from_run") or 0):]
-        self.data["duty"] = duty_cycle(tracked, self.data["session_wall_s"])
+        self.data.complete = not interrupted and len(self.done_indices()) >= planned
+        self.data.finished = now_iso() if self.data.complete else None
+        wall = self._update_wall()
+        self.data.duty = duty_cycle(self.runs[self.data.session_wall_from_run or 0:], wall)
         self.write()
 
     def session_wall_s(self) -> float:
         """The session's wall time so far: earlier segments plus this one."""
         return sum(self._earlier_segments) + (time.monotonic() - self._segment_start)
 
-    def _update_wall(self) -> None:
+    def _update_wall(self) -> float:
         if self._from_run is not None:
-            self.data["session_wall_from_run"] = self._from_run
+            self.data.session_wall_from_run = self._from_run
             self._from_run = None
         this = time.monotonic() - self._segment_start
-        self.data["session_segments_s"] = [round(x, 3) for x in self._earlier_segments + [this]]
-        self.data["session_wall_s"] = round(self.session_wall_s(), 3)
+        self.data.session_segments_s = [round(x, 3) for x in self._earlier_segments + [this]]
+        wall = round(self.session_wall_s(), 3)
+        self.data.session_wall_s = wall
+        return wall
 
     def write(self, compact: bool = False, exclusive: bool = False) -> None:
         """Atomically; compact while runs are being added, indented (readable) at finish. The
         record then holds every run, so the journal goes (after the rename, never before)."""
         t0 = time.monotonic()
         self._update_wall()
-        write_json_atomic(self.path, self.data, compact=compact, exclusive=exclusive)
+        write_json_atomic(self.path, msgspec.to_builtins(self.data), compact=compact, exclusive=exclusive)
         self.journal_path.unlink(missing_ok=True)
         self._last_write = time.monotonic()
         self._last_write_cost = self._last_write - t0
+
+
+def _redacted(obj: Any, typ: type[Any]) -> Any:
+    """obj with every secret replaced (harness.core.redact): itself when it holds none."""
+    plain = msgspec.to_builtins(obj)
+    clean = redact(plain)
+    return obj if clean is plain or clean == plain else msgspec.convert(clean, typ)
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A record file and any journal a killed session left, migrated to the current version and
+    checked (recordcheck): the record as its dict, for the readers that still take one."""
+    data = read_json(path, KIND, schema_version=None)
+    schema.check_version(data, str(path))
+    for key in ("suite", "runs", "session_id"):
+        if key not in data:
+            raise UserError(f"{path}: record has no {key!r} field")
+    if not isinstance(data["runs"], list):
+        raise UserError(f"{path}: record's runs is a {type(data['runs']).__name__}, not a list; "
+                        "was it edited by hand or written by another tool?")
+    done = {r.get("index") for r in data["runs"] if isinstance(r, dict)}
+    data["runs"].extend(r for r in read_journal(journal_path(path)) if r["index"] not in done)
+    return recordcheck.checked(schema.load_record(data, str(path)), str(path))
 
 
 def journal_path(record_path: Path) -> Path:

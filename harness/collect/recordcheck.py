@@ -18,6 +18,7 @@ from typing import Any
 from harness.core.errors import UserError
 from harness.core.results import run_problem, scrub_non_finite
 from harness.core.runs import is_ok
+from harness.core.schema import Record
 
 SET_ASIDE = "set_aside"
 SET_ASIDE_PREFIX = "set aside on load: "
@@ -71,40 +72,35 @@ def checked(data: dict[str, Any], where: str) -> dict[str, Any]:
     return data
 
 
-def check_runs_in_plan(data: dict[str, Any], plan: list[Any], where: str) -> None:
+def check_runs_in_plan(data: Record, plan: list[Any], where: str) -> None:
     """Before a resume: every run is the plan's run at its index (the missing runs are found by
     index); one line (UserError) naming the first that is not."""
     by_index = {p.index: p for p in plan}
-    for r in data.get("runs") or []:
-        i = r.get("index")
-        p = by_index.get(i)
+    for r in data.runs:
+        p = by_index.get(r.index)
         if p is None:
-            raise UserError(f"{where}: run {i} is outside the record's plan of {len(plan)} runs "
+            raise UserError(f"{where}: run {r.index} is outside the record's plan of {len(plan)} runs "
                             f"(indices 0 to {len(plan) - 1}); {FIX}")
-        for key in ("arm", "pairing", "prompt", "repetition", "warmup"):
-            got, want = r.get(key), getattr(p, key)
-            if key == "warmup":
-                got = bool(got)
+        for key, got, want in (("arm", r.arm, p.arm), ("pairing", r.pairing, p.pairing), ("prompt", r.prompt, p.prompt),
+                               ("repetition", r.repetition, p.repetition), ("warmup", r.warmup, p.warmup)):
             if got != want:
-                raise UserError(f"{where}: run {i} has {key} {got!r} where the record's plan has {want!r} at "
+                raise UserError(f"{where}: run {r.index} has {key} {got!r} where the record's plan has {want!r} at "
                                 f"that index; resuming would measure the wrong runs; {FIX}")
 
 
-def resume_plan_repetitions(data: dict[str, Any], settings: Any) -> int:
+def resume_plan_repetitions(data: Record, settings: Any) -> int:
     """How many repetitions a resumed record's plan holds: those it planned (the minimum and each
     round its budget added), else its suite's; a budgeted record killed before it said how many
     rounds it had added has all its runs' repetitions."""
-    planned = data.get("planned_repetitions")
-    if planned is not None:
-        return int(planned)
+    if data.planned_repetitions is not None:
+        return data.planned_repetitions
     reps = int(settings.repetitions)
-    if getattr(settings, "budget_s", None):
-        seen = [r.get("repetition") for r in data.get("runs") or [] if not r.get("warmup")]
-        reps = max([reps] + [x + 1 for x in seen if isinstance(x, int)])
+    if settings.budget_s:
+        reps = max([reps] + [r.repetition + 1 for r in data.runs if not r.warmup and r.repetition is not None])
     return reps
 
 
-def check_resumable(data: dict[str, Any], suite: Any, where: str) -> None:
+def check_resumable(data: Record, suite: Any, where: str) -> None:
     """Before `harness run --resume`: every run already there is the resumed plan's run at its
     index (check_runs_in_plan), the plan being the suite's over the repetitions planned."""
     from harness.collect.plan import build_plan

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from harness.collect.engines import EngineFailure, Engines, RunRequest, RunsEngines
 from harness.collect.host import gpuload as host_gpu
 from harness.collect.host import load as host_load
@@ -38,12 +40,12 @@ from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
 from harness.core import interrupt, schema
 from harness.core.errors import UserError
-from harness.core.hostinfo import ThermalState, ThermalWait
+from harness.core.hostinfo import RunLoad, ThermalState, ThermalWait
 from harness.core.results import result_problem
-from harness.core.runs import is_ok
+from harness.core.schema import Run, RunDiagnostics
 
 UIFactory = Callable[[int, int], Any]   # (total runs, done before) -> a context-managed UI
-Annotate = Callable[[dict[str, Any]], dict[str, Any]]
+Annotate = Callable[[Run], Run]
 WATCH_MIN_SAMPLES = 10          # fewer samples than this: the run is marked watch_undersampled
 FIRST_RUN_PREDICTED_S = 0.01    # an arm's first run: no previous run to predict its length from
 THERMAL_WAIT_MAX_S = 120.0
@@ -83,18 +85,17 @@ class Pacer:
     watcher: Any = None
 
     @classmethod
-    def from_runs(cls, runs: list[dict[str, Any]]) -> Pacer:
+    def from_runs(cls, runs: list[Run]) -> Pacer:
         """A pacer that continues after these runs (a resumed record's, in run order)."""
         p = cls()
         for r in runs:
             p.note(r)
         return p
 
-    def note(self, run: dict[str, Any]) -> None:
-        w = run.get("wall_s")
-        if isinstance(w, (int, float)) and not isinstance(w, bool):
-            self.last_wall_s = float(w)
-            self.arm_wall_s[run["arm"]] = float(w)
+    def note(self, run: Run) -> None:
+        if run.wall_s is not None:
+            self.last_wall_s = run.wall_s
+            self.arm_wall_s[run.arm or ""] = run.wall_s
 
     def cooldown_s(self, settings: Any) -> float:
         return cooldown_for(settings, self.last_wall_s)
@@ -142,17 +143,17 @@ class NullUI:
     def status(self, text: str, eta: float | None = None) -> None:
         pass
 
-    def finished_run(self, run: dict[str, Any], eta: float | None = None) -> None:
+    def finished_run(self, run: Run, eta: float | None = None) -> None:
         pass
 
 
-def _busy_s(r: dict[str, Any]) -> float:
+def _busy_s(r: Run) -> float:
     """A finished run's own time plus the waits beyond its cooldown (quiet and thermal)."""
-    thermal = ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s") or 0.0
-    return float(r["wall_s"]) + float(r.get("quiet_wait_s") or 0.0) + float(thermal)
+    thermal = r.load.thermal_wait.waited_s if r.load.thermal_wait is not None else 0.0
+    return (r.wall_s or 0.0) + (r.quiet_wait_s or 0.0) + thermal
 
 
-def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]],
+def estimate_remaining_s(remaining: list[PlannedRun], done: list[Run],
                          suite: Suite, pacer: Pacer | None = None) -> float | None:
     """Seconds left: per remaining run, the mean time of that arm's runs so far (with their quiet
     and thermal waits) plus, for a measured run, the cooldown the rule gives after the run
@@ -162,16 +163,16 @@ def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]]
     """
     if not done:
         return None
-    measured = [r for r in done if not r.get("warmup")] or done
+    measured = [r for r in done if not r.warmup] or done
     overall = statistics.fmean(_busy_s(r) for r in measured)
-    by_arm: dict[str, list[float]] = {}
-    walls: dict[str, list[float]] = {}
+    by_arm: dict[str | None, list[float]] = {}
+    walls: dict[str | None, list[float]] = {}
     for r in measured:
-        by_arm.setdefault(r["arm"], []).append(_busy_s(r))
-        walls.setdefault(r["arm"], []).append(float(r["wall_s"]))
-    overall_wall = statistics.fmean(float(r["wall_s"]) for r in measured)
+        by_arm.setdefault(r.arm, []).append(_busy_s(r))
+        walls.setdefault(r.arm, []).append(r.wall_s or 0.0)
+    overall_wall = statistics.fmean(r.wall_s or 0.0 for r in measured)
     prev = pacer.last_wall_s if pacer is not None and pacer.last_wall_s is not None \
-        else float(done[-1]["wall_s"])
+        else done[-1].wall_s or 0.0
     total = 0.0
     for p in remaining:
         xs = by_arm.get(p.arm)
@@ -185,7 +186,7 @@ def estimate_remaining_s(remaining: list[PlannedRun], done: list[dict[str, Any]]
 
 def execute(plan: list[PlannedRun], suite: Suite, record: Record, annotate: Annotate,
             engines: Engines | None = None, ui: UIFactory | None = None, *,
-            pacer: Pacer | None = None) -> list[dict[str, Any]]:
+            pacer: Pacer | None = None) -> list[Run]:
     """Run every planned run the record lacks; returns the runs added in this call.
 
     ui: makes the progress display from (total runs, runs done before), a context manager with
@@ -198,16 +199,14 @@ def execute(plan: list[PlannedRun], suite: Suite, record: Record, annotate: Anno
     pacer = pacer if pacer is not None else Pacer.from_runs(record.runs)
     done = record.done_indices()
     todo = [p for p in plan if p.index not in done]
-    added: list[dict[str, Any]] = []
+    added: list[Run] = []
     try:
         with ui(len(plan), len(plan) - len(todo)) as shown:
             for i, planned in enumerate(todo):
                 interrupt.check()
-                history = [r for r in record.runs if is_ok(r)]   # warm-ups too: the estimate's fallback
+                history = [r for r in record.runs if r.is_ok]   # warm-ups too: the estimate's fallback
                 eta = estimate_remaining_s(todo[i:], history, suite, pacer)
-                run = run_one(planned, suite, engines, shown, eta, pacer)
-                run = annotate(run)
-                record.add_run(run)
+                run = record.add_run(annotate(run_one(planned, suite, engines, shown, eta, pacer)))
                 added.append(run)
                 interrupt.check()
                 shown.finished_run(run, estimate_remaining_s(todo[i + 1:], history + [run], suite, pacer))
@@ -225,7 +224,7 @@ def _cooldown(seconds: float, ui: Any, eta: float | None) -> None:
 
 
 def run_one(planned: PlannedRun, suite: Suite, engines: RunsEngines, ui: Any,
-            eta: float | None, pacer: Pacer | None = None) -> dict[str, Any]:
+            eta: float | None, pacer: Pacer | None = None) -> Run:
     """One planned run, waits included; updates the pacer. ui: RunnerUI or NullUI (anything
     with status(text, eta) and finished_run(run, eta))."""
     if pacer is None:   # a pacer for this run only, and its watch process with it
@@ -260,21 +259,17 @@ def run_one(planned: PlannedRun, suite: Suite, engines: RunsEngines, ui: Any,
         marks.append("watch_undersampled")
     if failure is not None:
         marks.append("failed")
-    run = {
-        **planned.to_dict(),
-        "engine": arm.engine, "block": arm.block,
-        "status": "ok" if failure is None else "failed",
-        "error": None if failure is None else failure.error,
-        "stderr_tail": failure.stderr_tail if failure is not None else (out.stderr_tail if out else None),
-        "started": started, "wall_s": wall_s,
-        "cooldown_s": round(waits.cooldown_s, 4), "quiet_wait_s": waits.quiet_wait_s,
-        **_result_fields(out, failure),
-        "dispatch_measurement_ms": probe_ms,
-        "load": {"before": before, "after": after, "quiet_wait": waits.quiet, "contention": contention,
-                 "thermal": schema.to_builtins(waits.thermal), "thermal_wait": schema.to_builtins(waits.thermal_wait),
-                 **({"gpu": schema.to_builtins(gpu)} if gpu is not None else {})},
-        "marks": marks,
-    }
+    # The collectors' snapshots are dicts; the thermal and GPU readings are typed already.
+    load = msgspec.convert({"before": before, "after": after, "quiet_wait": waits.quiet,
+                            "contention": contention}, RunLoad)
+    load.thermal, load.thermal_wait, load.gpu = waits.thermal, waits.thermal_wait, gpu
+    run = Run(index=planned.index, arm=planned.arm, pairing=planned.pairing, prompt=planned.prompt,
+              repetition=planned.repetition, warmup=planned.warmup, engine=arm.engine, block=arm.block,
+              status="ok" if failure is None else "failed", error=None if failure is None else failure.error,
+              stderr_tail=failure.stderr_tail if failure is not None else (out.stderr_tail if out else None),
+              started=started, wall_s=wall_s, cooldown_s=round(waits.cooldown_s, 4),
+              quiet_wait_s=waits.quiet_wait_s, dispatch_measurement_ms=probe_ms, load=load, marks=marks)
+    _copy_result(run, out, failure)
     pacer.note(run)
     return run
 
@@ -340,31 +335,24 @@ def _measure(engines: RunsEngines, req: RunRequest, s: Any,
     return out, failure, wall_s, contention
 
 
-def _result_fields(out: Any, failure: EngineFailure | None) -> dict[str, Any]:
-    """The run's fields copied from the engine's typed result; a failed run has none ({})."""
-    result = out.result if out is not None else None
-    parts = {k: {} for k in ("gate", "engine", "arm", "diagnostics")} if result is None else \
-        {k: schema.to_builtins(getattr(result, k)) for k in ("gate", "engine", "arm", "diagnostics")}
-    diag = parts["diagnostics"]
-    # Kept once, as the run's own figure (schema.RunDiagnostics has no ms_per_token).
-    ms_per_token = diag.pop("ms_per_token", None)
-    ids = None if result is None else result.token_ids
-    if out is not None:
-        overrides = out.overrides
-    else:
+def _copy_result(run: Run, out: Any, failure: EngineFailure | None) -> None:
+    """The run's fields copied from the engine's typed result; a failed run has no engine parts."""
+    if out is None:
         assert failure is not None   # _attempt gives a failure whenever it gives no output
-        overrides = failure.overrides
-    return {
-        "decode_tokens_per_s": diag.get("decode_tokens_per_s"),
-        "ms_per_token": ms_per_token,
-        "prefill_ms": diag.get("prefill_ms"),
-        "generated_tokens": diag.get("generated_tokens", len(ids) if ids is not None else None),
-        "token_ids": ids, "text": None if result is None else result.text,
-        "text_sha256": None if result is None else result.text_sha256,
-        "overrides": overrides,
-        "gate": parts["gate"], "engine_info": parts["engine"], "result_arm": parts["arm"],
-        "diagnostics": diag,
-    }
+        run.overrides = failure.overrides
+        return
+    result: schema.EngineResult = out.result
+    d = result.diagnostics
+    ids = result.token_ids
+    run.decode_tokens_per_s, run.prefill_ms = d.decode_tokens_per_s, d.prefill_ms
+    # Kept once, as the run's own figure (schema.RunDiagnostics has no ms_per_token).
+    run.ms_per_token = d.ms_per_token
+    run.generated_tokens = d.generated_tokens if d.generated_tokens is not None else (
+        len(ids) if ids is not None else None)
+    run.token_ids, run.text, run.text_sha256 = ids, result.text, result.text_sha256
+    run.overrides = out.overrides
+    run.gate, run.engine_info, run.result_arm = result.gate, result.engine, result.arm
+    run.diagnostics = msgspec.convert(d, RunDiagnostics, from_attributes=True)
 
 
 def _attempt(engines: RunsEngines, req: RunRequest) -> tuple[Any, EngineFailure | None]:

@@ -1,4 +1,4 @@
-"""Keys schema version 5 renamed, applied by schema.migrate_v4: version 4's words meant something else too
+"""Keys schema version 5 renamed, applied by migrations.migrate_v4: version 4's words meant something else too
 (the engine's profile mode, its exactness gate and probe), so a record now says "host spec",
 "quiet wait" and "dispatch measurement" where it said "profile", "quiet gate" and "dispatch probe"."""
 

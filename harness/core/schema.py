@@ -5,12 +5,9 @@ C code), it decodes strictly with a message naming the field ("Expected `int`, g
 `$.diagnostics.rounds`"), and it generates JSON Schema (`harness schema --write` publishes
 schema/*.schema.json, which docs/engine-contract.md describes).
 
-Producers build these types (the adapters, test fixtures); `load_record` is the one door every
-record comes in through: it migrates older schema versions step by step (1 -> 2 -> 3 -> 4 -> 5) and checks
-the typed shape. Readers then see dicts of that shape; the analyses that read runs as `Run`s
-convert them once at their entry (harness.core.runs.as_runs).
-
-The format's history, one line per version, is docs/schema-history.md.
+Producers build these types (the adapters, the runner, test fixtures); `load_record` is the one
+door every record comes in through: it migrates older versions step by step (1 -> 2 -> ... -> 5)
+and checks the typed shape (history: docs/schema-history.md).
 
 Meanings fixed here (they disagreed between producers in schema_version 1):
 - `diagnostics.rounds` counts speculative rounds (target verify forwards); classic decode has
@@ -25,16 +22,18 @@ Meanings fixed here (they disagreed between producers in schema_version 1):
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
-from harness.core import migrate_v5, suitespec
+from harness.core import recordsections as rs
+from harness.core import suitespec
 from harness.core.errors import UserError
 from harness.core.hostinfo import HostInfo, RunLoad
+from harness.core.migrations import MIGRATIONS
 from harness.core.results import complete_timings, missing_minimum
 
 SCHEMA_VERSION = 5
@@ -219,16 +218,18 @@ class Identity(_S, kw_only=True):
     status: Literal["identical", "differs", "no_baseline", "no_output", "not_compared"]
     reason: str | None = None
     first_token: int | None = None
+    ours_token: int | None = None     # differs: the token each has at first_token (None: past its end)
+    baseline_token: int | None = None
+    baseline_recorded: str | None = None
     byte_offset: int | None = None
     ours: str | None = None
     baseline: str | None = None
 
 
-class Run(_S, kw_only=True):
-    """One run as the record keeps it; the engine's parts are copied from its EngineResult
-    (its diagnostics but ms_per_token, which is the run's own field here)."""
+class Run(rs.Whole, kw_only=True):
+    """One run as the record keeps it, every field written (a null too) but side's two, in the runner's
+    order; the engine's parts are its EngineResult's (diagnostics but ms_per_token: the run's own)."""
     index: int
-    status: Literal["ok", "failed"]
     arm: str | None = None            # the plan's names (every run the runner makes has them)
     pairing: str | None = None
     prompt: str | None = None
@@ -236,6 +237,7 @@ class Run(_S, kw_only=True):
     warmup: bool = False
     engine: str | None = None
     block: int | None = None
+    status: Literal["ok", "failed"]
     error: str | None = None
     stderr_tail: str | None = None
     started: str | None = None
@@ -249,21 +251,21 @@ class Run(_S, kw_only=True):
     token_ids: list[int] | None = None
     text: str | None = None
     text_sha256: str | None = None
-    dispatch_measurement_ms: float | None = None   # the dispatch measurement after the run (suite `dispatch_measurement`)
-    side: str | None = None           # compare-commits: "base" or "head"
-    # compare-commits: which of its side's worker processes made the run (1, 2, ...: suite `restart_s`)
-    worker_generation: int | None = None
     overrides: dict[str, str] = {}
-    shipping: bool | None = None
-    label: str | None = None
     # A failed run has no engine parts: {} (every field of these is optional).
     gate: Gate = msgspec.field(default_factory=Gate)
     engine_info: EngineInfo = msgspec.field(default_factory=EngineInfo)
     result_arm: ArmInfo = msgspec.field(default_factory=ArmInfo)
     diagnostics: RunDiagnostics = msgspec.field(default_factory=RunDiagnostics)
+    dispatch_measurement_ms: float | None = None   # the dispatch measurement after the run (suite `dispatch_measurement`)
     load: RunLoad = msgspec.field(default_factory=RunLoad)
     marks: list[str] = []
+    shipping: bool | None = None
+    label: str | None = None
     identity: Identity | None = None
+    # compare-commits only (else UNSET, not written): "base"/"head", its side's worker process (1, 2, ...)
+    side: str | UnsetType = UNSET
+    worker_generation: int | UnsetType = UNSET
 
     @property
     def is_ok(self) -> bool:
@@ -284,33 +286,47 @@ class SuiteSection(_S, kw_only=True):
     sha256: str = ""
     settings: suitespec.Settings
     pairings: list[suitespec.Pairing]
-    arms: list[suitespec.Arm]
+    arms: list[rs.RecordArm]
     prompts: list[suitespec.Prompt]
     # What each engine declared (phases, overrides, profile variable, numerics); see harness.core.declare.
     engines: dict[str, dict[str, Any]] = {}
 
 
-class ModelFiles(_S, kw_only=True):
-    """One model directory of a pairing as the session found it: its tensor table, or why not."""
-    directory: str
-    tensors: dict[str, tuple[int, list[int]]] | None = None   # {name: (bytes, shape)}
-    sha256: str | None = None         # the weights' content (every shard), harness.collect.models
-    error: str | None = None
-
-
 class Record(_S, kw_only=True):
+    """One session's record, in the order the harness writes its keys. A field at its default is
+    left out when written: None for the keys a record may lack (older records, other purposes)."""
     schema_version: Literal[5]
     kind: Literal["harness.record"]
     session_id: str
     created: str
-    finished: str | None = None
-    complete: bool = False
+    finished: str | None | UnsetType = UNSET   # null until it finishes complete (UNSET: a record without it)
+    complete: bool | None = None      # every planned run landed (None: a record without the key)
     command: list[str] = []
     planned_runs: int | None = None
+    resumes: list[rs.Resume] | None = None
+    purpose: str | None = None        # "run", "check", "baseline" or "compare-commits"
+    quick: bool | None = None         # a --quick session
+    update: bool | None = None        # a baseline session that replaces differing baselines
+    baselines: str | None = None      # the baselines file the session compared with (or wrote)
+    side: str | None = None           # compare-commits: "base" or "head", its commit, the pair, its build
+    commit: str | None = None
+    paired_with: rs.PairedWith | None = None
+    build: rs.Build | None = None
     suite: SuiteSection
     host: HostInfo = msgspec.field(default_factory=HostInfo)
-    models: dict[str, dict[str, ModelFiles]] = {}   # {pairing: {"target"/"drafter": ...}}
+    models: dict[str, dict[str, rs.ModelFiles]] = {}   # {pairing: {"target"/"drafter": ...}}
     runs: list[Run]
+    # Wall time: runs there when it began (>0: old records), one segment per process that wrote, their sum.
+    session_wall_from_run: int | None = None
+    session_segments_s: list[float] | None = None
+    session_wall_s: float | None = None
+    planned_repetitions: int | None = None   # the minimum, then each added round
+    sequential: rs.Sequential | None = None     # harness run: each speculative arm vs classic, paired
+    scaling: rs.Scaling | None = None
+    restarts: list[rs.Restart] | None = None    # compare-commits: each worker restart
+    duty: rs.Duty | None = None                 # written by finish()
+    baselines_stored: rs.BaselinesStored | None = None
+    comparison: rs.Comparison | None = None     # compare-commits: the verdict over both sides
 
 
 class BaselineEntry(_S, kw_only=True):
@@ -339,80 +355,8 @@ class Baselines(_S, kw_only=True):
     entries: dict[str, BaselineEntry]
 
 
-# --- migration and the one door records come in through ------------------------------------
+# --- the one door records come in through (core/migrations.py brings old versions up) ------
 
-def migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """schema_version 1 -> 2: the same facts under the meanings above; nothing renders differently.
-
-    v1 engines were read with fixed assumptions (the default engine's profile variable, its
-    five phases and its prefixes); the suite's `engines` section states them so v2 readers agree."""
-    from harness.core import declare
-    out = copy.deepcopy(data)
-    for r in out.get("runs") or []:
-        ra = r.get("result_arm")
-        if isinstance(ra, dict) and "drafter_quantized" in ra:
-            q = ra.pop("drafter_quantized")
-            ra.setdefault("drafter_quantization", None if q is None else {"quantized": bool(q)})
-        d = r.get("diagnostics")
-        if not isinstance(d, dict):
-            continue
-        if d.get("mode") == "classic" and d.get("rounds"):
-            d["rounds"] = 0       # the v1 mlx-lm adapter counted classic tokens as rounds
-        for e in d.get("rounds_log") or []:
-            if isinstance(e, dict) and "proposed" not in e and isinstance(e.get("drafted"), list):
-                e["proposed"] = len(e["drafted"])
-    host = out.get("host")
-    if isinstance(host, dict) and "harness" not in host and isinstance(host.get("repo"), dict):
-        # v1's harness lived in the measured checkout: its commit and tree state were the repo's.
-        repo = host["repo"]
-        host["harness"] = {"version": "unknown", "location": "the measured checkout",
-                           "commit": repo.get("commit", "unknown"), "dirty": repo.get("dirty", "unknown")}
-    suite = out.get("suite")
-    if isinstance(suite, dict) and "engines" not in suite:
-        names = {a.get("engine", declare.default_engine()) for a in suite.get("arms") or [] if isinstance(a, dict)}
-        suite["engines"] = {n: declare.v1_declaration(n).to_dict() for n in sorted(names)}
-    out["schema_version"] = 2
-    return out
-
-
-def migrate_v2(data: dict[str, Any]) -> dict[str, Any]:
-    """schema_version 2 -> 3: `gate_wait_s` is `quiet_wait_s` (the wait for a quiet host)."""
-    out = copy.deepcopy(data)
-    for r in out.get("runs") or []:
-        if isinstance(r, dict) and "gate_wait_s" in r:
-            r["quiet_wait_s"] = r.pop("gate_wait_s")
-    out["schema_version"] = 3
-    return out
-
-
-def migrate_v3(data: dict[str, Any]) -> dict[str, Any]:
-    """schema_version 3 -> 4: nothing to convert; `models` stays absent (not read at the time)."""
-    return {**data, "schema_version": 4}
-
-
-def migrate_v4(data: dict[str, Any]) -> dict[str, Any]:
-    """schema_version 4 -> 5: a run's ms_per_token is kept once, at its top level; the copy in
-    its diagnostics goes (the top level takes it where it has none). Keys renamed: a run's
-    dispatch_probe_ms, load.quiet_gate and mark quiet_gate_timeout, and more (migrate_v5)."""
-    def moved(r: Any) -> Any:
-        if not isinstance(r, dict):
-            return r
-        r = migrate_v5.run(r)
-        d = r.get("diagnostics")
-        if not isinstance(d, dict) or "ms_per_token" not in d:
-            return r
-        # Copies of what changes only: every record of version 4 comes through here.
-        out = {**r, "diagnostics": {k: v for k, v in d.items() if k != "ms_per_token"}}
-        if out.get("ms_per_token") is None and d["ms_per_token"] is not None:
-            out["ms_per_token"] = d["ms_per_token"]
-        return out
-    out = {**data, "schema_version": 5}
-    if isinstance(out.get("runs"), list):
-        out["runs"] = [moved(r) for r in out["runs"]]
-    return migrate_v5.record(out)
-
-
-MIGRATIONS = {1: migrate_v1, 2: migrate_v2, 3: migrate_v3, 4: migrate_v4}
 
 
 def section(d: dict[str, Any], name: str) -> dict[str, Any]:
