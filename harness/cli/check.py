@@ -57,6 +57,7 @@ def identity_lines(record: Any, baselines: Path, width: int) -> list[str]:
     """The finding (how many outputs are identical to their baselines), then a line for each
     output that is not, saying where it differs, or why it was not compared."""
     from harness.analyze.identity import describe
+    from harness.core.runs import as_run
     from harness.render.termsummary import wrap
     runs = [r for r in record.runs if not r.get("warmup")]
     same = sum(is_ok(r) and (r.get("identity") or {}).get("status") == "identical" for r in runs)
@@ -67,7 +68,7 @@ def identity_lines(record: Any, baselines: Path, width: int) -> list[str]:
         ident = r.get("identity") or {}
         if is_ok(r) and ident.get("status") == "identical":
             continue
-        what = describe(ident) if is_ok(r) else f"failed: {r.get('error')}"
+        what = describe(as_run(r).identity) if is_ok(r) else f"failed: {r.get('error')}"
         out += wrap(f"  {r['arm']} on {r['prompt']}: {what}", width, indent="    ")
     out += wrap("speed is not judged here: one run per arm and prompt, no warm-up "
                 "(`harness run` judges it)", width)

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Final
+
+import msgspec
 
 from harness.collect.files import read_json, write_json_atomic
 from harness.core import schema
 
-KIND = "harness.baselines"
-SCHEMA_VERSION = 1
+KIND: Final = "harness.baselines"
+SCHEMA_VERSION: Final = 1
 
 
 @dataclass
@@ -28,7 +30,7 @@ class BaselineStore:
     """One baselines file in memory: `entries` by identity key (harness.analyze.identity)."""
 
     path: Path
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    entries: dict[str, schema.BaselineEntry] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> BaselineStore:
@@ -38,14 +40,14 @@ class BaselineStore:
         data = read_json(p, KIND, SCHEMA_VERSION)
         # The shape too, before any run: a wrong entry is one line naming it, not a crash mid-session.
         schema.check(data, schema.Baselines, str(p))
-        return cls(p, dict(data.get("entries") or {}))
+        return cls(p, msgspec.convert(data, schema.Baselines).entries)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> schema.BaselineEntry | None:
         return self.entries.get(key)
 
-    def put(self, key: str, entry: dict[str, Any]) -> None:
+    def put(self, key: str, entry: schema.BaselineEntry) -> None:
         self.entries[key] = entry
 
     def save(self) -> None:
-        write_json_atomic(self.path, {"schema_version": SCHEMA_VERSION, "kind": KIND,
-                                      "entries": dict(sorted(self.entries.items()))})
+        write_json_atomic(self.path, msgspec.to_builtins(schema.Baselines(
+            schema_version=SCHEMA_VERSION, kind=KIND, entries=dict(sorted(self.entries.items())))))

@@ -312,24 +312,34 @@ class Record(_S, kw_only=True):
     runs: list[Run]
 
 
-class BaselineEntry(_S, kw_only=True):
-    """One arm's own output on this host, the reference for byte identity (harness.analyze.identity)."""
-    token_ids: list[int]
-    text: str | None = None
-    text_sha256: str | None = None
+class BaselineOutput(_S, kw_only=True, omit_defaults=False):
+    """One arm's own output on this host as a baseline session recorded it: an entry's reference,
+    or an older one its history keeps. Every field is written, null where unknown."""
     pairing: str | None = None
     arm: str | None = None
     prompt: str | None = None
     max_tokens: int | None = None
     temp: float | None = None
     seed: int | None = None
+    token_ids: list[int]
+    text: str | None = None
+    text_sha256: str | None = None
     recorded: str | None = None
     session_id: str | None = None
-    engine: dict[str, Any] = {}
+    engine: dict[str, Any] = {}       # the run's engine_info (EngineInfo's fields), as the file has it
     label: str | None = None
     target: str | None = None
     drafter: str | None = None
-    history: list[dict[str, Any]] = []
+
+
+class BaselineEntry(BaselineOutput, kw_only=True):
+    """One arm's own output on this host, the reference for byte identity (harness.analyze.identity),
+    with the baselines it replaced (`harness baseline record --update`), oldest first."""
+    history: list[BaselineOutput] = []
+
+    def output(self) -> BaselineOutput:
+        """This entry as an older baseline (its history left behind)."""
+        return msgspec.convert(msgspec.to_builtins(self), BaselineOutput)
 
 
 class Baselines(_S, kw_only=True):
