@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.runs import as_run
+from harness.core.schema import Gate
+
 SHIPPING = "shipping configuration"
 NOT_SHIPPING = "not a shipping configuration"
 # Gate outcomes meaning "the engine decided by itself and decoded what it would ship".
@@ -25,26 +28,28 @@ class Label:
     text: str
 
 
-def label_run(overrides: Mapping[str, str], gate: Mapping[str, Any], failed: bool = False) -> Label:
-    """The label for one run, from its recorded overrides and the engine's gate block."""
+def label_run(overrides: Mapping[str, str], gate: Gate, failed: bool = False) -> Label:
+    """The label for one run, from its recorded overrides and the engine's gate block (a failed
+    run's is empty: every field at its default)."""
     reasons: list[str] = []
     if overrides:
         names = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         reasons.append(f"override{'s' if len(overrides) > 1 else ''} in force: {names}")
-    outcome = gate.get("outcome") if gate else None
-    if failed and not gate:
+    reported = gate != Gate()
+    outcome = gate.outcome if reported else None
+    if failed and not reported:
         reasons.append("the run failed before the gate reported")
     elif outcome not in SELF_ENGAGED:
         what = {"declined": "the gate declined (speculative decoding did not engage)",
                 "overridden": "the gate was overridden"}.get(str(outcome), f"gate outcome {outcome or 'unknown'}")
         reasons.append(what)
     if not reasons:
-        if outcome == "not_applicable" and gate.get("engaged"):
+        if outcome == "not_applicable" and gate.engaged:
             # Speculative decoding in an engine with no exactness gate: it ships as configured,
             # but nothing checked that its output matches classic decode.
             return Label(True, f"{SHIPPING} (this engine has no exactness gate; byte identity unchecked)")
         return Label(True, SHIPPING)
-    reading = (gate or {}).get("reading")
+    reading = gate.reading
     text = f"{NOT_SHIPPING}: " + "; ".join(reasons)
     if reading:
         text += f'; probe reading: "{reading}"'
@@ -59,7 +64,8 @@ def reasons(label: str) -> str:
 
 def annotate_label(run: dict[str, Any]) -> dict[str, Any]:
     """Fill a run's "shipping" and "label" fields (the runner's annotate hook uses this)."""
-    lab = label_run(run.get("overrides") or {}, run.get("gate") or {}, run.get("status") == "failed")
+    typed = as_run(run)
+    lab = label_run(typed.overrides, typed.gate, typed.status == "failed")
     run["shipping"] = lab.shipping
     run["label"] = lab.text
     return run
