@@ -18,8 +18,9 @@ from typing import Any, Literal, Protocol
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from harness.core.baselinefile import BaselineEntry, BaselineOutput
 from harness.core.runs import as_run
-from harness.core.schema import BaselineEntry, BaselineOutput, Identity, Record, Run
+from harness.core.schema import Identity, Record, Run
 from harness.core.suitespec import Arm, Settings
 
 CONTEXT_BYTES = 24

@@ -20,6 +20,7 @@ import msgspec
 
 from harness.collect.files import read_json, write_json_atomic
 from harness.core import schema
+from harness.core.baselinefile import BaselineEntry, Baselines
 
 KIND: Final = "harness.baselines"
 SCHEMA_VERSION: Final = 1
@@ -30,7 +31,7 @@ class BaselineStore:
     """One baselines file in memory: `entries` by identity key (harness.analyze.identity)."""
 
     path: Path
-    entries: dict[str, schema.BaselineEntry] = field(default_factory=dict)
+    entries: dict[str, BaselineEntry] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> BaselineStore:
@@ -39,15 +40,15 @@ class BaselineStore:
             return cls(p, {})
         data = read_json(p, KIND, SCHEMA_VERSION)
         # The shape too, before any run: a wrong entry is one line naming it, not a crash mid-session.
-        schema.check(data, schema.Baselines, str(p))
-        return cls(p, msgspec.convert(data, schema.Baselines).entries)
+        schema.check(data, Baselines, str(p))
+        return cls(p, msgspec.convert(data, Baselines).entries)
 
-    def get(self, key: str) -> schema.BaselineEntry | None:
+    def get(self, key: str) -> BaselineEntry | None:
         return self.entries.get(key)
 
-    def put(self, key: str, entry: schema.BaselineEntry) -> None:
+    def put(self, key: str, entry: BaselineEntry) -> None:
         self.entries[key] = entry
 
     def save(self) -> None:
-        write_json_atomic(self.path, msgspec.to_builtins(schema.Baselines(
+        write_json_atomic(self.path, msgspec.to_builtins(Baselines(
             schema_version=SCHEMA_VERSION, kind=KIND, entries=dict(sorted(self.entries.items())))))

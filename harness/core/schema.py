@@ -35,6 +35,7 @@ from msgspec import UNSET, UnsetType
 
 from harness.core import migrate_v5, suitespec
 from harness.core import recordsections as rs
+from harness.core.baselinefile import Baselines
 from harness.core.errors import UserError
 from harness.core.results import complete_timings, missing_minimum
 
@@ -326,42 +327,6 @@ class Record(_S, kw_only=True):
     duty: rs.Duty | None = None                 # written by finish()
     baselines_stored: rs.BaselinesStored | None = None
     comparison: rs.Comparison | None = None     # compare-commits: the verdict over both sides
-
-
-class BaselineOutput(_S, kw_only=True, omit_defaults=False):
-    """One arm's own output on this host as a baseline session recorded it: an entry's reference,
-    or an older one its history keeps. Every field is written, null where unknown."""
-    pairing: str | None = None
-    arm: str | None = None
-    prompt: str | None = None
-    max_tokens: int | None = None
-    temp: float | None = None
-    seed: int | None = None
-    token_ids: list[int]
-    text: str | None = None
-    text_sha256: str | None = None
-    recorded: str | None = None
-    session_id: str | None = None
-    engine: dict[str, Any] = {}       # the run's engine_info (EngineInfo's fields), as the file has it
-    label: str | None = None
-    target: str | None = None
-    drafter: str | None = None
-
-
-class BaselineEntry(BaselineOutput, kw_only=True):
-    """One arm's own output on this host, the reference for byte identity (harness.analyze.identity),
-    with the baselines it replaced (`harness baseline record --update`), oldest first."""
-    history: list[BaselineOutput] = []
-
-    def output(self) -> BaselineOutput:
-        """This entry as an older baseline (its history left behind)."""
-        return msgspec.convert(msgspec.to_builtins(self), BaselineOutput)
-
-
-class Baselines(_S, kw_only=True):
-    schema_version: Literal[1]
-    kind: Literal["harness.baselines"]
-    entries: dict[str, BaselineEntry]
 
 
 # --- migration and the one door records come in through ------------------------------------
