@@ -285,11 +285,12 @@ def _rec(outputs):
 
 def test_identity_against_the_base_commits_output():
     from harness.analyze.identity import identity_rows
+    from harness.core.runs import as_runs
     base = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
     same = _rec([("classic", [1, 2, 3], "abc", "shipping configuration")])
     other = _rec([("classic", [1, 2, 4], "abd", "shipping configuration")])
-    assert identity_rows({"base": [base], "head": [same]})[0].status == "identical"
-    row = identity_rows({"base": [base], "head": [other]})[0]
+    assert identity_rows(as_runs(base["runs"]), as_runs(same["runs"]))[0].status == "identical"
+    row = identity_rows(as_runs(base["runs"]), as_runs(other["runs"]))[0]
     assert row.status == "differs" and "token 2" in row.detail
 
 

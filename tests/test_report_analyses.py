@@ -94,10 +94,10 @@ def test_classic_checks_compare_the_first_run_with_its_targets_classic_run() -> 
     assert all(fx.arms[arm].block > 1 for arm, _ in checks)
     # A declined arm decoded classic: its tokens are classic's.
     declined = [c for (arm, _), c in checks.items() if not c.engaged]
-    assert declined and all(c.result["status"] == "identical" for c in declined)
+    assert declined and all(c.result.status == "identical" for c in declined)
     run = fx.groups[("block2", fx.prompts[0])][1]
     run.identity = Identity(status="differs", first_token=4)
-    assert first_differing(fx, "block2", fx.prompts[0]) == {"status": "differs", "first_token": 4}
+    assert first_differing(fx, "block2", fx.prompts[0]) == Identity(status="differs", first_token=4)
     assert first_differing(fx, "block2", fx.prompts[1]) is None
 
 

@@ -252,8 +252,7 @@ def test_tokens_and_timings_only_is_labeled_gate_unknown(tmp_path: Path) -> None
     out = _run_command(tmp_path, 'print("log line")\nprint(json.dumps({"token_ids": [1, 2], '
                                  '"diagnostics": {"decode_ms": 20.0}}))\n')
     assert out.result.diagnostics.ms_per_token == 10.0
-    gate = schema.to_builtins(out.result.gate)
-    lab = label_run(out.overrides, gate)
+    lab = label_run(out.overrides, out.result.gate)
     assert not lab.shipping and "gate outcome unknown" in lab.text
 
 
@@ -262,14 +261,15 @@ def test_an_engine_reporting_gate_and_overrides_is_labeled_like_specdec(tmp_path
     body = (f'print(json.dumps({{"token_ids": [1], "gate": {gate!r}, '
             f'"overrides": {{"MYENG_LOOSE": os.environ["MYENG_LOOSE"]}}, "diagnostics": {{"decode_ms": 5.0}}}}))\n')
     out = _run_command(tmp_path, body, env={"MYENG_LOOSE": "1"}, extra=MYENG, engine="myeng")
-    got = label_run(out.overrides, schema.to_builtins(out.result.gate))
+    got = label_run(out.overrides, out.result.gate)
     # The same facts from specdec (its result JSON shape) give the same label.
-    want = label_run({"MYENG_LOOSE": "1"}, {**gate, "differing_bytes": [], "logit_bytes": 4096, "message": ""})
+    want = label_run({"MYENG_LOOSE": "1"}, schema.Gate(outcome="overridden", engaged=True, reading=gate["reading"],
+                                                       logit_bytes=4096))
     assert got == want and "MYENG_LOOSE=1" in got.text and "the gate was overridden" in got.text
     shipping = repr({"outcome": "passed", "engaged": True})
     out = _run_command(tmp_path, f'print(json.dumps({{"token_ids": [1], "gate": {shipping}, '
                                  '"diagnostics": {"decode_ms": 5.0}}))\n', extra=MYENG, engine="myeng")
-    assert label_run(out.overrides, schema.to_builtins(out.result.gate)).text == "shipping configuration"
+    assert label_run(out.overrides, out.result.gate).text == "shipping configuration"
 
 
 @pytest.mark.parametrize("body, needle", [

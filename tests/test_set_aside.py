@@ -26,6 +26,7 @@ from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.collect import sampling
 from harness.collect.host import applegpu, gpuload, macos, thermal
+from harness.core.schema import load_record
 from harness.render import hostwords
 from harness.render import reportcontext as rp
 
@@ -103,8 +104,9 @@ def _session(aside: dict[int, str], factor: float = 1.0, drop: bool = False,
         runs += [_run("classic", i, c),
                  _run("spec", i, s * factor if i in aside else s, aside[i] if spoil else None,
                       marked=i in aside and marked)]
-    return {"suite": {"settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
-                      "prompts": [{"name": "p"}],
+    return {"schema_version": 5, "kind": "harness.record", "session_id": "s", "created": "c",
+            "suite": {"name": "s", "settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
+                      "prompts": [{"name": "p", "text": "x"}],
                       "arms": [{"name": "classic", "pairing": "x", "block": 1},
                                {"name": "spec", "pairing": "x", "block": 4}]},
             "runs": runs}
@@ -274,7 +276,8 @@ def test_the_nightlys_asv_samples_leave_set_aside_runs_out() -> None:
 def test_the_dashboards_point_is_the_median_without_the_set_aside_run() -> None:
     from harness.analyze import series
 
-    def point(rec: dict[str, Any]) -> Any:
+    def point(raw: dict[str, Any]) -> Any:
+        rec = load_record(raw, "record.json")   # as the site loads each record
         view = series.host_series("mac", [(series.commit_view(rec, "r.md", "r.html", "c" * 40), rec)])
         return next(a for a in view.arms if a.arm == "block3").points[0]
     got, ref = point(_fixture("gpu-busy", 10.0)), point(_fixture(None, drop=True))

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from harness_helpers import REPO, cli_in_process, load
 
@@ -19,7 +20,9 @@ from harness.collect import textparse
 from harness.collect.suite import load_suite, suite_from_record
 from harness.core.errors import UserError
 from harness.core.results import result_problem
+from harness.core.runs import as_runs
 from harness.core.schema import ResultError, to_builtins
+from harness.core.suitespec import Arm
 
 SEEDLIKE = REPO / "tests" / "fixtures" / "seedlike_engine.py"
 
@@ -108,7 +111,7 @@ def test_seedlike_text_gives_phases_identity_gate_and_overrides(tmp_path: Path, 
     assert b3["diagnostics"]["prefill_ms"] == 41.2
     assert (b3["diagnostics"]["rounds"], b3["diagnostics"]["proposed"], b3["diagnostics"]["accepted"]) == (3, 6, 5)
     assert b3["token_ids"] == runs["classic"]["token_ids"] and len(b3["token_ids"]) == 8
-    assert classic_comparisons(rec)[("b3", "p1")]["status"] == "identical"   # identity works
+    assert classic_comparisons(msgspec.convert(rec["suite"]["arms"], list[Arm]), as_runs(rec["runs"]))[("b3", "p1")].comparison.status == "identical"   # identity works
     assert runs["classic"]["gate"]["outcome"] == "not_applicable" and runs["classic"]["diagnostics"]["rounds"] == 0
     inexact = runs["b3-inexact"]
     assert inexact["gate"]["outcome"] == "overridden" and inexact["shipping"] is False

@@ -22,6 +22,9 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 
 from harness.core.errors import UserError
 
@@ -49,11 +52,24 @@ class Ack:
         return any(fnmatch.fnmatchcase(n, self.figure) for n in figure_names)
 
 
+class _File(msgspec.Struct):
+    acknowledge: Any = []
+
+
+class _Entry(msgspec.Struct, kw_only=True):
+    """One [[acknowledge]] table, once its keys are checked."""
+    commits: str
+    reason: str
+    figure: str = "*"
+    arm: str = "*"
+    by: str = ""
+
+
 def parse(data: object, where: str) -> list[tuple[str, str, str, str, str]]:
     """(commits, figure, arm, reason, by) per entry, checked; one line naming the entry otherwise."""
     if not isinstance(data, dict) or set(data) - {"acknowledge"}:
         raise UserError(f"{where}: expected only [[acknowledge]] entries; see docs/history.md")
-    entries = data.get("acknowledge", [])
+    entries = msgspec.convert(data, _File).acknowledge
     if not isinstance(entries, list):
         raise UserError(f"{where}: acknowledge must be a list of tables ([[acknowledge]])")
     out = []
@@ -70,10 +86,11 @@ def parse(data: object, where: str) -> list[tuple[str, str, str, str, str]]:
         for k in ("figure", "arm"):
             if not isinstance(e.get(k, "*"), str):
                 raise UserError(f"{at}: {k} must be a string pattern")
-        if not isinstance(e.get("by", ""), str):
-            raise UserError(f"{at}: by must be a string (who acknowledged the change)")
-        out.append((e["commits"].strip(), e.get("figure", "*"), e.get("arm", "*"), e["reason"].strip(),
-                    e.get("by", "").strip()))
+        try:
+            entry = msgspec.convert(e, _Entry)
+        except msgspec.ValidationError:   # commits, reason, figure and arm are checked above
+            raise UserError(f"{at}: by must be a string (who acknowledged the change)") from None
+        out.append((entry.commits.strip(), entry.figure, entry.arm, entry.reason.strip(), entry.by.strip()))
     return out
 
 

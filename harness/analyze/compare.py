@@ -16,6 +16,7 @@ their host (analyze.spoiled) are left out of both sides' values and still count 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,22 +26,36 @@ from harness.analyze import paired, spoiled
 from harness.analyze.design import Design
 from harness.analyze.rounds import Groups, RoundSplit, all_splits, by_arm_prompt, median_range
 from harness.core.errors import UserError
-from harness.core.runs import as_runs, measured_ok
+from harness.core.hostinfo import HostInfo, as_host
+from harness.core.recordsections import ModelFiles
+from harness.core.runs import as_record
+from harness.core.schema import Record, Run
+from harness.core.suitespec import Pairing, Settings
+
+# A record as a caller has it: typed, or as loaded (converted once per call here).
+AnyRecord = Record | Mapping[str, Any]
 
 
-def pairing_key(p: dict[str, Any]) -> tuple[str, str, str]:
+def pairing_key(p: Pairing) -> tuple[str, str, str]:
     # Directory names, not absolute paths: the same model lives at other paths on other hosts.
-    return (p["name"], Path(p["target"]).name, Path(p["drafter"]).name if p.get("drafter") else "")
+    return (p.name, Path(p.target).name, Path(p.drafter).name if p.drafter else "")
 
 
-def _describe_pairings(rec: dict[str, Any]) -> str:
-    return ", ".join(f"{n} ({t} + {d or 'no drafter'})" for n, t, d in map(pairing_key, rec["suite"]["pairings"]))
+def _describe_pairings(rec: Record) -> str:
+    return ", ".join(f"{n} ({t} + {d or 'no drafter'})" for n, t, d in map(pairing_key, rec.suite.pairings))
 
 
-def check_comparable(a: dict[str, Any], b: dict[str, Any], path_a: str, path_b: str) -> None:
+def _weights(rec: Record, pairing: str, role: str) -> str | None:
+    """The sha256 of a pairing's target or drafter weights, where the record hashed them."""
+    files: ModelFiles | None = rec.models.get(pairing, {}).get(role)
+    return files.sha256 if files is not None else None
+
+
+def check_comparable(a_rec: AnyRecord, b_rec: AnyRecord, path_a: str, path_b: str) -> None:
     """UserError unless the records share a pairing and at least one arm on it."""
-    ka = {pairing_key(p) for p in a["suite"]["pairings"]}
-    kb = {pairing_key(p) for p in b["suite"]["pairings"]}
+    a, b = as_record(a_rec), as_record(b_rec)
+    ka = {pairing_key(p) for p in a.suite.pairings}
+    kb = {pairing_key(p) for p in b.suite.pairings}
     if not ka & kb:
         raise UserError(f"cannot compare {path_a} with {path_b}: they measure different pairings "
                         f"({_describe_pairings(a)} vs {_describe_pairings(b)})")
@@ -48,28 +63,24 @@ def check_comparable(a: dict[str, Any], b: dict[str, Any], path_a: str, path_b: 
     # Same names can hide other weights: where both records hashed them (schema 4), they must agree.
     for name in sorted(common):
         for role in ("target", "drafter"):
-            ha = (((a.get("models") or {}).get(name) or {}).get(role) or {}).get("sha256")
-            hb = (((b.get("models") or {}).get(name) or {}).get(role) or {}).get("sha256")
+            ha, hb = _weights(a, name, role), _weights(b, name, role)
             if ha and hb and ha != hb:
                 raise UserError(f"cannot compare {path_a} with {path_b}: pairing {name!r} has other {role} "
                                 f"weights (sha256 {ha[:12]} vs {hb[:12]}); compare records of the same models")
-    arms_a = {x["name"] for x in a["suite"]["arms"] if x["pairing"] in common}
-    arms_b = {x["name"] for x in b["suite"]["arms"] if x["pairing"] in common}
+    arms_a = {x.name for x in a.suite.arms if x.pairing in common}
+    arms_b = {x.name for x in b.suite.arms if x.pairing in common}
     if not arms_a & arms_b:
         raise UserError(f"cannot compare {path_a} with {path_b}: no arm name in common on the shared pairing")
 
 
-def host_key(rec: dict[str, Any]) -> tuple[str, ...]:
-    h = rec.get("host") or {}
-
-    def g(sec: str, key: str) -> str:
-        s = h.get(sec)
-        return str(s.get(key, "unknown")) if isinstance(s, dict) else "unknown"
-    return (g("os", "hostname"), g("cpu", "model"), g("gpu", "name"), g("mlx", "default_device"))
+def host_key(host: HostInfo | Mapping[str, Any]) -> tuple[str, ...]:
+    """What names a host (a record's `host` section): hostname, CPU, GPU and MLX device."""
+    h = as_host(host)
+    return (h.os.hostname, h.cpu.model, h.gpu.name, h.mlx.default_device)
 
 
-def same_host(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return host_key(a) == host_key(b)
+def same_host(a: AnyRecord, b: AnyRecord) -> bool:
+    return host_key(as_record(a).host) == host_key(as_record(b).host)
 
 
 # The absolute floor of a component change, per unit (round, or token for classic decode): a
@@ -93,11 +104,10 @@ def floor_ms(total_before: float, total_after: float) -> float:
     return max(ABS_FLOOR_MS, REL_FLOOR * max(total_before, total_after))
 
 
-def design_for(settings: dict[str, Any]) -> Design:
+def design_for(settings: Settings) -> Design:
     """The check a component change gets: the suite's threshold and alpha, one look, one figure
     (as the summary judges an arm against classic decode)."""
-    return Design(threshold=float(settings.get("threshold") or 0.10),
-                  alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
+    return Design(threshold=settings.threshold, alpha=settings.alpha, looks=1, figures=1)
 
 
 @dataclass
@@ -173,28 +183,29 @@ def _cells(s: RoundSplit) -> list[tuple[str, Cell, list[float]]]:
     return out
 
 
-def _contention(runs: list[dict[str, Any]]) -> tuple[int, int]:
+def _contention(runs: list[Run]) -> tuple[int, int]:
     """How many of `runs` were contended, of how many."""
     return sum(map(cont.is_contended, runs)), len(runs)
 
 
-def _split_runs(recs: tuple[dict[str, Any], ...], arm: str, prompt: str) -> list[dict[str, Any]]:
-    return [r for rec in recs for r in rec["runs"] if measured_ok(r)
-            and r.get("arm") == arm and r.get("prompt") == prompt]
+def _split_runs(recs: tuple[Record, ...], arm: str, prompt: str) -> list[Run]:
+    return [r for rec in recs for r in rec.runs if r.measured_ok and r.arm == arm and r.prompt == prompt]
 
 
-def _usable_groups(record: dict[str, Any]) -> Groups:
-    """The runs a verdict may use (analyze.spoiled.usable), typed, by (arm, prompt)."""
-    return by_arm_prompt(record, as_runs(spoiled.usable_runs(record["runs"])))
+def _usable_groups(data: dict[str, Any], record: Record) -> Groups:
+    """The runs a verdict may use (analyze.spoiled.usable), by (arm, prompt)."""
+    return by_arm_prompt(data, spoiled.usable_runs(record.runs))
 
 
-def component_changes(a: dict[str, Any], b: dict[str, Any]) -> list[ComponentChange]:
-    """Every component of every (arm, prompt) split present in both records, in a's order."""
-    sb = {(s.arm, s.prompt): s for s in all_splits(b, _usable_groups(b))}
-    design = design_for(a["suite"]["settings"])
-    share = cont.share_limit(a["suite"]["settings"])
+def component_changes(a_data: dict[str, Any], b_data: dict[str, Any]) -> list[ComponentChange]:
+    """Every component of every (arm, prompt) split present in both records (as loaded: the
+    round splits read them so), in a's order."""
+    a, b = as_record(a_data), as_record(b_data)
+    sb = {(s.arm, s.prompt): s for s in all_splits(b_data, _usable_groups(b_data, b))}
+    design = design_for(a.suite.settings)
+    share = cont.share_limit(a.suite.settings)
     out = []
-    for s in all_splits(a, _usable_groups(a)):
+    for s in all_splits(a_data, _usable_groups(a_data, a)):
         t = sb.get((s.arm, s.prompt))
         if t is None or t.unit != s.unit:
             continue
@@ -226,38 +237,41 @@ class Throughput:
     ms: ComponentChange | None
 
 
-def _measured(rec: dict[str, Any], usable: bool = True) -> dict[tuple[str, str, int], dict[str, Any]]:
+Keyed = dict[tuple[str, str, int], Run]
+
+
+def _ms(r: Run) -> float:
+    """A measured run's ms/token (`_measured` keeps only runs that have one)."""
+    return float(r.ms_per_token or 0.0)
+
+
+def _measured(rec: Record, usable: bool = True) -> Keyed:
     """(arm, prompt, repetition) -> the run with a ms/token a verdict may use (analyze.spoiled);
     usable False: every measured ok one (the contended share counts those)."""
-    keep = spoiled.usable if usable else measured_ok
-    return {(r["arm"], r["prompt"], int(r.get("repetition", 0))): r
-            for r in rec["runs"] if keep(r)
-            and isinstance(r.get("ms_per_token"), (int, float)) and r["ms_per_token"] > 0}
+    return {(str(r.arm), str(r.prompt), int(r.repetition or 0)): r
+            for r in rec.runs if (spoiled.usable(r) if usable else r.measured_ok)
+            and r.ms_per_token is not None and r.ms_per_token > 0}
 
 
-def _tok_s(runs: list[dict[str, Any]]) -> Cell | None:
-    xs = [float(r.get("decode_tokens_per_s") or 1000.0 / r["ms_per_token"]) for r in runs]
+def _tok_s(runs: list[Run]) -> Cell | None:
+    xs = [float(r.decode_tokens_per_s or 1000.0 / _ms(r)) for r in runs]
     return Cell(*median_range(xs)) if xs else None
 
 
-def _throughput(arm: str, prompt: str, ra: dict[tuple[str, str, int], dict[str, Any]],
-                rb: dict[tuple[str, str, int], dict[str, Any]], design: Design, share: float,
+def _throughput(arm: str, prompt: str, ra: Keyed, rb: Keyed, design: Design, share: float,
                 busy: tuple[int, int]) -> Throughput:
     """ra, rb: each side's runs of this arm (and prompt) a verdict may use, keyed (arm, prompt,
     repetition); busy: (contended, all) runs of the pairs before any was set aside."""
     # Plan order: repetition first, then prompt, as the runs were made.
     keys = sorted(set(ra) & set(rb), key=lambda k: (k[2], k[1]))
-    xs = [float(ra[k]["ms_per_token"]) for k in keys]
-    ys = [float(rb[k]["ms_per_token"]) for k in keys]
+    xs = [_ms(ra[k]) for k in keys]
+    ys = [_ms(rb[k]) for k in keys]
     ms = None
     if keys:
         a, b = Cell(*median_range(xs)), Cell(*median_range(ys))
         ms = ComponentChange(arm, prompt, MS_PER_TOKEN, "token", a, b, tuple(xs), tuple(ys),
                              floor_ms(a.median, b.median), design, *busy, share)
     return Throughput(arm, prompt, _tok_s(list(ra.values())), _tok_s(list(rb.values())), ms)
-
-
-Keyed = dict[tuple[str, str, int], dict[str, Any]]
 
 
 def _of(m: Keyed, arm: str, prompt: str | None = None) -> Keyed:
@@ -268,15 +282,16 @@ def _pairs_contention(xa: Keyed, xb: Keyed) -> tuple[int, int]:
     return _contention([side[k] for k in set(xa) & set(xb) for side in (xa, xb)])
 
 
-def throughput_changes(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[Throughput], list[Throughput]]:
+def throughput_changes(a_rec: AnyRecord, b_rec: AnyRecord) -> tuple[list[Throughput], list[Throughput]]:
     """Every arm of either record (a's order, then b's own), over every prompt; and every
     (arm, prompt) both ran. What each record has, whether or not its engine reports phases."""
-    design = design_for(a["suite"]["settings"])
-    share = cont.share_limit(a["suite"]["settings"])
+    a, b = as_record(a_rec), as_record(b_rec)
+    design = design_for(a.suite.settings)
+    share = cont.share_limit(a.suite.settings)
     ma, mb = _measured(a), _measured(b)
     every_a, every_b = _measured(a, usable=False), _measured(b, usable=False)
-    arms = list(dict.fromkeys([x["name"] for x in a["suite"]["arms"]] + [x["name"] for x in b["suite"]["arms"]]))
-    prompts = list(dict.fromkeys([p["name"] for p in a["suite"]["prompts"]] + [p["name"] for p in b["suite"]["prompts"]]))
+    arms = list(dict.fromkeys([x.name for x in a.suite.arms] + [x.name for x in b.suite.arms]))
+    prompts = list(dict.fromkeys([p.name for p in a.suite.prompts] + [p.name for p in b.suite.prompts]))
     per_arm, per_prompt = [], []
     for arm in arms:
         ea, eb = _of(every_a, arm), _of(every_b, arm)

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-import msgspec
-
-from harness.core.schema import Run
+from harness.core.schema import Gate, Run
 
 SHIPPING = "shipping configuration"
 NOT_SHIPPING = "not a shipping configuration"
@@ -29,26 +26,28 @@ class Label:
     text: str
 
 
-def label_run(overrides: Mapping[str, str], gate: Mapping[str, Any], failed: bool = False) -> Label:
-    """The label for one run, from its recorded overrides and the engine's gate block."""
+def label_run(overrides: Mapping[str, str], gate: Gate, failed: bool = False) -> Label:
+    """The label for one run, from its recorded overrides and the engine's gate block (a failed
+    run's is empty: every field at its default)."""
     reasons: list[str] = []
     if overrides:
         names = ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         reasons.append(f"override{'s' if len(overrides) > 1 else ''} in force: {names}")
-    outcome = gate.get("outcome") if gate else None
-    if failed and not gate:
+    reported = gate != Gate()
+    outcome = gate.outcome if reported else None
+    if failed and not reported:
         reasons.append("the run failed before the gate reported")
     elif outcome not in SELF_ENGAGED:
         what = {"declined": "the gate declined (speculative decoding did not engage)",
                 "overridden": "the gate was overridden"}.get(str(outcome), f"gate outcome {outcome or 'unknown'}")
         reasons.append(what)
     if not reasons:
-        if outcome == "not_applicable" and gate.get("engaged"):
+        if outcome == "not_applicable" and gate.engaged:
             # Speculative decoding in an engine with no exactness gate: it ships as configured,
             # but nothing checked that its output matches classic decode.
             return Label(True, f"{SHIPPING} (this engine has no exactness gate; byte identity unchecked)")
         return Label(True, SHIPPING)
-    reading = (gate or {}).get("reading")
+    reading = gate.reading
     text = f"{NOT_SHIPPING}: " + "; ".join(reasons)
     if reading:
         text += f'; probe reading: "{reading}"'
@@ -63,6 +62,6 @@ def reasons(label: str) -> str:
 
 def annotate_label(run: Run) -> Run:
     """Fill a run's shipping and label fields (the runner's annotate hook uses this)."""
-    lab = label_run(run.overrides, msgspec.to_builtins(run.gate), run.status == "failed")
+    lab = label_run(run.overrides, run.gate, run.status == "failed")
     run.shipping, run.label = lab.shipping, lab.text
     return run

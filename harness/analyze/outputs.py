@@ -7,12 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from harness.analyze import acceptance as acc
 from harness.analyze.facts import Facts
-from harness.analyze.identity import compare_output
-from harness.core.schema import Run
+from harness.analyze.identity import Comparison, Reference, compare_output
+from harness.core.schema import Identity, Run
 
 
 @dataclass(frozen=True)
@@ -21,17 +19,16 @@ class ClassicCheck:
     comparison (classic is then no reference: information only)."""
 
     classic_arm: str           # the classic arm of the same pairing, else of the same target model
-    result: dict[str, Any]     # compare_output's: status, first_token, byte_offset, ...
+    result: Comparison         # compare_output's
     engaged: bool              # speculation engaged on this prompt (else the arm decoded classic)
     gate_passed: bool          # some run's gate passed by itself
 
 
-def first_differing(fx: Facts, arm: str, prompt: str) -> dict[str, Any] | None:
+def first_differing(fx: Facts, arm: str, prompt: str) -> Identity | None:
     """The identity of the arm's first run on the prompt that differs from its own baseline."""
     for r in fx.groups.get((arm, prompt), []):
         if r.identity is not None and r.identity.status == "differs":
-            out: dict[str, Any] = msgspec.to_builtins(r.identity)
-            return out
+            return r.identity
     return None
 
 
@@ -53,7 +50,7 @@ def classic_checks(fx: Facts) -> dict[tuple[str, str], ClassicCheck]:
         ref = classic.get((s.pairing, s.prompt)) or by_target.get((target.get(s.pairing), s.prompt))
         if s.block == 1 or s.vs_classic or ref is None or not rs:
             continue
-        d = compare_output(rs[0].token_ids, rs[0].text, {"token_ids": ref[1].token_ids, "text": ref[1].text})
+        d = compare_output(rs[0].token_ids, rs[0].text, Reference.of_run(ref[1]))
         out[(s.arm, s.prompt)] = ClassicCheck(ref[0], d, fx.engaged(s.arm, s.prompt), "passed" in fx.outcome(s.arm))
     return out
 

@@ -58,7 +58,7 @@ def compare_records(fa: Facts, fb: Facts) -> RecordPair:
             ab.append(acc.paired(arm, ra, arm, rb))
     return RecordPair(
         cross=not cmp.same_host(fa.rec, fb.rec), per_arm=per_arm, per_prompt=per_prompt, changes=changes,
-        components=list(groups.values()), design=cmp.design_for(fa.rec["suite"]["settings"]),
+        components=list(groups.values()), design=cmp.design_for(fa.settings),
         repetitions=min(fa.settings.repetitions, fb.settings.repetitions), acceptance=ab,
         env=envdiff.env_diff(fa.rec, fb.rec), env_compared=envdiff.compared(fa.rec, fb.rec))
 

@@ -10,16 +10,78 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from harness.analyze import acks as ackmod
 from harness.analyze import spoiled
 from harness.analyze.verdict import DECLINED, ArmVerdict, judge
-from harness.core.runs import as_runs
-from harness.core.schema import Run
+from harness.core.runs import as_record
+from harness.core.schema import Record, Run
 
 MS_PER_TOKEN = "ms_per_token"
+STATE_VERSION = 1
+
+
+# --- what the nightly keeps of a host's changes (harness.ci.history writes them) --------------
+
+class Acknowledged(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """An acknowledgement that covers an alert filed before it (benchmarks/acknowledgements.toml)."""
+    series: list[str] = []       # the alert's series it covers
+    line: str | None = None      # "Acknowledged <date> by <who>: <reason>", as added to the Markdown
+    reason: str | None = None
+    by: str | None = None
+    commits: str | None = None   # the acknowledgement's commits, as written
+    at: str | None = None        # when the alert was marked (ISO 8601)
+
+
+class Alert(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One alert as the state file keeps it: one change (commit range and direction) and every
+    series it moved."""
+    id: str
+    series: list[str]
+    direction: str
+    last_before: str
+    first_after: str
+    title: str
+    at: str                      # filed (ISO 8601)
+    acknowledged: Acknowledged | None = None
+
+    @property
+    def updated(self) -> str:
+        """Filed, or acknowledged since: feed readers show the entry again."""
+        ack = self.acknowledged.at if self.acknowledged and self.acknowledged.at else ""
+        return max(self.at, ack)
+
+    @property
+    def feed_title(self) -> str:
+        """The title, "acknowledged: " ahead of it once an acknowledgement covers it."""
+        return ("acknowledged: " if self.acknowledged and self.acknowledged.line else "") + self.title
+
+
+class AlertState(msgspec.Struct):
+    """alerts/<machine>/state.json: every alert ever filed for the host."""
+    version: int = STATE_VERSION
+    alerts: list[Alert] = []
+
+    def find(self, alert_id: str) -> Alert | None:
+        return next((a for a in self.alerts if a.id == alert_id), None)
+
+
+class NightStep(msgspec.Struct, kw_only=True):
+    """A step of the nightly's last night, as its changes.json lists it (harness.ci.history.Found)."""
+    series: str
+    last_before: str
+    first_after: str
+    direction: str
+    ratio: float = 1.0           # after / before
+    arm: str | None = None
+    figure: str | None = None    # the figure id
+    alert_id: str | None = None
+    acknowledged: str | None = None   # the acknowledgement's reason
 
 
 @dataclass(frozen=True)
@@ -121,13 +183,16 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "host"
 
 
-def commit_of(record: dict[str, Any]) -> str | None:
-    return ((record.get("host") or {}).get("repo") or {}).get("commit")
+def commit_of(record: Record) -> str | None:
+    """The measured commit, from the record's host section (harness.collect.provenance's repo)."""
+    commit = record.host.repo.commit
+    return None if commit == "unknown" else commit
 
 
 def commit_view(record: dict[str, Any], name: str, page: str, sha: str | None = None) -> Commit:
     """A loaded record as one commit of a host (judged once, here)."""
-    return Commit(sha=sha or commit_of(record) or "unknown", when=str(record.get("created") or ""),
+    typed = as_record(record)
+    return Commit(sha=sha or commit_of(typed) or "unknown", when=typed.created,
                   record=name, page=page, verdicts=tuple(judge(record).arms))
 
 
@@ -147,7 +212,7 @@ def host_series(host: str, records: list[tuple[Commit, dict[str, Any]]],
     ordered = sorted(newest.values(), key=lambda cd: cd[0].when)
     by_arm: dict[str, list[SeriesPoint]] = {}
     for c, data in ordered:
-        runs = as_runs(data.get("runs", []))
+        runs = as_record(data).runs
         for v in c.verdicts:
             xs = _ms_per_token(runs, v.arm)
             if xs:
@@ -184,38 +249,35 @@ def parse_series(name: str) -> tuple[str, str, str]:
     return bench, arm, fid
 
 
-def _marked(alert: dict[str, Any]) -> str | None:
-    """The reason of the acknowledgement the nightly marked a filed alert with, if any."""
-    mark = alert.get("acknowledged")
-    return mark.get("reason") if isinstance(mark, dict) else None
-
-
-def changes_of(state: dict[str, Any], steps: list[dict[str, Any]], acks: list[ackmod.Ack],
-               ranges: dict[tuple[str, str], list[str]], alert_page: dict[str, str]) -> list[Change]:
+def changes_of(state_data: AlertState | Mapping[str, Any], steps_data: Sequence[NightStep | Mapping[str, Any]],
+               acks: list[ackmod.Ack], ranges: dict[tuple[str, str], list[str]],
+               alert_page: dict[str, str]) -> list[Change]:
     """The nightly's changes of one host: every alert ever filed (state.json) and every step of
     its last night (changes.json, acknowledged ones included), one entry per series and range.
     An acknowledgement covers a change when it names one of the range's commits (`ranges`:
     (last_before, first_after) -> the commits after last_before up to first_after) and matches
     the figure and arm, whenever it was written."""
+    state = state_data if isinstance(state_data, AlertState) else msgspec.convert(state_data, AlertState)
+    steps = [st if isinstance(st, NightStep) else msgspec.convert(st, NightStep) for st in steps_data]
     out: dict[tuple[str, str, str], Change] = {}
-    for a in state.get("alerts", []):
-        for s in a.get("series", []):
+    for a in state.alerts:
+        for s in a.series:
             bench, arm, fid = parse_series(s)
-            out[(s, a["last_before"], a["first_after"])] = Change(
-                s, arm, fid, a["direction"], a["last_before"], a["first_after"], a.get("title", ""),
-                alert_id=a["id"], alert_file=alert_page.get(a["id"]), at=a.get("at"), acknowledged=_marked(a))
+            out[(s, a.last_before, a.first_after)] = Change(
+                s, arm, fid, a.direction, a.last_before, a.first_after, a.title,
+                alert_id=a.id, alert_file=alert_page.get(a.id), at=a.at,
+                acknowledged=a.acknowledged.reason if a.acknowledged is not None else None)
     for st in steps:
-        key = (st["series"], st["last_before"], st["first_after"])
+        key = (st.series, st.last_before, st.first_after)
         old = out.get(key)
         if old is not None:
-            out[key] = replace(old, change=st.get("ratio", 1.0) - 1.0)
+            out[key] = replace(old, change=st.ratio - 1.0)
             continue
-        bench, arm, fid = parse_series(st["series"])
-        out[key] = Change(st["series"], st.get("arm") or arm, st.get("figure") or fid, st["direction"],
-                          st["last_before"], st["first_after"], f"{st['direction']}: {arm} {fid}",
-                          change=st.get("ratio", 1.0) - 1.0, alert_id=st.get("alert_id"),
-                          alert_file=alert_page.get(st.get("alert_id") or ""),
-                          acknowledged=st.get("acknowledged"))
+        bench, arm, fid = parse_series(st.series)
+        out[key] = Change(st.series, st.arm or arm, st.figure or fid, st.direction,
+                          st.last_before, st.first_after, f"{st.direction}: {arm} {fid}",
+                          change=st.ratio - 1.0, alert_id=st.alert_id,
+                          alert_file=alert_page.get(st.alert_id or ""), acknowledged=st.acknowledged)
     done = []
     for ch in out.values():
         bench, _, _ = parse_series(ch.series)

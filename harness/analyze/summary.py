@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
+
 from harness.analyze import contended, paired, spoiled, stats
 from harness.analyze.comparisons import pairing_targets
 from harness.analyze.covariate import probe_note
@@ -21,6 +23,7 @@ from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 from harness.core.runs import as_runs, measured_ok_runs
 from harness.core.schema import Run
+from harness.core.suitespec import Arm
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
 
@@ -84,7 +87,7 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
     typed = as_runs(record["runs"]) if runs is None else runs
     # Failed runs too: they are counted.
     groups = by_arm_prompt(record, [r for r in typed if not r.warmup], keep_empty=True)
-    vs_classic = classic_comparisons(record, typed)
+    vs_classic = classic_comparisons(msgspec.convert(suite["arms"], list[Arm]), typed)
     out: list[ArmSummary] = []
     timed_n: dict[tuple[str, str], int] = {}   # the runs the timings rest on, per row
     for (arm_name, prompt), runs in groups.items():
@@ -134,7 +137,7 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
             s.identity[st] = s.identity.get(st, 0) + 1
         if (arm_name, prompt) in vs_classic:
             c = vs_classic[(arm_name, prompt)]
-            s.vs_classic = f"{describe(c)} (vs {c['classic_arm']}; information only)"
+            s.vs_classic = f"{describe(c.comparison)} (vs {c.classic_arm}; information only)"
         s.labels = sorted({r.label or "unlabelled" for r in runs})
         s.shipping = bool(runs) and all(r.shipping for r in runs)
         s.declined = a["block"] > 1 and bool(ok) and all(

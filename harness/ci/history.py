@@ -36,6 +36,7 @@ import msgspec
 from harness.analyze import acks as ackmod
 from harness.analyze.changepoints import ALPHA, MIN_AFTER, WINDOW, Point, SeriesResult, Step, analyze_series
 from harness.analyze.design import share_text
+from harness.analyze.series import Acknowledged, Alert, AlertState
 from harness.ci.asvtool import AsvConfig, load_figures, result_commits
 from harness.collect.files import write_text_atomic
 from harness.core.errors import UserError
@@ -43,7 +44,6 @@ from harness.core.figures import PER_CLASSIC_STEP, is_exact
 from harness.core.tomlfile import read_toml
 
 NOTIFY_KEY = "harness_notify"
-STATE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -116,15 +116,23 @@ class History:
                 "unstable": [{"series": s, "why": w} for s, w in self.unstable]}
 
 
+class SuiteThresholds(msgspec.Struct, kw_only=True):
+    """What the change points read of the suite file's top level (suite_table): the relative change
+    to detect, per figure id where given, and the temperature (exact figures at 0)."""
+    threshold: float | None = None
+    thresholds: dict[str, float] = {}
+    temp: float | None = None
+
+
 def detect(conf: AsvConfig, machine: str, commits: list[str], suite: dict[str, Any],
            acks: list[ackmod.Ack] | None = None, alpha: float = ALPHA) -> History:
-    """Change points of every series over `commits` (oldest first), acknowledgements applied."""
+    """Change points of every series over `commits` (oldest first), acknowledgements applied;
+    suite: suite_table's."""
     series, info = load_series(conf, machine, commits)
-    default = float(suite.get("threshold") or 0.10)
-    per_figure = suite.get("thresholds") or {}
-    temp = float(suite.get("temp") or 0.0)
-    thresholds = {n: float(per_figure.get(i.figure.split(":", 1)[0], default)) for n, i in info.items()}
-    exact = {n for n, i in info.items() if is_exact(i.figure, temp)}
+    table = msgspec.convert(suite, SuiteThresholds)
+    default = table.threshold or 0.10
+    thresholds = {n: float(table.thresholds.get(i.figure.split(":", 1)[0], default)) for n, i in info.items()}
+    exact = {n for n, i in info.items() if is_exact(i.figure, table.temp or 0.0)}
     results: list[SeriesResult] = analyze_series(series, commits, thresholds, exact, alpha)
     h = History(machine, len(commits), len(series), alpha=alpha)
     for r in results:
@@ -138,49 +146,6 @@ def detect(conf: AsvConfig, machine: str, commits: list[str], suite: dict[str, A
 
 
 # --- alert state ------------------------------------------------------------------------
-
-class Acknowledged(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """An acknowledgement that covers an alert filed before it (benchmarks/acknowledgements.toml)."""
-    series: list[str] = []       # the alert's series it covers
-    line: str | None = None      # "Acknowledged <date> by <who>: <reason>", as added to the Markdown
-    reason: str | None = None
-    by: str | None = None
-    commits: str | None = None   # the acknowledgement's commits, as written
-    at: str | None = None        # when the alert was marked (ISO 8601)
-
-
-class Alert(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One alert as the state file keeps it: one change (commit range and direction) and every
-    series it moved."""
-    id: str
-    series: list[str]
-    direction: str
-    last_before: str
-    first_after: str
-    title: str
-    at: str                      # filed (ISO 8601)
-    acknowledged: Acknowledged | None = None
-
-    @property
-    def updated(self) -> str:
-        """Filed, or acknowledged since: feed readers show the entry again."""
-        ack = self.acknowledged.at if self.acknowledged and self.acknowledged.at else ""
-        return max(self.at, ack)
-
-    @property
-    def feed_title(self) -> str:
-        """The title, "acknowledged: " ahead of it once an acknowledgement covers it."""
-        return ("acknowledged: " if self.acknowledged and self.acknowledged.line else "") + self.title
-
-
-class AlertState(msgspec.Struct):
-    """alerts/<machine>/state.json: every alert ever filed for the host."""
-    version: int = STATE_VERSION
-    alerts: list[Alert] = []
-
-    def find(self, alert_id: str) -> Alert | None:
-        return next((a for a in self.alerts if a.id == alert_id), None)
-
 
 def _state_path(alerts_dir: Path) -> Path:
     return alerts_dir / "state.json"

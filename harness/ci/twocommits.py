@@ -442,7 +442,7 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
     out = Comparison(base=session.sides["base"].sha, head=session.sides["head"].sha, design=design,
                      figures=judge(base_rec.runs, head_rec.runs, session.arms, design,
                                    share=session.suite.settings.watch.contended_share),
-                     identity=identity_rows({"base": [base_data], "head": [head_data]}),
+                     identity=identity_rows(base_rec.runs, head_rec.runs),
                      failures={"base": _failed_by_arm(base_rec), "head": _failed_by_arm(head_rec)},
                      records={"base": str(base_rec.path), "head": str(head_rec.path)},
                      outcome=outcome.summary(design.to_dict(), budget_s),

@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from harness.cli.output import BASELINES_KIND, Output, add_output_args, emit_json, output_of, say, width
 from harness.cli.session import cannot_write, identity_session, new_session
 
@@ -56,7 +54,7 @@ def store_baselines(record: Any, baselines: Path, update: bool) -> list[Baseline
     from harness.collect.baselines import BaselineStore
     from harness.collect.record import now_iso
     store = BaselineStore.load(baselines)   # re-read: the file may have changed since the session began
-    outcomes = record_baselines(msgspec.to_builtins(record.data), store.entries, now_iso(), update=update)
+    outcomes = record_baselines(record.data, store.entries, now_iso(), update=update)
     for o in outcomes:
         if o.entry is not None:
             store.put(o.key, o.entry)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -74,14 +75,26 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_output(Path(args.json), json.dumps({"kind": KIND, **h.to_dict()}, indent=1, default=str) + "\n",
                      "changes JSON (--json)")
-    line: dict[str, Any] = {"kind": KIND, "machine": machine, "series": h.series, "commits": h.commits,
-            "steps": len(h.found), "unstable": len(h.unstable)}
+    marked = None
     if alerts is not None:
-        line["acknowledged_alerts"] = acknowledge_alerts(h, commits, alerts)
-        for aid in line["acknowledged_alerts"]:
+        marked = acknowledge_alerts(h, commits, alerts)
+        for aid in marked:
             print(f"harness: marked {alerts / (aid + '.md')} acknowledged", file=sys.stderr)
-    print(json.dumps(line, sort_keys=True))
+    line = _Line(kind=KIND, machine=machine, series=h.series, commits=h.commits, steps=len(h.found),
+                 unstable=len(h.unstable), acknowledged_alerts=marked)
+    print(json.dumps(msgspec.to_builtins(line), sort_keys=True))
     return 0
+
+
+class _Line(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The summary line on stdout; acknowledged_alerts only with --alerts."""
+    kind: str
+    machine: str
+    series: int
+    commits: int
+    steps: int
+    unstable: int
+    acknowledged_alerts: list[str] | None = None
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from harness.cli.output import (
     SUMMARY_KIND,
     Output,
@@ -69,7 +67,7 @@ def identity_lines(record: Any, baselines: Path, width: int) -> list[str]:
         ident = r.identity or Identity(status="not_compared")
         if r.is_ok and ident.status == "identical":
             continue
-        what = describe(msgspec.to_builtins(ident)) if r.is_ok else f"failed: {r.error}"
+        what = describe(r.identity) if r.is_ok else f"failed: {r.error}"
         out += wrap(f"  {r.arm} on {r.prompt}: {what}", width, indent="    ")
     out += wrap("speed is not judged here: one run per arm and prompt, no warm-up "
                 "(`harness run` judges it)", width)

@@ -7,11 +7,33 @@ import json
 import os
 import time
 
+import msgspec
+
 from harness.ci.nightly import DEFAULT_MAX_COMMITS, nightly
 from harness.cli.report import backfill
 from harness.core.errors import UserError
 
 NAME = "nightly"
+
+
+class _Acknowledged(msgspec.Struct, kw_only=True):
+    title: str
+    reason: str
+
+
+class _History(msgspec.Struct, kw_only=True):
+    """The night's change points as harness.ci.nightly sums them up."""
+    series: int
+    commits: int
+    steps: int
+    unstable: int
+    acknowledged: list[_Acknowledged] = []
+
+
+class _NewAlert(msgspec.Struct, kw_only=True):
+    """A new alert as harness.ci.history.file_alerts lists it: the state's fields and its Markdown."""
+    title: str
+    file: str
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,15 +51,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"{c[:8]}: no results stored (asv could not build or run it)")
     if not res.measured and not res.failed:
         print(f"nothing new to measure on {res.machine}")
-    hist = res.history
-    if hist:
-        print(f"changes: {hist['steps']} step(s) in {hist['series']} series over {hist['commits']} commits, "
-              f"{len(res.alerts)} new alert(s), {len(hist['acknowledged'])} acknowledged, "
-              f"{hist['unstable']} series too unstable to judge")
-    for a in res.alerts:
-        print(f"ALERT {a['title']} ({a['file']})")
-    for a in hist.get("acknowledged", []):
-        print(f"acknowledged: {a['title']}: {a['reason']}")
+    hist = msgspec.convert(res.history, _History) if res.history else None
+    if hist is not None:
+        print(f"changes: {hist.steps} step(s) in {hist.series} series over {hist.commits} commits, "
+              f"{len(res.alerts)} new alert(s), {len(hist.acknowledged)} acknowledged, "
+              f"{hist.unstable} series too unstable to judge")
+    for a in msgspec.convert(res.alerts, list[_NewAlert]):
+        print(f"ALERT {a.title} ({a.file})")
+    for ack in hist.acknowledged if hist is not None else []:
+        print(f"acknowledged: {ack.title}: {ack.reason}")
     print(json.dumps({"kind": "harness.nightly", "machine": res.machine, "measured": res.measured,
                       "failed": res.failed, "pushed": res.pushed, "push_attempts": res.push_attempts,
                       "reports": res.reports, "duration_s": round(time.monotonic() - t0, 1),

@@ -46,7 +46,7 @@ def same_host_or_refuse(record: Any, host: dict[str, Any]) -> None:
     """A record's runs come from one host: resuming elsewhere would file this host's runs under
     the recorded host's name (hostname, CPU, GPU and MLX device, as compare matches hosts)."""
     from harness.analyze.compare import host_key
-    was, now = host_key({"host": record.data.host}), host_key({"host": host})
+    was, now = host_key(record.data.host), host_key(host)
     if was != now:
         raise UserError(f"{record.path}: recorded on another host ({' / '.join(was)}; this is "
                         f"{' / '.join(now)}); resume it there, or start a new record here")

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Final
+
+import msgspec
 
 from harness.collect.files import read_json, write_json_atomic
 from harness.core import schema
+from harness.core.baselinefile import BaselineEntry, Baselines
 
-KIND = "harness.baselines"
-SCHEMA_VERSION = 1
+KIND: Final = "harness.baselines"
+SCHEMA_VERSION: Final = 1
 
 
 @dataclass
@@ -28,7 +31,7 @@ class BaselineStore:
     """One baselines file in memory: `entries` by identity key (harness.analyze.identity)."""
 
     path: Path
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    entries: dict[str, BaselineEntry] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> BaselineStore:
@@ -37,15 +40,15 @@ class BaselineStore:
             return cls(p, {})
         data = read_json(p, KIND, SCHEMA_VERSION)
         # The shape too, before any run: a wrong entry is one line naming it, not a crash mid-session.
-        schema.check(data, schema.Baselines, str(p))
-        return cls(p, dict(data.get("entries") or {}))
+        schema.check(data, Baselines, str(p))
+        return cls(p, msgspec.convert(data, Baselines).entries)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> BaselineEntry | None:
         return self.entries.get(key)
 
-    def put(self, key: str, entry: dict[str, Any]) -> None:
+    def put(self, key: str, entry: BaselineEntry) -> None:
         self.entries[key] = entry
 
     def save(self) -> None:
-        write_json_atomic(self.path, {"schema_version": SCHEMA_VERSION, "kind": KIND,
-                                      "entries": dict(sorted(self.entries.items()))})
+        write_json_atomic(self.path, msgspec.to_builtins(Baselines(
+            schema_version=SCHEMA_VERSION, kind=KIND, entries=dict(sorted(self.entries.items())))))

@@ -31,6 +31,7 @@ from msgspec import UNSET, UnsetType
 
 from harness.core import recordsections as rs
 from harness.core import suitespec
+from harness.core.baselinefile import Baselines
 from harness.core.errors import UserError
 from harness.core.hostinfo import HostInfo, RunLoad
 from harness.core.migrations import MIGRATIONS
@@ -329,35 +330,7 @@ class Record(_S, kw_only=True):
     comparison: rs.Comparison | None = None     # compare-commits: the verdict over both sides
 
 
-class BaselineEntry(_S, kw_only=True):
-    """One arm's own output on this host, the reference for byte identity (harness.analyze.identity)."""
-    token_ids: list[int]
-    text: str | None = None
-    text_sha256: str | None = None
-    pairing: str | None = None
-    arm: str | None = None
-    prompt: str | None = None
-    max_tokens: int | None = None
-    temp: float | None = None
-    seed: int | None = None
-    recorded: str | None = None
-    session_id: str | None = None
-    engine: dict[str, Any] = {}
-    label: str | None = None
-    target: str | None = None
-    drafter: str | None = None
-    history: list[dict[str, Any]] = []
-
-
-class Baselines(_S, kw_only=True):
-    schema_version: Literal[1]
-    kind: Literal["harness.baselines"]
-    entries: dict[str, BaselineEntry]
-
-
 # --- the one door records come in through (core/migrations.py brings old versions up) ------
-
-
 
 def section(d: dict[str, Any], name: str) -> dict[str, Any]:
     """A record's named sub-dict (a host's "gpu", a run's "engine"), {} where it is absent or not a dict:

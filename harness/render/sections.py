@@ -306,7 +306,7 @@ def identity_table(fx: Facts) -> tuple[Table, list[str]]:
             vs = "no classic run to compare with"
         else:
             d = c.result
-            status = describe(d) if d["status"] != "differs" else f"differs at token {d['first_token']}"
+            status = describe(d) if d.status != "differs" else f"differs at token {d.first_token}"
             why = ("decoded classic (the gate declined)" if not c.engaged
                    else "not a reference: the gate did not pass by itself" if not c.gate_passed
                    else f"not a reference: {NOT_SHIPPING}")
