@@ -103,8 +103,8 @@ def _session(aside: dict[int, str], factor: float = 1.0, drop: bool = False,
         runs += [_run("classic", i, c),
                  _run("spec", i, s * factor if i in aside else s, aside[i] if spoil else None,
                       marked=i in aside and marked)]
-    return {"suite": {"settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
-                      "prompts": [{"name": "p"}],
+    return {"suite": {"name": "t", "settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
+                      "prompts": [{"name": "p", "text": "p"}],
                       "arms": [{"name": "classic", "pairing": "x", "block": 1},
                                {"name": "spec", "pairing": "x", "block": 4}]},
             "runs": runs}
