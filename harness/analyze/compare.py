@@ -175,7 +175,7 @@ def _cells(s: RoundSplit) -> list[tuple[str, Cell, list[float]]]:
 
 def _contention(runs: list[dict[str, Any]]) -> tuple[int, int]:
     """How many of `runs` were contended, of how many."""
-    return sum(map(cont.is_contended, runs)), len(runs)
+    return sum(map(cont.is_contended, as_runs(runs))), len(runs)
 
 
 def _split_runs(recs: tuple[dict[str, Any], ...], arm: str, prompt: str) -> list[dict[str, Any]]:
