@@ -9,6 +9,7 @@ from harness.analyze.counters import Count, SplitCounters
 from harness.analyze.facts import Facts
 from harness.analyze.rounds import RoundSplit
 from harness.core import declare
+from harness.core.runs import as_record
 from harness.render import reportcost
 from harness.render.format import f, pct, signed_pct
 from harness.render.mdtable import Table
@@ -161,24 +162,22 @@ def profile_sections(fx: Facts) -> list[ProfileSection]:
 
 
 def scaling_section(fx: Facts) -> ScalingSection | None:
-    sc = fx.rec.get("scaling")
-    if not isinstance(sc, dict) or not sc.get("widths"):
+    sc = as_record(fx.rec).scaling
+    if sc is None or not sc.widths:
         return None
-    cold = any("cold_median_ms" in w for w in sc["widths"])
+    cold = any(w.cold_median_ms is not None for w in sc.widths)
     head = (["T (positions)", "warm median ms", "warm min-max ms", "vs T=1"] if cold
             else ["T (positions)", "median ms", "min-max ms", "vs T=1"])
     t = Table(head + (["cold median ms", "cold min-max ms", "cold vs warm"] if cold else []),
               align=["r"] * (len(head) + (3 if cold else 0)))
-    for w in sc["widths"]:
-        row = [w.get("T"), f(w.get("median_ms"), ".3f"), f"{f(w.get('min_ms'), '.3f')}-{f(w.get('max_ms'), '.3f')}",
-               f(w.get("vs_T1"), ".2f") + "x"]
+    for w in sc.widths:
+        row = [w.T, f(w.median_ms, ".3f"), f"{f(w.min_ms, '.3f')}-{f(w.max_ms, '.3f')}", f(w.vs_T1, ".2f") + "x"]
         if cold:
-            row += [f(w.get("cold_median_ms"), ".3f"),
-                    f"{f(w.get('cold_min_ms'), '.3f')}-{f(w.get('cold_max_ms'), '.3f')}",
-                    f(w.get("cold_vs_warm"), ".2f") + "x"]
+            row += [f(w.cold_median_ms, ".3f"), f"{f(w.cold_min_ms, '.3f')}-{f(w.cold_max_ms, '.3f')}",
+                    f(w.cold_vs_warm, ".2f") + "x"]
         t.add(*row)
-    line = (f"One evaluated target forward of T positions after {sc.get('context_tokens', '?')} "
-            f"context tokens on {sc.get('device', '?')}, median of {sc['widths'][0].get('repeats', '?')}"
+    line = (f"One evaluated target forward of T positions after {sc.context_tokens} "
+            f"context tokens on {sc.device}, median of {sc.widths[0].repeats}"
             + (": warm at a KV length run before; cold at a KV length new to that width each time (what a "
                "decode meets every round)." if cold else "."))
     return ScalingSection(table=t, line=line)
