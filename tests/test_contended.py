@@ -103,7 +103,8 @@ def test_contention_lines_name_the_share_and_the_setting_and_fit_80_columns():
 def test_vs_classic_verdict_of_a_session_is_not_clean_on_contended_pairs():
     rng = np.random.default_rng(3)
     runs = _runs(12, 10.0, 10, rng, arm="classic") + _runs(12, 7.0, 10, rng, arm="spec")
-    rec = {"suite": {"settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
+    rec = {"suite": {"name": "t", "settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
+                     "prompts": [{"name": "p", "text": "p"}],
                      "arms": [{"name": "classic", "pairing": "x", "block": 1},
                               {"name": "spec", "pairing": "x", "block": 4}]},
            "runs": runs}

@@ -139,7 +139,9 @@ def test_a_check_pairs_the_probe_with_each_figure_and_shows_it():
 def test_within_a_session_each_arm_against_classic_uses_the_probe():
     rng = np.random.default_rng(10)
     b, h, (pb, ph) = _moment(rng, 40)
-    rec = {"suite": {"arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
+    rec = {"suite": {"name": "t", "settings": {}, "pairings": [{"name": "x", "target": "t"}],
+                     "prompts": [{"name": "p", "text": "p"}],
+                     "arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
                               {"name": "s", "block": 3, "pairing": "x", "engine": "e"}]},
            "runs": [r for i in range(40) for r in (_run("c", i, b[i], pb[i]), _run("s", i, h[i], ph[i]))]}
     assert comparisons.judge_vs_classic(rec, D)["s"].dispatch_measurement["used"]

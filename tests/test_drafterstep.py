@@ -121,7 +121,8 @@ def test_first_use_cost_is_measured_against_repeats_and_flagged() -> None:
     assert c.first_use_flagged
     # The measured runs' verify forward is the repeat cost: not flagged against a warm probe at it.
     rec["scaling"] = {"context_tokens": 64, "device": "Device(gpu, 0)", "widths": [
-        {"T": 3, "median_ms": 17.0, "cold_median_ms": 79.0}]}
+        {"T": 3, "median_ms": 17.0, "min_ms": 16.0, "max_ms": 18.0, "repeats": 7, "vs_T1": 2.0,
+         "cold_median_ms": 79.0}]}
     c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
     assert c.vs_probe == pytest.approx(18.0 / 17.0) and not c.probe_flagged
 
@@ -140,7 +141,9 @@ def test_a_first_use_share_without_decode_time_is_unknown_not_cleared(tmp_path: 
 def test_the_scaling_probe_of_another_target_is_not_compared() -> None:
     rec = shaped(record(), "block3-inexact", first_ms=80.0, repeat_ms=80.0)
     rec["suite"]["pairings"].append({"name": "big", "target": "elsewhere/big-8b"})
-    rec["scaling"] = {"pairing": "big", "widths": [{"T": 3, "median_ms": 18.0, "cold_median_ms": 83.0}]}
+    rec["scaling"] = {"context_tokens": 64, "device": "Device(gpu, 0)", "pairing": "big", "widths": [
+        {"T": 3, "median_ms": 18.0, "min_ms": 17.0, "max_ms": 19.0, "repeats": 7, "vs_T1": 2.0,
+         "cold_median_ms": 83.0}]}
     c = next(x for x in drafterstep.shape_costs(rec) if x.arm == "block3-inexact")
     assert c.probe_warm_ms is None and c.vs_probe is None and not c.probe_flagged
     own = next(p["name"] for p in rec["suite"]["pairings"] if p["name"] != "big")

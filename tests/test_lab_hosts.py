@@ -31,6 +31,7 @@ from harness.collect.host import gpuload, thermal
 from harness.collect.host.applegpu import AppleGpu
 from harness.collect.host.quiet import QuietWait
 from harness.collect.suite import load_suite
+from harness.core.runs import as_run
 from harness.render import hostwords, termsummary
 from harness.render import reportcontext as rp
 
@@ -78,7 +79,7 @@ def _runs(n: int, ms: float, spoiled_n: int, rng: Any, arm: str, why: str | None
 def test_each_reading_sets_its_run_aside_and_counts_as_contended(why: str) -> None:
     run = _spoil({"index": 0, "status": "ok", "arm": "a", "marks": [], "load": {"thermal": dict(MAC_THERMAL)}}, why)
     assert spoiled.reasons(run) == (why,)
-    assert contended.is_contended(run) and "contended" not in run["marks"]
+    assert contended.is_contended(as_run({"index": 0, "status": "ok", **run})) and "contended" not in run["marks"]
 
 
 def test_quiet_readings_and_linux_records_set_nothing_aside() -> None:

@@ -347,7 +347,9 @@ def test_failed_runs_and_warmups_do_not_pair():
 
 
 def test_vs_classic_pairs_the_same_round():
-    rec = {"suite": {"arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
+    rec = {"suite": {"name": "t", "settings": {}, "pairings": [{"name": "x", "target": "t"}],
+                     "prompts": [{"name": "p", "text": "p"}, {"name": "q", "text": "q"}],
+                     "arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
                               {"name": "s", "block": 3, "pairing": "x", "engine": "e"}]},
            "runs": [_run("c", "p", 0, 1.0), _run("s", "p", 0, 0.5), _run("c", "p", 1, 2.0),
                     _run("s", "p", 1, 1.0), _run("s", "q", 0, 0.1)]}

@@ -214,7 +214,9 @@ def test_open_phase_names_keep_an_extra_phase_and_never_invent_zero() -> None:
 
 
 def test_profile_variable_is_the_engines_own() -> None:
-    rec = {"suite": {"arms": [{"name": "a", "engine": "myeng", "pairing": "x", "block": 3, "env": {"MYENG_PROFILE": "1"}},
+    rec = {"suite": {"name": "t", "settings": {}, "pairings": [{"name": "x", "target": "t"}],
+                     "prompts": [{"name": "p", "text": "p"}],
+                     "arms": [{"name": "a", "engine": "myeng", "pairing": "x", "block": 3, "env": {"MYENG_PROFILE": "1"}},
                               {"name": "b", "engine": "myeng", "pairing": "x", "block": 3, "env": {}},
                               {"name": "c", "engine": "command", "pairing": "x", "block": 3, "env": {}}],
                      "engines": {"myeng": {"name": "myeng", "profile_var": "MYENG_PROFILE"}}}}

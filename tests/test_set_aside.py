@@ -26,6 +26,7 @@ from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.collect import sampling
 from harness.collect.host import applegpu, gpuload, macos, thermal
+from harness.core.runs import as_run
 from harness.core.schema import load_record
 from harness.render import hostwords
 from harness.render import reportcontext as rp
@@ -81,7 +82,7 @@ def test_each_published_reading_sets_its_run_aside_and_out_of_the_verdicts(why: 
     quiet, spoilt = _run("a", 0, 10.0), _run("a", 0, 10.0, why)
     assert spoiled.reasons(quiet) == () and spoiled.usable(quiet)
     assert spoiled.reasons(spoilt) == (why,)
-    assert not spoiled.usable(spoilt) and contended.is_contended(spoilt)
+    assert not spoiled.usable(spoilt) and contended.is_contended(as_run(spoilt))
     # Warm-ups and failed runs were never a verdict's, quiet host or not.
     assert not spoiled.usable({**quiet, "warmup": True}) and not spoiled.usable({**quiet, "status": "failed"})
     assert spoiled.usable_runs([spoilt, quiet]) == [quiet]
@@ -107,8 +108,8 @@ def _session(aside: dict[int, str], factor: float = 1.0, drop: bool = False,
     return {"schema_version": 5, "kind": "harness.record", "session_id": "s", "created": "c",
             "suite": {"name": "s", "settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
                       "prompts": [{"name": "p", "text": "x"}],
-                      "arms": [{"name": "classic", "pairing": "x", "block": 1},
-                               {"name": "spec", "pairing": "x", "block": 4}]},
+                      "arms": [{"name": "classic", "pairing": "x", "engine": "e", "block": 1, "env": {}, "timeout_s": 60.0},
+                               {"name": "spec", "pairing": "x", "engine": "e", "block": 4, "env": {}, "timeout_s": 60.0}]},
             "runs": runs}
 
 

@@ -27,9 +27,10 @@ def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None,
                          "diagnostics": {"proposed": 10, "accepted": 6, "per_step_tested": 8,
                                          "emitted_per_verify": 1.6} if arm != "classic" else {}})
     arms = [{"name": a, "pairing": "fx", "engine": "specdec", "block": 1 if a == "classic" else 3} for a in tps]
-    return {"suite": {"settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
-                                   "temp": 0.0, "seed": 0, **settings},
-                      "arms": arms, "prompts": [{"name": "p1"}]}, "runs": runs}
+    return {"suite": {"name": "t", "settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
+                                                "temp": 0.0, "seed": 0, **settings},
+                      "pairings": [{"name": "fx", "target": "t"}],
+                      "arms": arms, "prompts": [{"name": "p1", "text": "p1"}]}, "runs": runs}
 
 
 def test_speedup_acceptance_and_clean_flags() -> None:

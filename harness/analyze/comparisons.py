@@ -13,8 +13,10 @@ from typing import Any
 
 from harness.analyze import contended, paired, spoiled
 from harness.analyze.design import Design
+from harness.analyze.suiteof import suite_of
 from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run
+from harness.core.schema import Run, SuiteSection
+from harness.core.suitespec import Arm
 
 Key = tuple[str, str, int]           # (arm, prompt, repetition)
 
@@ -105,22 +107,22 @@ def pair_sessions(base: Sequence[Run | Mapping[str, Any]], head: Sequence[Run | 
     return SessionPairs(out, complete, blocks)
 
 
-def classic_arm_for(arm: dict[str, Any], arms: list[dict[str, Any]],
-                    targets: dict[str, str] | None = None) -> dict[str, Any] | None:
+def classic_arm_for(arm: Arm, arms: Sequence[Arm], targets: Mapping[str, str] | None = None) -> Arm | None:
     """The classic (block 1) arm of the same pairing, else of a pairing with the same target
     (classic decode runs the target alone); the same engine preferred. `targets`: pairing ->
     its target, from the suite."""
-    cands = [a for a in arms if a["block"] == 1 and a["pairing"] == arm["pairing"] and a is not arm]
-    if not cands and targets and targets.get(arm["pairing"]) is not None:
-        cands = [a for a in arms if a["block"] == 1 and a is not arm
-                 and targets.get(a["pairing"]) == targets[arm["pairing"]]]
-    same = [a for a in cands if a.get("engine") == arm.get("engine")]
+    cands = [a for a in arms if a.block == 1 and a.pairing == arm.pairing and a is not arm]
+    if not cands and targets and targets.get(arm.pairing) is not None:
+        cands = [a for a in arms if a.block == 1 and a is not arm
+                 and targets.get(a.pairing) == targets[arm.pairing]]
+    same = [a for a in cands if a.engine == arm.engine]
     found = same or cands
     return found[0] if found else None
 
 
-def pairing_targets(record: dict[str, Any]) -> dict[str, str]:
-    return {p["name"]: p.get("target") for p in record["suite"].get("pairings") or []}
+def pairing_targets(record: Mapping[str, Any] | SuiteSection) -> dict[str, str]:
+    """Pairing -> its target, from a record's suite (or the typed suite itself)."""
+    return {p.name: p.target for p in suite_of(record).pairings}
 
 
 def scaling_for(record: dict[str, Any], pairing: str | None) -> dict[str, Any] | None:
@@ -144,19 +146,20 @@ def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list
 
 def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float], Pairs | None]]:
     """vs_classic(), with the dispatch measurement's pairs when every pair has them."""
-    arms = record["suite"]["arms"]
+    suite = suite_of(record)
     runs = _by_key(record["runs"])
+    targets = pairing_targets(suite)
     out: dict[str, tuple[str, list[float], list[float], Pairs | None]] = {}
-    for a in arms:
-        if a["block"] == 1:
+    for a in suite.arms:
+        if a.block == 1:
             continue
-        c = classic_arm_for(a, arms, pairing_targets(record))
+        c = classic_arm_for(a, suite.arms, targets)
         if c is None:
             continue
         xs, ys, ps, qs = [], [], [], []
         for (arm, prompt, rep), r in sorted(runs.items(), key=lambda kv: (kv[0][2], kv[0][1])):
-            ref = runs.get((c["name"], prompt, rep))
-            if arm != a["name"] or ref is None:
+            ref = runs.get((c.name, prompt, rep))
+            if arm != a.name or ref is None:
                 continue
             x, y = ref.ms_per_token, r.ms_per_token
             if x is not None and y is not None:
@@ -167,7 +170,7 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
         probes: Pairs | None = None
         if xs and None not in ps and None not in qs:
             probes = ([float(p) for p in ps if p is not None], [float(q) for q in qs if q is not None])
-        out[a["name"]] = (c["name"], xs, ys, probes)
+        out[a.name] = (c.name, xs, ys, probes)
     return out
 
 
@@ -175,7 +178,7 @@ def judge_vs_classic(record: dict[str, Any], design: Design) -> dict[str, paired
     """Each speculative arm's ms/token against its classic arm, judged paired (adjusted for the
     dispatch measurement when the runs have it); no clean verdict where the pairs' runs are contended
     past the suite's share (contended.unclean), runs set aside for their host counted there too."""
-    share = contended.share_limit(record["suite"].get("settings") or {})
+    share = contended.share_limit(suite_of(record).settings)
     runs = _by_key(record["runs"], usable=False)
     out = {}
     for arm, (c, xs, ys, probes) in _vs_classic(record).items():

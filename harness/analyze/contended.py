@@ -22,8 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import msgspec
+
 from harness.analyze import paired, spoiled
+from harness.analyze.suiteof import suite_of
+from harness.core.runs import as_runs
 from harness.core.schema import Run
+from harness.core.suitespec import Settings
 
 # Past a quarter of its runs contended, a verdict no longer rests on the quiet ones: the Huber
 # location (estimators.huber_location) sets aside a few disturbed pairs, but with a quarter or
@@ -33,27 +38,25 @@ CLEAN = ("worse", "improved", "unchanged")
 RERUN = "not a clean verdict; rerun on a quiet host"
 
 
-def is_contended(run: Run | Mapping[str, Any]) -> bool:
+def is_contended(run: Run) -> bool:
     """Marked contended by the watch, or set aside for its host (analyze.spoiled: a backup,
     battery power, thermal pressure, another process's GPU work): counted alike in the share."""
-    marks = run.marks if isinstance(run, Run) else run.get("marks") or []
-    return "contended" in marks or bool(spoiled.reasons(run))
+    return "contended" in run.marks or bool(spoiled.reasons(run))
 
 
-def share_limit(settings: Mapping[str, Any] | Any) -> float:
-    """The suite's [watch] contended_share (a settings dict or object), else CONTENDED_SHARE."""
-    watch = settings.get("watch") if isinstance(settings, Mapping) else getattr(settings, "watch", None)
-    x = watch.get("contended_share") if isinstance(watch, Mapping) else getattr(watch, "contended_share", None)
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else CONTENDED_SHARE
+def as_settings(settings: Mapping[str, Any] | Settings) -> Settings:
+    """A suite's settings, typed (a record's or a suite file's settings dict converted)."""
+    return settings if isinstance(settings, Settings) else msgspec.convert(settings, Settings)
 
 
-def measured(runs: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [r for r in runs if isinstance(r, Mapping) and not r.get("warmup")]
+def share_limit(settings: Mapping[str, Any] | Settings) -> float:
+    """The suite's [watch] contended_share (CONTENDED_SHARE unless the suite says otherwise)."""
+    return as_settings(settings).watch.contended_share
 
 
-def count(runs: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+def count(runs: Iterable[Run]) -> tuple[int, int]:
     """(contended, all) of the measured runs."""
-    ms = measured(runs)
+    ms = [r for r in runs if not r.warmup]
     return sum(map(is_contended, ms)), len(ms)
 
 
@@ -87,12 +90,13 @@ class SidesContention:
         return d
 
 
-def sides_info(sides: Mapping[str, Iterable[Mapping[str, Any]]], settings: Mapping[str, Any] | Any) -> SidesContention:
-    """The contention of each side's measured runs (a side: a commit, or an arm of a session)."""
-    limit = share_limit(settings)
-    watch = settings.get("watch") if isinstance(settings, Mapping) else getattr(settings, "watch", None)
-    pct = watch.get("threshold_pct") if isinstance(watch, Mapping) else getattr(watch, "threshold_pct", None)
-    listed = {name: list(runs) for name, runs in sides.items()}
+def sides_info(sides: Mapping[str, Iterable[Run | Mapping[str, Any]]],
+               settings: Mapping[str, Any] | Settings) -> SidesContention:
+    """The contention of each side's measured runs (a side: a commit, or an arm of a session);
+    a record's run dicts are converted here, once a call."""
+    watch = as_settings(settings).watch
+    limit, pct = watch.contended_share, watch.threshold_pct
+    listed = {name: as_runs(runs) for name, runs in sides.items()}
     counted = {name: SideCount(*count(runs)) for name, runs in listed.items()}
     host = {n: SetAside(spoiled.set_aside_runs(rs), spoiled.counts(rs)) for n, rs in listed.items()}
     return SidesContention(limit=limit, threshold_pct=pct, sides=counted,
@@ -142,11 +146,11 @@ def reading_text(p: paired.Paired | Mapping[str, Any]) -> str:
 
 def record_info(record: Mapping[str, Any]) -> SidesContention:
     """sides_info() of one session, each arm a side (its runs are what its figures rest on)."""
-    arms: dict[str, list[Mapping[str, Any]]] = {}
-    for r in record.get("runs") or []:
-        if isinstance(r, Mapping) and r.get("arm") is not None:
-            arms.setdefault(str(r["arm"]), []).append(r)
-    return sides_info(arms, (record.get("suite") or {}).get("settings") or {})
+    arms: dict[str, list[Run]] = {}
+    for r in as_runs(record["runs"]):
+        if r.arm is not None:
+            arms.setdefault(r.arm, []).append(r)
+    return sides_info(arms, suite_of(record).settings)
 
 
 def pair_counts(base: Iterable[Run], head: Iterable[Run], arm: str) -> tuple[int, int]:

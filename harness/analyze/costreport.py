@@ -13,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from harness.analyze import costmodel as cm
 from harness.analyze import rounds
 from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import ProfileComparison, RoundSplit
+from harness.analyze.suiteof import suite_of
 from harness.collect.models import Tensors
 from harness.core import declare
 from harness.core.schema import ArmInfo, Run
@@ -120,14 +123,37 @@ def target_bytes(tensors: Tensors) -> Bytes:
     return Bytes([(f"target weights ({len(tensors)} tensors)", sb.total)], sb.total, note)
 
 
-def _quantized_estimate(tensors: dict[str, tuple[int, list[int]]], q: dict[str, Any]) -> int | None:
+class Quantization(msgspec.Struct, kw_only=True):
+    """An engine's `drafter_quantization` block, as far as the bytes estimate reads it."""
+    quantized: bool | None = None
+    how: str | None = None             # "at load": the engine quantized the weights as it loaded them
+    bits: int | None = None
+    group_size: int | None = None
+    linear_layers: int | None = None   # the layers it quantized
+
+
+class Borrows(msgspec.Struct, kw_only=True):
+    """What an MTP head reads from the target every step: each role's tensor-name prefix."""
+    lm_head: str | None = None
+    embedding: str | None = None
+
+
+def _quantization(block: dict[str, Any] | None) -> Quantization:
+    """The block typed; one the estimate cannot read (a foreign engine's own shape) reads as none."""
+    try:
+        return msgspec.convert(block or {}, Quantization)
+    except msgspec.ValidationError:
+        return Quantization()
+
+
+def _quantized_estimate(tensors: dict[str, tuple[int, list[int]]], q: Quantization) -> int | None:
     """Bytes after the engine's load-time quantization, when the record says which layers it took.
 
     Candidates are the 2-D non-embedding weights whose input width divides the group; the
     estimate is used only if their count equals the record's `linear_layers` (else None).
     """
-    bits, group, count = q.get("bits"), q.get("group_size"), q.get("linear_layers")
-    if not (isinstance(bits, int) and isinstance(group, int) and isinstance(count, int)):
+    bits, group, count = q.bits, q.group_size, q.linear_layers
+    if bits is None or group is None or count is None:
         return None
     cands = {n: v for n, v in tensors.items() if n.endswith(".weight") and len(v[1]) == 2
              and not n.startswith(EMBED) and v[1][-1] % group == 0}
@@ -143,12 +169,12 @@ def _quantized_estimate(tensors: dict[str, tuple[int, list[int]]], q: dict[str, 
 
 def drafter_bytes(tensors: Tensors, quantization: dict[str, Any] | None) -> Bytes:
     disk = sum(b for b, _ in tensors.values())
-    q = quantization or {}
-    if q.get("quantized") and q.get("how") == "at load":
+    q = _quantization(quantization)
+    if q.quantized and q.how == "at load":
         est = _quantized_estimate(tensors, q)
         if est is not None:
-            return Bytes([(f"drafter weights, {q['bits']}-bit group {q['group_size']} as quantized at load "
-                           f"({q['linear_layers']} linear layers; {disk:,} B on disk)", est)], est,
+            return Bytes([(f"drafter weights, {q.bits}-bit group {q.group_size} as quantized at load "
+                           f"({q.linear_layers} linear layers; {disk:,} B on disk)", est)], est,
                          "estimated from the checkpoint's tensor shapes and the record's quantization block")
         return Bytes([(f"drafter weights on disk ({len(tensors)} tensors)", disk)], disk,
                      "the engine quantized the drafter at load but its layers could not be matched: "
@@ -160,13 +186,14 @@ def with_borrowed(own: Bytes, target: Tensors, borrows: dict[str, str]) -> Bytes
     """A drafter that reads target tensors every step (an MTP head: the target's LM head in
     full, one embedding row): their bytes from the target's table, beside its own."""
     rows, total = list(own.rows), own.total
-    head = borrows.get("lm_head")
+    roles = msgspec.convert(borrows, Borrows)
+    head = roles.lm_head
     if head:
         names = sorted(n.rsplit(".", 1)[-1] for n in target if n.startswith(head))
         n = cm.lm_head_bytes(target, head)
         rows.append((f"borrowed target LM head (`{head}*`: {', '.join(names)})", n))
         total += n
-    emb = borrows.get("embedding")
+    emb = roles.embedding
     if emb:
         n = cm.embedding_row_bytes(target, emb)
         rows.append((f"embedding row (`{emb}*`, one row per step)", n))
@@ -186,7 +213,8 @@ def build(record: dict[str, Any], runs: list[Run], classic_ref: ClassicRef, spli
     """runs: the record's runs, typed. models: each pairing's target and drafter tensor tables,
     read by the caller: (directory, table) or (directory, why it could not be read); a role the
     pairing lacks is absent."""
-    arms = {a["name"]: a for a in record["suite"]["arms"]}
+    suite = suite_of(record)
+    arms = {a.name: a for a in suite.arms}
     sec = CostSection(break_even=_break_even(splits, classic_ref))
     # The modelled arm: the first profile comparison with a classic reference, else any classic.
     prof = next((p for p in profiles if (p.unprofiled.arm, p.unprofiled.prompt) in classic_ref), None)
@@ -194,13 +222,14 @@ def build(record: dict[str, Any], runs: list[Run], classic_ref: ClassicRef, spli
     if prof is not None:
         key = (prof.unprofiled.arm, prof.unprofiled.prompt)
     else:
-        key = next((k for k in classic_ref if arms.get(k[0], {}).get("block", 1) > 1), None) \
+        key = next((k for k in classic_ref if k[0] in arms and arms[k[0]].block > 1), None) \
             or next(iter(classic_ref), None)
     if key is None:
         return CostSection(NO_CLASSIC, break_even=sec.break_even)
     sec.classic_arm, classic_ms = classic_ref[key]
     sec.prompt = key[1]
-    tables = models.get(arms[key[0]]["pairing"], {})
+    pairing = arms[key[0]].pairing
+    tables = models.get(pairing, {})
     sec.peak = _peak(host_spec)
     tdir, ttab = tables.get("target", (None, "the pairing names no target"))
     try:
@@ -213,7 +242,7 @@ def build(record: dict[str, Any], runs: list[Run], classic_ref: ClassicRef, spli
     sec.target_step_ms = classic_ms
     sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), sec.peak.gb_s)
     # The engine's dispatch floor, if it measured one for this pairing's target (scaling.dispatch).
-    sc = scaling_for(record, arms[key[0]]["pairing"])
+    sc = scaling_for(record, pairing)
     sec.roofline = cm.roofline(sec.target.total, classic_ms, sec.peak.gb_s, cm.dispatch_floor(sc) if sc else None)
     ddir, dtab = tables.get("drafter", (None, None))
     if isinstance(dtab, dict):
@@ -225,8 +254,7 @@ def build(record: dict[str, Any], runs: list[Run], classic_ref: ClassicRef, spli
             sec.drafter = with_borrowed(sec.drafter, ttab, borrows)
     if prof is None:
         sec.no_what_if = NO_PROFILE
-        sec.profile_vars = tuple(sorted({v for a in record["suite"]["arms"]
-                                         if (v := rounds.profile_var(record, a["name"]))}))
+        sec.profile_vars = tuple(sorted({v for a in suite.arms if (v := rounds.profile_var(record, a.name))}))
         sec.verify_phase = declare.of_record(record, key[0]).phase_for(declare.ROLE_VERIFY)
         return sec
     sec.profiled_arm = prof.profiled.arm

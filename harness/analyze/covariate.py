@@ -9,9 +9,11 @@ adjusted ratios; docs/statistics.md ("The dispatch measurement") says why. Pure 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from harness.analyze.design import Design
@@ -30,6 +32,21 @@ from harness.analyze.stats import scipy_stats
 # is no change at the figure's level: a probe that moved means the code, or one side's process,
 # slows work the engine does not do, and the pairs are then judged as they are.
 MIN_PROBE_PAIRS = MIN_ROBUST_PAIRS
+PROBE_MOVED = "the probe itself moved"
+
+
+class ProbeInfo(msgspec.Struct, kw_only=True):
+    """What the probe did for one figure's pairs, as a verdict keeps it (`Paired.dispatch_measurement`,
+    its builtins: a field never set is left out, in this order)."""
+    n: int                                         # the pairs with a probe reading
+    probe_ratio: float | None                      # the probe's geometric mean ratio, head / base
+    used: bool                                     # the pairs were adjusted for it
+    probe_p: float | msgspec.UnsetType = msgspec.UNSET   # the probe's own change's p-value
+    why: str | msgspec.UnsetType = msgspec.UNSET         # why it was not used
+    theta: float | msgspec.UnsetType = msgspec.UNSET     # the slope taken out
+    corr: float | msgspec.UnsetType = msgspec.UNSET      # the pairs' ratios against the probe's
+    widen: float | msgspec.UnsetType = msgspec.UNSET     # the spread's factor for theta's error
+    variance_removed: float | msgspec.UnsetType = msgspec.UNSET   # share of the judged spread taken out
 
 
 def _huber_weights(z: np.ndarray) -> np.ndarray:
@@ -61,46 +78,51 @@ def huber_slope(d: np.ndarray, x: np.ndarray) -> float:
     return float(beta[1])
 
 
-def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[np.ndarray, float, dict[str, Any]]:
+def adjust_for_probe(logs: np.ndarray, x: np.ndarray, design: Design) -> tuple[np.ndarray, float, ProbeInfo]:
     """(the log ratios to judge, the factor that widens their spread, what the probe did).
 
     The factor allows for theta being estimated: the residual variance over n - 2 degrees of
     freedom, and the variance theta's error adds to the mean through the probe's own mean
     (a regression's standard error at x = 0: s^2 (1/n + mean(x)^2 / Sxx))."""
     n = int(logs.size)
-    info: dict[str, Any] = {"n": n, "probe_ratio": math.exp(float(x.mean())) if n else None, "used": False}
+    info = ProbeInfo(n=n, probe_ratio=math.exp(float(x.mean())) if n else None, used=False)
     if n < MIN_PROBE_PAIRS:
-        info["why"] = f"fewer than {MIN_PROBE_PAIRS} pairs"
+        info.why = f"fewer than {MIN_PROBE_PAIRS} pairs"
         return logs, 1.0, info
     xc = x - x.mean()
     sxx = float(xc @ xc)
     if sxx <= 0.0 or float(logs.std()) == 0.0:
-        info["why"] = "the probe or the figure did not vary"
+        info.why = "the probe or the figure did not vary"
         return logs, 1.0, info
     infl, _ = serial_inflation(x)
     se_x = math.sqrt(sxx / (n - 1)) * infl / math.sqrt(n)
     p_x = float(2.0 * scipy_stats().t.sf(abs(float(x.mean())) / se_x, n - 1))
-    info["probe_p"] = p_x
+    info.probe_p = p_x
     # The figure's own level before any Benjamini-Hochberg selection, so that the p-value and
     # the verdict of one figure make the same choice.
     if p_x < replace(design, selected=1).alpha_per_test:
-        info["why"] = "the probe itself moved"
+        info.why = PROBE_MOVED
         return logs, 1.0, info
     theta = huber_slope(logs, x)
     widen = math.sqrt((n - 1) / (n - 2) * (1.0 + n * float(x.mean()) ** 2 / sxx))
-    info.update(used=True, theta=theta, corr=float(np.corrcoef(logs, x)[0, 1]), widen=widen)
+    info.used, info.theta, info.corr, info.widen = True, theta, float(np.corrcoef(logs, x)[0, 1]), widen
     return logs - theta * x, widen, info
 
 
-def probe_note(info: dict[str, Any] | None) -> str | None:
-    """One clause for a verdict's note: what the probe did, or why it was not used."""
-    if not info or info.get("probe_ratio") is None:
+def probe_note(info: ProbeInfo | Mapping[str, Any] | None) -> str | None:
+    """One clause for a verdict's note: what the probe did, or why it was not used (info: the
+    adjustment's, or as a verdict in a record keeps it)."""
+    if not info:
         return None
-    if info.get("used"):
-        took = (f"{info['variance_removed']:.0%} of their variance taken out" if info["variance_removed"] >= 0.005
-                else "none of their variance taken out")
-        return f"adjusted for the dispatch measurement (correlation {info['corr']:+.2f} with the pairs' ratios, {took})"
-    if info.get("why") == "the probe itself moved":
-        return (f"not adjusted for the dispatch measurement: the probe itself moved {info['probe_ratio'] - 1.0:+.1%} "
+    p = info if isinstance(info, ProbeInfo) else msgspec.convert(info, ProbeInfo)
+    if p.probe_ratio is None:
+        return None
+    if p.used:
+        removed = p.variance_removed
+        took = (f"{removed:.0%} of their variance taken out"
+                if isinstance(removed, float) and removed >= 0.005 else "none of their variance taken out")
+        return f"adjusted for the dispatch measurement (correlation {p.corr:+.2f} with the pairs' ratios, {took})"
+    if p.why == PROBE_MOVED:
+        return (f"not adjusted for the dispatch measurement: the probe itself moved {p.probe_ratio - 1.0:+.1%} "
                 f"between the sides (the code, or one side's process, slows work the engine does not do)")
     return None

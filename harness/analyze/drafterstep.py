@@ -18,9 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from harness.analyze import stats
 from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import Groups, by_arm_prompt, measured_by_arm_prompt
+from harness.core.recordsections import Scaling
 from harness.core.runs import as_runs
 from harness.core.schema import RoundEntry, Run
 
@@ -158,10 +161,10 @@ class ShapeCost(_FirstAndRepeat):
 def _probe(record: dict[str, Any], width: int, pairing: str | None) -> tuple[float | None, float | None]:
     """The scaling probe's warm and cold medians at this width, when it ran on this arm's target
     (pairings that share a target share its probe)."""
-    sc = scaling_for(record, pairing) or {}
-    for w in sc.get("widths") or []:
-        if w.get("T") == width:
-            return w.get("median_ms"), w.get("cold_median_ms")
+    sc = scaling_for(record, pairing)
+    for w in [] if sc is None else msgspec.convert(sc, Scaling).widths:
+        if w.T == width:
+            return w.median_ms, w.cold_median_ms
     return None, None
 
 

@@ -12,8 +12,8 @@ Pure functions.
 from __future__ import annotations
 
 import math
-from typing import Any
 
+import msgspec
 import numpy as np
 
 from harness.analyze.stats import scipy_stats
@@ -102,8 +102,17 @@ def huber_location(logs: np.ndarray) -> tuple[float, np.ndarray] | None:
 GENERATIONS_PRETEST = 0.25
 
 
+class GenerationsInfo(msgspec.Struct, kw_only=True):
+    """What the pairs' worker generations said, as a verdict keeps it (`Paired.generations`, its
+    builtins: a field never set is left out, in this order)."""
+    count: int                                     # the generations
+    used: bool                                     # the interval rests on them
+    p: float | msgspec.UnsetType = msgspec.UNSET   # the F test's p-value (unset: too few to test)
+    se_ratio: float | None | msgspec.UnsetType = msgspec.UNSET   # their standard error over the pairs'
+
+
 def generations(values: np.ndarray, blocks: np.ndarray | None, se: float, inflation: float = 1.0,
-                decided: dict[str, Any] | None = None) -> tuple[float, int | None, dict[str, Any] | None]:
+                decided: GenerationsInfo | None = None) -> tuple[float, int | None, GenerationsInfo | None]:
     """(standard error, degrees of freedom or None for the pairs' n - 1, what the generations
     said) for a location whose per-pair values (log ratios or influence values) are `values`,
     each pair's generation `blocks`, and whose standard error from the pairs alone is `se`.
@@ -117,7 +126,7 @@ def generations(values: np.ndarray, blocks: np.ndarray | None, se: float, inflat
         return se, None, None
     labels, idx = np.unique(blocks, return_inverse=True)
     g, n = int(labels.size), int(values.size)
-    info: dict[str, Any] = {"count": g, "used": False}
+    info = GenerationsInfo(count=g, used=False)
     if g < 2 or n - g < 1:
         return se, None, info
     sizes = np.bincount(idx)
@@ -127,19 +136,19 @@ def generations(values: np.ndarray, blocks: np.ndarray | None, se: float, inflat
     msw = float(((values - means[idx]) ** 2).sum()) / (n - g)
     p = (float(scipy_stats().f.sf(msb / msw / inflation ** 2, g - 1, n - g)) if msw > 0.0
          else (0.0 if msb > 0.0 else 1.0))
-    info["p"] = p
-    if not (decided["used"] if decided is not None else p < GENERATIONS_PRETEST):
+    info.p = p
+    if not (decided.used if decided is not None else p < GENERATIONS_PRETEST):
         return se, None, info
     dev = np.bincount(idx, weights=values - grand)
     between = math.sqrt(g / (g - 1.0) * float(dev @ dev)) / n
-    info.update(used=True, se_ratio=between / se if se > 0.0 else None)
+    info.used, info.se_ratio = True, between / se if se > 0.0 else None
     return max(se, between), g - 1, info
 
 
-def generations_note(info: dict[str, Any] | None) -> str | None:
+def generations_note(info: GenerationsInfo | None) -> str | None:
     """One clause for a verdict's note when the pairs' worker generations differed."""
-    if not info or not info.get("used"):
+    if info is None or not info.used:
         return None
-    df = info["count"] - 1
-    return (f"the pairs' {info['count']} worker generations differ (p = {info['p']:.2g}): the interval rests "
+    df = info.count - 1
+    return (f"the pairs' {info.count} worker generations differ (p = {info.p:.2g}): the interval rests "
             f"on the generations, {df} degree{'s' if df > 1 else ''} of freedom (a per-process effect)")

@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.analyze import acceptance, compare, contended, rounds, stats
 from harness.analyze.drafterstep import TimedRound, widest_timed_rounds
+from harness.analyze.suiteof import suite_of
 from harness.core import declare
 from harness.core.runs import as_runs, measured_ok_runs
 from harness.core.schema import Run, RunDiagnostics
@@ -128,11 +129,9 @@ def _ms(run: Run) -> float | None:
 def run_series(record: dict[str, Any], runs: list[Run]) -> tuple[tuple[RunSeries, ...], int]:
     """Measured runs per (arm, prompt) in suite order, and the count of warm-ups left out;
     runs: the record's runs typed, in its order."""
-    # analyze.contended reads the record's run dicts: each run's reading, by its typed run.
-    busy = {id(r): contended.is_contended(raw) for raw, r in zip(record["runs"], runs)}
     out = []
     for (arm, prompt), rs in rounds.by_arm_prompt(record, [r for r in runs if not r.warmup]).items():
-        pts = tuple(RunPoint(r.index, _ms(r), busy[id(r)], "quiet_wait_timeout" in r.marks) for r in rs)
+        pts = tuple(RunPoint(r.index, _ms(r), contended.is_contended(r), "quiet_wait_timeout" in r.marks) for r in rs)
         out.append(RunSeries(arm, prompt, tuple(sorted(pts, key=lambda p: p.index))))
     return tuple(out), sum(1 for r in runs if r.warmup)
 
@@ -174,7 +173,7 @@ def position_acceptance(record: dict[str, Any], groups: rounds.Groups) -> tuple[
     """Per speculative arm, counts summed over its runs (groups: rounds.measured_by_arm_prompt's).
     At temperature 0 repetitions repeat the same tokens, so (as harness.analyze.acceptance) only
     the first measured run per prompt counts."""
-    greedy = float(record["suite"]["settings"].get("temp") or 0.0) == 0.0
+    greedy = suite_of(record).settings.temp == 0.0
     by_arm: dict[str, dict[str, list[Run]]] = {}
     for (arm, prompt), rs in groups.items():
         by_arm.setdefault(arm, {})[prompt] = rs
@@ -201,7 +200,7 @@ def _plain(label: str) -> str:
 
 def _phase_order(record: dict[str, Any], names: list[str]) -> list[str]:
     """Phases in the engines' declared round order, then the undeclared ones as reported."""
-    declared = list(dict.fromkeys(p for a in record["suite"]["arms"] for p in declare.of_record(record, a["name"]).phases))
+    declared = list(dict.fromkeys(p for a in suite_of(record).arms for p in declare.of_record(record, a.name).phases))
     return [p for p in declared if p in names] + [p for p in names if p not in declared]
 
 
@@ -209,7 +208,7 @@ def split_bars(record: dict[str, Any], groups: rounds.Groups) -> tuple[tuple[Spl
     """Each round split as a bar, and the phases' legend; groups: rounds.measured_by_arm_prompt's."""
     bars: list[SplitBar] = []
     labels: dict[str, str] = {}
-    asked = {a["name"]: int(a.get("block") or 1) for a in record["suite"]["arms"]}
+    asked = {a.name: a.block for a in suite_of(record).arms}
     for s in rounds.all_splits(record, groups):
         decl = declare.of_record(record, s.arm)
         segs = tuple(Segment(c.name, _plain(c.label), c.per_unit_ms) for c in s.components)
@@ -227,9 +226,10 @@ def record_figure_data(record: dict[str, Any]) -> FigureData:
     runs, warmups = run_series(record, typed)
     acc, acc_runs = position_acceptance(record, groups)
     bars, phases = split_bars(record, groups)
+    suite = suite_of(record)
     return FigureData(
-        arms=tuple(a["name"] for a in record["suite"]["arms"]),
-        prompts=tuple(p["name"] for p in record["suite"]["prompts"]),
+        arms=tuple(a.name for a in suite.arms),
+        prompts=tuple(p.name for p in suite.prompts),
         runs=runs, warmups=warmups, kv=kv_curves(record, typed), kv_bin=KV_BIN,
         acceptance=acc, acceptance_runs=acc_runs, splits=bars, phases=phases)
 
@@ -294,7 +294,7 @@ def _name(record: dict[str, Any]) -> str:
     host = ((record.get("host") or {}).get("spec") or {})
     host_name = host.get("name") if isinstance(host, dict) else None
     when = str(record.get("created") or "")[:16].replace("T", " ")
-    return " ".join(x for x in (record["suite"].get("name"), host_name and f"on {host_name}", when) if x)
+    return " ".join(x for x in (suite_of(record).name, host_name and f"on {host_name}", when) if x)
 
 
 def _ms_rows(before: rounds.Groups, after: rounds.Groups) -> tuple[BeforeAfter, ...]:
@@ -329,11 +329,11 @@ def compare_figure_data(before: dict[str, Any], after: dict[str, Any]) -> Compar
     comps = _component_panels(before, after, groups)
     if not rows and not comps:
         return None
-    arms = tuple(dict.fromkeys([*(a["name"] for a in before["suite"]["arms"]),
-                                *(a["name"] for a in after["suite"]["arms"])]))
+    suites = suite_of(before), suite_of(after)
+    arms = tuple(dict.fromkeys(a.name for s in suites for a in s.arms))
     return CompareFigureData(_name(before), _name(after), arms,
                              ComparePanel("ms/token", "token", rows) if rows else None, comps,
-                             _changes(before, after), float(before["suite"]["settings"].get("threshold") or 0.10))
+                             _changes(before, after), suites[0].settings.threshold)
 
 
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[ArmChange, ...]:

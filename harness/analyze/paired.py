@@ -32,11 +32,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from harness.analyze.covariate import adjust_for_probe, probe_note
+from harness.analyze.covariate import ProbeInfo, adjust_for_probe, probe_note
 from harness.analyze.design import Design, detectable_at, pairs_needed, quantiles, share_text
-from harness.analyze.estimators import MIN_ROBUST_PAIRS, generations, generations_note, huber_location, serial_inflation
+from harness.analyze.estimators import (
+    MIN_ROBUST_PAIRS,
+    GenerationsInfo,
+    generations,
+    generations_note,
+    huber_location,
+    serial_inflation,
+)
 from harness.analyze.stats import scipy_stats
 
 VERDICTS = ("worse", "improved", "unchanged", "inconclusive")
@@ -102,6 +110,15 @@ class Paired:
         return asdict(self)
 
 
+def _kept(info: ProbeInfo | GenerationsInfo | None) -> dict[str, Any] | None:
+    """What a verdict keeps of the probe's or the generations' reading: its builtins (a record's
+    JSON), the fields never set left out."""
+    if info is None:
+        return None
+    kept: dict[str, Any] = msgspec.to_builtins(info)
+    return kept
+
+
 def _exp(x: float) -> float:
     """exp, inf past float range: an interval on one or two degrees of freedom at a small level
     can reach that far (two worker generations at an early look)."""
@@ -125,12 +142,12 @@ class _Reading:
     inflation: float
     autocorr: float | None
     df: int                        # of the standard error: n - 1, or generations - 1
-    generations: dict[str, Any] | None = None
+    generations: GenerationsInfo | None = None
 
     @property
     def on_generations(self) -> bool:
         """The standard error is the generations' (they differ), not the pairs'."""
-        return bool(self.generations and self.generations["used"])
+        return self.generations is not None and self.generations.used
 
 
 def _readings(logs: np.ndarray, widen: float, gens: np.ndarray | None) -> tuple[_Reading, _Reading | None]:
@@ -141,7 +158,7 @@ def _readings(logs: np.ndarray, widen: float, gens: np.ndarray | None) -> tuple[
 
 
 def _mean_reading(logs: np.ndarray, widen: float = 1.0, blocks: np.ndarray | None = None,
-                  decided: dict[str, Any] | None = None) -> _Reading:
+                  decided: GenerationsInfo | None = None) -> _Reading:
     sd = float(logs.std(ddof=1)) * widen
     infl, r1 = serial_inflation(logs)
     se, df, gens = generations(logs * widen, blocks, sd * infl / math.sqrt(logs.size), infl, decided)
@@ -173,7 +190,7 @@ Blocks = Sequence[object] | None   # each pair's worker generation (any hashable
 
 
 def _logs(base: Sequence[float], head: Sequence[float], probe: tuple[Sequence[float], Sequence[float]] | None,
-          design: Design, blocks: Blocks = None) -> tuple[np.ndarray, float, dict[str, Any] | None, np.ndarray, np.ndarray | None]:
+          design: Design, blocks: Blocks = None) -> tuple[np.ndarray, float, ProbeInfo | None, np.ndarray, np.ndarray | None]:
     """The usable pairs' log ratios (head / base), adjusted for the probe when it has one for each
     pair: (logs, widen, what the probe did, the same pairs' unadjusted log ratios, their
     generations or None)."""
@@ -225,12 +242,12 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     mean_ratio = math.exp(float(logs.mean()))
     if n < 2:
         return Paired(n, mean_ratio, None, None, None, "inconclusive", "one pair: its spread is unknown",
-                      mean_ratio=mean_ratio, dispatch_measurement=probe_info)
+                      mean_ratio=mean_ratio, dispatch_measurement=_kept(probe_info))
     mean, robust = _readings(logs, widen, gens)
     # The judged reading spends the figure's level, or (robust) all of it but the tails' share.
     main, share = (robust, 1.0 - TAIL_SHARE) if robust else (mean, 1.0)
-    if probe_info and probe_info["used"]:
-        probe_info["variance_removed"] = _removed(main, robust is not None, raw, logs, widen)
+    if probe_info is not None and probe_info.used:
+        probe_info.variance_removed = _removed(main, robust is not None, raw, logs, widen)
     q_a, _ = quantiles(main.df, design, share)
     ratio = math.exp(main.center)
     lo, hi = _exp(main.center - q_a * main.se), _exp(main.center + q_a * main.se)
@@ -273,7 +290,7 @@ def analyze(base: Sequence[float], head: Sequence[float], design: Design,
     if (said := generations_note(main.generations)) is not None:
         notes.append(said)
     return Paired(n, ratio, lo, hi, det, verdict, "; ".join(notes), mean.spread, main.inflation, main.autocorr,
-                  "huber" if robust else "mean", mean_ratio, main.spread, probe_info, main.generations,
+                  "huber" if robust else "mean", mean_ratio, main.spread, _kept(probe_info), _kept(main.generations),
                   main.df if main.on_generations else None, t)
 
 

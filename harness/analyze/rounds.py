@@ -11,16 +11,18 @@ the same way. Classic decode has no rounds: its unit is the token.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analyze import stats
 from harness.analyze.counters import SplitCounters, split_counters, units
+from harness.analyze.suiteof import suite_of
 from harness.core import declare
 from harness.core.declare import EngineDecl
 from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run, RunDiagnostics
+from harness.core.schema import Run, RunDiagnostics, SuiteSection
+from harness.core.suitespec import Arm
 
 
 def profile_var(record: dict[str, Any], arm: str) -> str | None:
@@ -38,13 +40,11 @@ def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) ->
 Groups = dict[tuple[str, str], list[Run]]
 
 
-def by_arm_prompt(record: dict[str, Any], runs: Iterable[Run], keep_empty: bool = False) -> Groups:
+def by_arm_prompt(record: Mapping[str, Any] | SuiteSection, runs: Iterable[Run], keep_empty: bool = False) -> Groups:
     """Runs by (arm, prompt), in suite order, so a table reads like the suite; keep_empty keeps
     the (arm, prompt) pairs no run reached."""
-    out: Groups = {}
-    for a in record["suite"]["arms"]:
-        for p in record["suite"]["prompts"]:
-            out[(a["name"], p["name"])] = []
+    suite = suite_of(record)
+    out: Groups = {(a.name, p.name): [] for a in suite.arms for p in suite.prompts}
     for r in runs:
         out.setdefault((str(r.arm), str(r.prompt)), []).append(r)
     return out if keep_empty else {k: v for k, v in out.items() if v}
@@ -193,17 +193,16 @@ def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
     var = profile_var(record, arm_name)
     if var is None:
         return None
-    arms = {a["name"]: a for a in record["suite"]["arms"]}
-    me = arms[arm_name]
+    arms = suite_of(record).arms
+    me = next(a for a in arms if a.name == arm_name)
 
-    def rest(arm: dict[str, Any]) -> dict[str, str]:
-        return {k: v for k, v in (arm.get("env") or {}).items() if k != var}
-    for a in record["suite"]["arms"]:
-        if a["name"] != arm_name and var not in (a.get("env") or {}) \
-                and (a["pairing"], a["engine"], a["block"]) == (me["pairing"], me["engine"], me["block"]) \
+    def rest(arm: Arm) -> dict[str, str]:
+        return {k: v for k, v in arm.env.items() if k != var}
+    for a in arms:
+        if a.name != arm_name and var not in a.env \
+                and (a.pairing, a.engine, a.block) == (me.pairing, me.engine, me.block) \
                 and rest(a) == rest(me):
-            twin: str = a["name"]
-            return twin
+            return a.name
     return None
 
 

@@ -154,6 +154,7 @@ def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
 def judge(record: dict[str, Any]) -> Judgement:
     """Every arm of `record` (a record's data, any schema version load_record gives) judged."""
     from harness.analyze.comparisons import classic_arm_for, pairing_targets
+    from harness.analyze.suiteof import suite_of
     from harness.analyze.summary import summarize
     suite = record["suite"]
     settings = suite.get("settings") or {}
@@ -164,7 +165,8 @@ def judge(record: dict[str, Any]) -> Judgement:
     measured = [r for r in typed if not r.warmup]
     targets = pairing_targets(record)
     out = []
-    for a in arms:
+    typed_arms = suite_of(record).arms
+    for a, typed_arm in zip(arms, typed_arms):
         name = a["name"]
         runs = [r for r in measured if r.arm == name]
         ok = measured_ok_runs(runs)
@@ -175,7 +177,7 @@ def judge(record: dict[str, Any]) -> Judgement:
         overrides: dict[str, str] = {}
         for r in runs:
             overrides.update(r.overrides)
-        classic = None if a["block"] == 1 else classic_arm_for(a, arms, targets)
+        classic = None if a["block"] == 1 else classic_arm_for(typed_arm, typed_arms, targets)
         reading = readings.get(name)
         if not ok:
             outcome = NO_RUNS
@@ -191,10 +193,10 @@ def judge(record: dict[str, Any]) -> Judgement:
             outcome = INCONCLUSIVE   # no pairs, or too few: said by the reading's note
         else:
             outcome = INCONCLUSIVE if reading.contended else _FROM_PAIRED.get(reading.verdict, INCONCLUSIVE)
-        pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.arm == classic["name"]
+        pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.arm == classic.name
                                                   and r.measured_ok]
         out.append(ArmVerdict(
-            arm=name, outcome=outcome, classic=classic["name"] if classic else None, reading=reading,
+            arm=name, outcome=outcome, classic=classic.name if classic else None, reading=reading,
             threshold=float(settings.get("threshold") or 0.10), runs=len(ok), failed=len(runs) - len(ok),
             tok_s=math.exp(sum(map(math.log, tps)) / len(tps)) if tps else None, spread=spread,
             shipping=bool(runs) and all(r.shipping for r in runs), overrides=dict(sorted(overrides.items())),

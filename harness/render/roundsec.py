@@ -2,18 +2,71 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
 from harness.analyze import costmodel, costreport
 from harness.analyze.counters import Count, SplitCounters
 from harness.analyze.facts import Facts
+from harness.analyze.rounds import RoundSplit
 from harness.core import declare
+from harness.core.runs import as_record
 from harness.render import reportcost
 from harness.render.format import f, pct, signed_pct
 from harness.render.mdtable import Table
 
 
-def split_sections(fx: Facts) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SplitSection:
+    """One arm and prompt's round split, as the appendix shows it."""
+    title: str                    # the row's label, and how it decoded when the gate declined
+    table: Table                  # component, total ms, ms per unit, share
+    mode: str                     # which mode timed the phases, in the engine's words
+    closure: str                  # how closely the components close against the decode total
+    counters: str                 # the work counted per unit; "" when the engine counts none
+
+
+@dataclass(frozen=True)
+class ProfileSection:
+    """A profiled arm against its unprofiled twin on one prompt."""
+    title: str
+    table: Table                  # each component per round, unprofiled and profiled, and the change
+    lines: list[str]              # the drafter step, profile mode's cost, what to quote
+
+
+@dataclass(frozen=True)
+class SplitTable:
+    """Every arm's round split in one table, and the lines said under it."""
+    table: Table
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class ScalingSection:
+    """The verify-forward cost scaling the engine measured, and what it measured."""
+    table: Table
+    line: str
+
+
+@dataclass
+class CostContext:
+    """The cost-model section as the report says it; a table is None where the record has no
+    data for it (the cost model's `available`, `what_if` and `break_even` say which)."""
+    available: bool
+    reason: str                   # why the section is unavailable ("" when it is)
+    notes: list[str]              # why parts are left out
+    peak: str                     # the peak bandwidth and its source, or why it is unknown
+    bytes: Table | None = None    # bytes per step by tensor set (target, then drafter)
+    bytes_notes: list[str] = field(default_factory=list)
+    bandwidth: Table | None = None
+    roofline: str = ""            # what bounds the target step
+    what_if: Table | None = None
+    model_note: str = ""
+    what_if_line: str = ""
+    break_even: Table | None = None        # per arm and prompt
+    break_even_arms: Table | None = None   # per arm (the same table when the record has one prompt)
+
+
+def split_sections(fx: Facts) -> list[SplitSection]:
     out = []
     for s in fx.splits:
         unit = s.unit
@@ -30,10 +83,10 @@ def split_sections(fx: Facts) -> list[dict[str, Any]]:
         title = fx.row_label(s.arm, s.prompt)
         if s.mode == "classic" and s.arm in fx.arms and fx.arms[s.arm].block > 1:
             title += ": decoded classic (the gate declined)"
-        out.append({"title": title, "table": t, "mode": mode,
-                    "closure": f"Components close against the decode total to within {s.closure_pct:.3%} "
-                               f"({s.closure_ms:+.4f} ms over {what}).",
-                    "counters": counters_line(s.counters) if s.counters else ""})
+        out.append(SplitSection(title=title, table=t, mode=mode,
+                                closure=f"Components close against the decode total to within {s.closure_pct:.3%} "
+                                        f"({s.closure_ms:+.4f} ms over {what}).",
+                                counters=counters_line(s.counters) if s.counters else ""))
     return out
 
 
@@ -74,7 +127,7 @@ def split_includes(fx: Facts) -> list[str]:
     return includes(fx, [(s.arm, [c.name for c in s.components]) for s in fx.splits])
 
 
-def profile_sections(fx: Facts) -> list[dict[str, Any]]:
+def profile_sections(fx: Facts) -> list[ProfileSection]:
     out = []
     for p in fx.profiles:
         u, q = p.unprofiled, p.profiled
@@ -104,38 +157,36 @@ def profile_sections(fx: Facts) -> list[dict[str, Any]]:
                      + (" The drafter step's own split is in the next section." if split else
                         " This engine's profile mode syncs per stage and does not split the drafter step further "
                         "(no layers / LM head / readback split)."))
-        out.append({"title": fx.row_label(q.arm, q.prompt), "table": t, "lines": lines})
+        out.append(ProfileSection(title=fx.row_label(q.arm, q.prompt), table=t, lines=lines))
     return out
 
 
-def scaling_section(fx: Facts) -> dict[str, Any] | None:
-    sc = fx.rec.get("scaling")
-    if not isinstance(sc, dict) or not sc.get("widths"):
+def scaling_section(fx: Facts) -> ScalingSection | None:
+    sc = as_record(fx.rec).scaling
+    if sc is None or not sc.widths:
         return None
-    cold = any("cold_median_ms" in w for w in sc["widths"])
+    cold = any(w.cold_median_ms is not None for w in sc.widths)
     head = (["T (positions)", "warm median ms", "warm min-max ms", "vs T=1"] if cold
             else ["T (positions)", "median ms", "min-max ms", "vs T=1"])
     t = Table(head + (["cold median ms", "cold min-max ms", "cold vs warm"] if cold else []),
               align=["r"] * (len(head) + (3 if cold else 0)))
-    for w in sc["widths"]:
-        row = [w.get("T"), f(w.get("median_ms"), ".3f"), f"{f(w.get('min_ms'), '.3f')}-{f(w.get('max_ms'), '.3f')}",
-               f(w.get("vs_T1"), ".2f") + "x"]
+    for w in sc.widths:
+        row = [w.T, f(w.median_ms, ".3f"), f"{f(w.min_ms, '.3f')}-{f(w.max_ms, '.3f')}", f(w.vs_T1, ".2f") + "x"]
         if cold:
-            row += [f(w.get("cold_median_ms"), ".3f"),
-                    f"{f(w.get('cold_min_ms'), '.3f')}-{f(w.get('cold_max_ms'), '.3f')}",
-                    f(w.get("cold_vs_warm"), ".2f") + "x"]
+            row += [f(w.cold_median_ms, ".3f"), f"{f(w.cold_min_ms, '.3f')}-{f(w.cold_max_ms, '.3f')}",
+                    f(w.cold_vs_warm, ".2f") + "x"]
         t.add(*row)
-    line = (f"One evaluated target forward of T positions after {sc.get('context_tokens', '?')} "
-            f"context tokens on {sc.get('device', '?')}, median of {sc['widths'][0].get('repeats', '?')}"
+    line = (f"One evaluated target forward of T positions after {sc.context_tokens} "
+            f"context tokens on {sc.device}, median of {sc.widths[0].repeats}"
             + (": warm at a KV length run before; cold at a KV length new to that width each time (what a "
                "decode meets every round)." if cold else "."))
-    return {"table": t, "line": line}
+    return ScalingSection(table=t, line=line)
 
 
-def cost_section(fx: Facts) -> dict[str, Any]:
+def cost_section(fx: Facts) -> CostContext:
     c = costreport.build(fx.rec, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
-    out: dict[str, Any] = {"available": c.available, "reason": reportcost.reason(c),
-                           "notes": reportcost.notes(c), "peak": reportcost.peak_note(c)}
+    out = CostContext(available=c.available, reason=reportcost.reason(c), notes=reportcost.notes(c),
+                      peak=reportcost.peak_note(c))
     if c.target is not None:
         b = Table(["tensor set", "bytes"], align=["l", "r"])
         for name, n in c.target.rows:
@@ -143,8 +194,8 @@ def cost_section(fx: Facts) -> dict[str, Any]:
         if c.drafter is not None:
             for name, n in c.drafter.rows:
                 b.add(name, f"{n:,}")
-        out["bytes"] = b
-        out["bytes_notes"] = [x for x in ((c.target.note and f"Target: {c.target.note}."),
+        out.bytes = b
+        out.bytes_notes = [x for x in ((c.target.note and f"Target: {c.target.note}."),
                                           (c.drafter and c.drafter.note and f"Drafter: {c.drafter.note}.")) if x]
         bw = Table(["model", "bytes per step", "measured step", "effective GB/s", "efficiency vs peak"],
                    align=["l", "r", "r", "r", "r"])
@@ -157,20 +208,20 @@ def cost_section(fx: Facts) -> dict[str, Any]:
             d = c.drafter_eff
             bw.add("drafter (profiled step)", f"{c.drafter.total:,}", f"{c.drafter_step_ms:.3f} ms",
                    f"{d.achieved_gb_s:.2f}", "unknown peak" if d.fraction is None else pct(d.fraction))
-        out["bandwidth"] = bw
-        out["roofline"] = reportcost.roofline_sentence(c.roofline)
+        out.bandwidth = bw
+        out.roofline = reportcost.roofline_sentence(c.roofline)
     if c.what_if:
         w = Table(["scenario", "drafter step ms", "round ms", "tok/s", "vs classic", "round in classic steps"],
                   align=["l", "r", "r", "r", "r", "r"])
         for r in c.what_if:
             w.add(r.name, f"{r.drafter_step_ms:.3f}", f"{r.round_ms:.3f}", f"{r.tokens_per_s:.1f}",
                   f"{r.speedup:.2f}x", f"{r.round_in_classic_steps:.2f}")
-        out["what_if"] = w
-        out["model_note"] = reportcost.model_note(c)
+        out.what_if = w
+        out.model_note = reportcost.model_note(c)
         m = c.model
         assert m is not None   # the what-if table is made from the round model
         free = next(r for r in c.what_if if r.name == costmodel.FREE_DRAFTER)
-        out["what_if_line"] = (f"Break-even at the measured round: {c.what_if[0].break_even_emitted:.3f} emitted per "
+        out.what_if_line = (f"Break-even at the measured round: {c.what_if[0].break_even_emitted:.3f} emitted per "
                                f"verify, against {m.emitted_per_round:.3f} measured; with a free drafter it would be "
                                f"{free.break_even_emitted:.3f}. "
                                "Projections from the cost model, not measurements.")
@@ -180,8 +231,8 @@ def cost_section(fx: Facts) -> dict[str, Any]:
         for x in c.break_even:
             be.add(fx.row_label(x.arm, x.prompt), x.classic_arm, f"{x.round_ms:.3f}", f"{x.emitted_per_verify:.3f}",
                    f"{x.break_even_emitted:.3f}", f"{x.classic_steps:.2f}")
-        out["break_even"] = be
-        out["break_even_arms"] = _break_even_by_arm(c.break_even) if fx.multi_prompt else be
+        out.break_even = be
+        out.break_even_arms = _break_even_by_arm(c.break_even) if fx.multi_prompt else be
     return out
 
 
@@ -205,11 +256,11 @@ def _median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
-def split_table(fx: Facts) -> dict[str, Any] | None:
+def split_table(fx: Facts) -> SplitTable | None:
     """Every arm's round split in one table: components as rows, arms as columns, each cell the
     median over prompts of the component's ms per round (per token for classic decode) and its
     share of the arm's median total. None when no arm reports a split."""
-    by_arm: dict[str, list[Any]] = {}
+    by_arm: dict[str, list[RoundSplit]] = {}
     for s in fx.splits:
         by_arm.setdefault(s.arm, []).append(s)
     if not by_arm:
@@ -245,4 +296,4 @@ def split_table(fx: Facts) -> dict[str, Any] | None:
     if declined:
         lines.append(f"{', '.join(declined)} decoded classic (the gate declined): "
                      "their columns are classic decode's split.")
-    return {"table": t, "lines": lines}
+    return SplitTable(table=t, lines=lines)

@@ -16,6 +16,7 @@ from harness.render import hostwords
 from harness.render.finding import finding
 from harness.render.format import names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
+from harness.render.roundsec import CostContext
 
 
 def override_table(fx: Facts) -> Table | None:
@@ -78,7 +79,7 @@ def flags_table(fx: Facts) -> Table:
     return t
 
 
-def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
+def limits(fx: Facts, cost: CostContext) -> list[str]:
     out = []
     cores = section(fx.host, "cpu").get("logical_cores")
     la = fx.loadavg()
@@ -127,8 +128,7 @@ def limits(fx: Facts, cost: dict[str, Any]) -> list[str]:
         out.append("The drafter step cost comes from profile mode, which changes the timing it measures "
                    f"({', '.join(signed_pct(p.cost) for p in fx.profiles)} per round here"
                    + (", not resolved from noise)." if unresolved else ")."))
-    peak = str(cost.get("peak", ""))
-    if cost.get("available") and ("unknown peak" in peak or "no host spec" in peak):
+    if cost.available and ("unknown peak" in cost.peak or "no host spec" in cost.peak):
         out.append("No peak bandwidth is known for this host: efficiency is not computed.")
     tool = runnotes.scaling_tool(fx)
     if tool:
