@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from harness.analyze.summary import duty_line, has_cooldown, machine_summary, summarize
 from harness.analyze.verdict import judge
+from harness.core.suitespec import Settings
 from harness.render.termsummary import SessionSummary, summary_lines
 
 
@@ -27,9 +29,10 @@ def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None,
                          "diagnostics": {"proposed": 10, "accepted": 6, "per_step_tested": 8,
                                          "emitted_per_verify": 1.6} if arm != "classic" else {}})
     arms = [{"name": a, "pairing": "fx", "engine": "specdec", "block": 1 if a == "classic" else 3} for a in tps]
-    return {"suite": {"settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
-                                   "temp": 0.0, "seed": 0, **settings},
-                      "arms": arms, "prompts": [{"name": "p1"}]}, "runs": runs}
+    return {"suite": {"name": "t", "settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
+                                                "temp": 0.0, "seed": 0, **settings},
+                      "pairings": [{"name": "fx", "target": "embedded", "drafter": "embedded"}],
+                      "arms": arms, "prompts": [{"name": "p1", "text": "x"}]}, "runs": runs}
 
 
 def test_speedup_acceptance_and_clean_flags() -> None:
@@ -103,9 +106,9 @@ def test_no_cooldown_is_not_publishable() -> None:
 
 
 def test_a_cooldown_ratio_is_a_cooldown() -> None:
-    assert has_cooldown({"cooldown_s": 0, "cooldown_ratio": 0.25, "cooldown_cap_s": None})
-    assert not has_cooldown({"cooldown_s": 0, "cooldown_ratio": 0.25, "cooldown_cap_s": 0})
-    assert not has_cooldown({"cooldown_s": 0})                      # an old record's settings
+    assert has_cooldown(Settings(cooldown_s=0, cooldown_ratio=0.25, cooldown_cap_s=None))
+    assert not has_cooldown(Settings(cooldown_s=0, cooldown_ratio=0.25, cooldown_cap_s=0))
+    assert not has_cooldown(msgspec.convert({"cooldown_s": 0}, Settings))   # an old record's settings
     rows = summarize(_rec({"classic": [100, 100]}, cooldown=0, cooldown_ratio=1.0))
     assert not any("no cooldown" in f for f in rows[0].flags)
 

@@ -8,11 +8,13 @@ the record only; runs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import msgspec
+
 from harness.analyze import contended, paired, spoiled, stats
-from harness.analyze.comparisons import pairing_targets
 from harness.analyze.covariate import probe_note
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import classic_comparisons, describe
@@ -20,7 +22,8 @@ from harness.analyze.memory import run_memory
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run
+from harness.core.schema import Run, SuiteSection
+from harness.core.suitespec import Arm, Settings
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
 
@@ -75,12 +78,17 @@ class ArmSummary:
         return asdict(self)
 
 
+def suite_of(record: dict[str, Any]) -> SuiteSection:
+    """The record's suite as the session ran it, typed."""
+    return msgspec.convert(record["suite"], SuiteSection)
+
+
 def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[ArmSummary]:
     """One row per (arm, prompt) in suite order; runs: the record's runs typed, in its order,
     where the caller has them so (a report's Facts), else converted here."""
-    suite = record["suite"]
-    settings = suite["settings"]
-    arms = {a["name"]: a for a in suite["arms"]}
+    suite = suite_of(record)
+    settings = suite.settings
+    arms = {a.name: a for a in suite.arms}
     typed = as_runs(record["runs"]) if runs is None else runs
     # Failed runs too: they are counted.
     groups = by_arm_prompt(record, [r for r in typed if not r.warmup], keep_empty=True)
@@ -88,10 +96,13 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
     out: list[ArmSummary] = []
     timed_n: dict[tuple[str, str], int] = {}   # the runs the timings rest on, per row
     for (arm_name, prompt), runs in groups.items():
-        a = arms.get(arm_name, {"pairing": "?", "engine": "?", "block": 0})
+        # A run of an arm the suite lacks (recordcheck refuses those on load) reads as unknown.
+        a = arms.get(arm_name)
+        block = a.block if a is not None else 0
         ok = measured_ok_runs(runs)
-        s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
-                       block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
+        s = ArmSummary(arm=arm_name, pairing=a.pairing if a is not None else "?", prompt=prompt,
+                       engine=a.engine if a is not None else "?",
+                       block=block, runs=len(ok), failed=len(runs) - len(ok),
                        contended=sum("contended" in r.marks for r in runs),
                        quiet_wait_timeouts=sum("quiet_wait_timeout" in r.marks for r in runs),
                        watch_undersampled=sum("watch_undersampled" in r.marks for r in runs),
@@ -117,12 +128,12 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
         proposed = sum(d.proposed or 0 for d in diags)
         accepted = sum(d.accepted or 0 for d in diags)
         tested = sum(d.per_step_tested or 0 for d in diags)
-        if a["block"] > 1 and proposed:
+        if block > 1 and proposed:
             s.acceptance = accepted / proposed
-        if a["block"] > 1 and tested:
+        if block > 1 and tested:
             s.per_step_acceptance = accepted / tested
             s.per_step_ci = stats.wilson_ci(min(accepted, tested), tested)
-        mems = [m for m in (run_memory(r.diagnostics) for r in as_runs(ok)) if m is not None]
+        mems = [m for m in (run_memory(r.diagnostics) for r in ok) if m is not None]
         if mems:
             s.memory_bytes = max(m[0] for m in mems)
             added = [m[1] for m in mems if m[1] is not None]
@@ -138,13 +149,30 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
             s.vs_classic = f"{describe(c)} (vs {c['classic_arm']}; information only)"
         s.labels = sorted({r.label or "unlabelled" for r in runs})
         s.shipping = bool(runs) and all(r.shipping for r in runs)
-        s.declined = a["block"] > 1 and bool(ok) and all(
+        s.declined = block > 1 and bool(ok) and all(
             r.gate.outcome == "declined" or r.gate.engaged is False for r in ok)
         out.append(s)
-    _speedups(out, groups, settings, pairing_targets(record))
+    _speedups(out, groups, settings, pairing_targets(suite))
+    quick = bool(record.get("quick"))
     for s in out:
-        _flag(s, settings, record, timed_n.get((s.arm, s.prompt), s.runs))
+        _flag(s, settings, quick, timed_n.get((s.arm, s.prompt), s.runs))
     return out
+
+
+def pairing_targets(suite: SuiteSection) -> dict[str, str]:
+    """Each pairing's target, by pairing name."""
+    return {p.name: p.target for p in suite.pairings}
+
+
+def classic_arm(arm: Arm, arms: Sequence[Arm], targets: Mapping[str, str]) -> Arm | None:
+    """The classic (block 1) arm of the same pairing, else of a pairing with the same target
+    (classic decode runs the target alone); the same engine preferred."""
+    cands = [a for a in arms if a.block == 1 and a.pairing == arm.pairing and a is not arm]
+    if not cands and targets.get(arm.pairing) is not None:
+        cands = [a for a in arms if a.block == 1 and a is not arm and targets.get(a.pairing) == targets[arm.pairing]]
+    same = [a for a in cands if a.engine == arm.engine]
+    found = same or cands
+    return found[0] if found else None
 
 
 def _classic_for(s: ArmSummary, rows: list[ArmSummary], targets: dict[str, str]) -> ArmSummary | None:
@@ -164,7 +192,7 @@ def _tok_s(runs: list[Run]) -> list[float]:
 
 
 def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[Run]],
-              settings: dict[str, Any], targets: dict[str, str]) -> None:
+              settings: Settings, targets: dict[str, str]) -> None:
     def tps(row: ArmSummary) -> list[float]:
         return _tok_s(spoiled.usable_runs(groups[(row.arm, row.prompt)]))
 
@@ -174,8 +202,8 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[Run]],
 
     # The smallest detectable change is the paired one (harness.analyze.paired): runs of the same
     # repetition ran next to each other; it is the change caught with 80% power, not a half-width.
-    design = Design(threshold=float(settings.get("threshold") or 0.10),
-                    alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
+    design = Design(threshold=float(settings.threshold or 0.10), alpha=float(settings.alpha or 0.05),
+                    looks=1, figures=1)
 
     for s in rows:
         if s.block == 1:
@@ -199,8 +227,8 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[Run]],
             s.min_detectable_change = p.detectable
 
 
-def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any], timed: int) -> None:
-    thr = settings["spread_threshold"]
+def _flag(s: ArmSummary, settings: Settings, quick: bool, timed: int) -> None:
+    thr = settings.spread_threshold
     if s.runs == 0:
         # Failed runs, or none at all (an interrupted session stopped before this arm and prompt).
         s.flags.append("no successful runs" if s.failed else "not run")
@@ -227,7 +255,7 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any], timed
     if s.quiet_wait_timeouts:
         s.flags.append(f"quiet wait timed out {s.quiet_wait_timeouts}x")
     no_cooldown = not has_cooldown(settings)
-    if record.get("quick"):
+    if quick:
         s.flags.append("quick session")
     elif no_cooldown:
         s.flags.append("no cooldown")
@@ -236,19 +264,18 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any], timed
         s.flags.append(f"speedup inconclusive (smallest detectable {s.min_detectable_change:.1%})")
     s.do_not_publish = bool(
         (s.spread is not None and s.spread > thr) or s.contended or s.set_aside or s.runs < 2
-        or record.get("quick")
-        or no_cooldown)
+        or quick or no_cooldown)
     if s.do_not_publish:
         s.flags.insert(0, "do not publish")
 
 
-def has_cooldown(settings: dict[str, Any]) -> bool:
-    """Whether measured runs got a cooldown: a floor, or a ratio with no zero cap. Settings
-    from old records lack the ratio and cap."""
-    if settings.get("cooldown_s"):
+def has_cooldown(settings: Settings) -> bool:
+    """Whether measured runs got a cooldown: a floor, or a ratio with no zero cap (settings from
+    old records lack the ratio and cap: no ratio)."""
+    if settings.cooldown_s:
         return True
-    cap = settings.get("cooldown_cap_s")
-    return bool(settings.get("cooldown_ratio")) and (cap is None or cap > 0)
+    cap = settings.cooldown_cap_s
+    return bool(settings.cooldown_ratio) and (cap is None or cap > 0)
 
 
 def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
@@ -341,42 +368,54 @@ def waiting_lines(record: Any) -> list[str]:
     duty = record_duty(data) if isinstance(data, dict) else None
     if not duty or not duty.get("session_wall_s"):
         return []
-    runs = [r for r in data.get("runs") or [] if isinstance(r, dict)]
-    timeouts = sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs)
-    wall, waited = float(duty["session_wall_s"]), float(duty.get("waiting_s") or 0.0)
+    return _waiting(float(duty["session_wall_s"]), float(duty.get("waiting_s") or 0.0),
+                    as_runs(data["runs"]), suite_of(data).settings)
+
+
+def _thermal_waited_s(run: Run) -> float:
+    """How long the run waited for the host to leave a thermal state (0 where it says nothing)."""
+    waited = (run.load.get("thermal_wait") or {}).get("waited_s")
+    return float(waited) if isinstance(waited, (int, float)) and not isinstance(waited, bool) else 0.0
+
+
+def _quiet_wait(run: Run) -> dict[str, Any] | None:
+    """What the run's quiet wait ran with and read (None where the record has none)."""
+    g = run.load.get("quiet_wait")
+    return g if isinstance(g, dict) else None
+
+
+def _waiting(wall: float, waited: float, runs: list[Run], s: Settings) -> list[str]:
+    """waiting_lines() of `runs` and their suite settings, waiting `waited` of `wall` seconds."""
+    timeouts = sum("quiet_wait_timeout" in r.marks for r in runs)
     if not timeouts and waited <= 0.5 * wall:
         return []
+    quiet = sum(r.quiet_wait_s or 0.0 for r in runs)
+    cool = sum(r.cooldown_s or 0.0 for r in runs)
+    thermal = sum(map(_thermal_waited_s, runs))
+    waits = [g for r in runs if (g := _quiet_wait(r)) is not None]
 
-    def total(get: Any) -> float:
-        return sum(float(x) for r in runs if isinstance(x := get(r), (int, float)) and not isinstance(x, bool))
-    quiet = total(lambda r: r.get("quiet_wait_s"))
-    cool = total(lambda r: r.get("cooldown_s"))
-    thermal = total(lambda r: ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
-    s = (data.get("suite") or {}).get("settings") or {}
-    q = {k: f"{k} = {_num(v)}" for k, v in (s.get("quiet") or {}).items()}
-    waits = [g for r in runs if isinstance(g := (r.get("load") or {}).get("quiet_wait"), dict)]
-    for key in ("timeout_s", "settle_s", "threshold_pct"):   # what the quiet wait ran with, where it says
+    def setting(key: str, value: float | None) -> str:
+        """The quiet wait's setting as it ran, where the runs say, else as the suite gives it."""
         ran = [g[key] for g in waits if isinstance(g.get(key), (int, float))]
         if any(key in (g.get("sized") or ()) for g in waits):   # unset: sized to each run
             span = _num(min(ran)) + ("" if min(ran) == max(ran) else f"-{_num(max(ran))}")
-            q[key] = f"{key} (unset: sized to each run, {span} s here)"
-        elif ran:
-            q[key] = f"{key} = {_num(max(ran))}"
+            return f"{key} (unset: sized to each run, {span} s here)"
+        return f"{key} = {_num(max(ran) if ran else value)}"
     head = f"waited {_secs(waited)} of {_secs(wall)}"
     if timeouts or quiet >= max(cool, thermal):
         n = f"{timeouts} quiet-wait timeout{'s' if timeouts != 1 else ''}" if timeouts else "no quiet-wait timeout"
-        key = "timeout_s" if timeouts else "settle_s"
-        setting = (f"  [quiet] {q.get(key, key)} governs it" if timeouts else
-                   f"  [quiet] {q.get(key, key)} and {q.get('threshold_pct', 'threshold_pct')} govern it")
-        tail = f"lower {'it' if timeouts else key} on a busy host (the suite file)"
-        said = [f"{setting}: {tail}"] if len(setting) + len(tail) <= 78 else [f"{setting}:", f"  {tail}"]
+        governs = (f"  [quiet] {setting('timeout_s', s.quiet.timeout_s)} governs it" if timeouts else
+                   f"  [quiet] {setting('settle_s', s.quiet.settle_s)} and "
+                   f"{setting('threshold_pct', s.quiet.threshold_pct)} govern it")
+        tail = f"lower {'it' if timeouts else 'settle_s'} on a busy host (the suite file)"
+        said = [f"{governs}: {tail}"] if len(governs) + len(tail) <= 78 else [f"{governs}:", f"  {tail}"]
         return [f"{head} for a quiet machine ({n});", *said]
     if cool >= thermal:
         return [f"{head} cooling down between runs;",
-                f"  cooldown_s = {_num(s.get('cooldown_s'))}, cooldown_ratio = {_num(s.get('cooldown_ratio'))} "
-                f"and cooldown_cap_s = {_num(s.get('cooldown_cap_s'))} govern it"]
+                f"  cooldown_s = {_num(s.cooldown_s)}, cooldown_ratio = {_num(s.cooldown_ratio)} "
+                f"and cooldown_cap_s = {_num(s.cooldown_cap_s)} govern it"]
     return [f"{head} for the machine to leave a thermal state;",
-            f"  cooldown_cap_s = {_num(s.get('cooldown_cap_s'))} governs it (the thermal wait's limit)"]
+            f"  cooldown_cap_s = {_num(s.cooldown_cap_s)} governs it (the thermal wait's limit)"]
 
 
 def _num(x: Any) -> str:
@@ -390,6 +429,4 @@ def check_waiting_lines(records: dict[str, dict[str, Any]], wall_s: float | None
     if not recs or not wall_s:
         return []
     waited = sum(float((record_duty(r) or {}).get("waiting_s") or 0.0) for r in recs)
-    merged = {"duty": {"session_wall_s": float(wall_s), "waiting_s": waited},
-              "runs": [x for r in recs for x in r.get("runs") or []], "suite": recs[0].get("suite") or {}}
-    return waiting_lines(merged)
+    return _waiting(float(wall_s), waited, [x for r in recs for x in as_runs(r["runs"])], suite_of(recs[0]).settings)

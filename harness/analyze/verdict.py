@@ -20,6 +20,7 @@ from harness.analyze.design import Design
 from harness.analyze.paired import Paired
 from harness.core.runs import as_runs, measured_ok_runs
 from harness.core.schema import Run
+from harness.core.suitespec import Settings
 
 # What an arm's verdict can be. The first four are the paired reading's (arm over classic,
 # ms/token: "slower" is the paired "worse").
@@ -106,12 +107,12 @@ class Judgement:
         return min(arms, key=ratio) if arms else None
 
 
-def _design(settings: dict[str, Any], figures: int) -> Design:
-    return Design(threshold=float(settings.get("threshold") or 0.10),
-                  alpha=float(settings.get("alpha") or 0.05), looks=1, figures=max(1, figures))
+def _design(settings: Settings, figures: int) -> Design:
+    return Design(threshold=float(settings.threshold or 0.10), alpha=float(settings.alpha or 0.05),
+                  looks=1, figures=max(1, figures))
 
 
-def _readings(record: dict[str, Any]) -> tuple[dict[str, Paired], str]:
+def _readings(record: dict[str, Any], settings: Settings) -> tuple[dict[str, Paired], str]:
     """Each speculative arm's paired reading: the session's own where it judged during the session
     (a budget), else judged now at one look."""
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
@@ -123,15 +124,15 @@ def _readings(record: dict[str, Any]) -> tuple[dict[str, Paired], str]:
         return ({a: Paired(**{k: v for k, v in p.items() if k in names}) for a, p in figs.items()
                  if isinstance(p, dict) and "verdict" in p}, "during the session")
     arms = vs_classic(record)
-    return judge_vs_classic(record, _design(record["suite"]["settings"], len(arms))), "after the session"
+    return judge_vs_classic(record, _design(settings, len(arms))), "after the session"
 
 
-def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
-           record: dict[str, Any], spread: float | None, per_prompt_runs: list[int]) -> tuple[str, ...]:
+def _marks(runs: list[Run], ok: list[Run], settings: Settings,
+           quick: bool, spread: float | None, per_prompt_runs: list[int]) -> tuple[str, ...]:
     from harness.analyze.summary import has_cooldown
     run_marks = [m for r in runs for m in r.marks]
     out = []
-    if spread is not None and spread > float(settings.get("spread_threshold") or 0.04):
+    if spread is not None and spread > float(settings.spread_threshold or 0.04):
         out.append("unstable")
     if "contended" in run_marks:
         out.append("contended")
@@ -144,7 +145,7 @@ def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
         out.append("failed")
     if "quiet_wait_timeout" in run_marks:
         out.append("quiet timeout")
-    if record.get("quick"):
+    if quick:
         out.append("quick")
     elif not has_cooldown(settings):
         out.append("no cooldown")
@@ -153,19 +154,18 @@ def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
 
 def judge(record: dict[str, Any]) -> Judgement:
     """Every arm of `record` (a record's data, any schema version load_record gives) judged."""
-    from harness.analyze.comparisons import classic_arm_for, pairing_targets
-    from harness.analyze.summary import summarize
-    suite = record["suite"]
-    settings = suite.get("settings") or {}
-    arms = suite["arms"]
+    from harness.analyze.summary import classic_arm, pairing_targets, suite_of, summarize
+    suite = suite_of(record)
+    settings = suite.settings
+    quick = bool(record.get("quick"))
     typed = as_runs(record["runs"])
     rows = summarize(record, typed)
-    readings, when = _readings(record)
+    readings, when = _readings(record, settings)
     measured = [r for r in typed if not r.warmup]
-    targets = pairing_targets(record)
+    targets = pairing_targets(suite)
     out = []
-    for a in arms:
-        name = a["name"]
+    for a in suite.arms:
+        name = a.name
         runs = [r for r in measured if r.arm == name]
         ok = measured_ok_runs(runs)
         mine = [s for s in rows if s.arm == name]
@@ -175,11 +175,11 @@ def judge(record: dict[str, Any]) -> Judgement:
         overrides: dict[str, str] = {}
         for r in runs:
             overrides.update(r.overrides)
-        classic = None if a["block"] == 1 else classic_arm_for(a, arms, targets)
+        classic = None if a.block == 1 else classic_arm(a, suite.arms, targets)
         reading = readings.get(name)
         if not ok:
             outcome = NO_RUNS
-        elif a["block"] == 1:
+        elif a.block == 1:
             outcome = REFERENCE
         elif all(s.declined for s in mine if s.runs) or not rounds.engaged(ok):
             outcome, reading = DECLINED, None
@@ -191,16 +191,15 @@ def judge(record: dict[str, Any]) -> Judgement:
             outcome = INCONCLUSIVE   # no pairs, or too few: said by the reading's note
         else:
             outcome = INCONCLUSIVE if reading.contended else _FROM_PAIRED.get(reading.verdict, INCONCLUSIVE)
-        pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.arm == classic["name"]
+        pair_runs = [r for r in ok if classic] + [r for r in measured if classic and r.arm == classic.name
                                                   and r.measured_ok]
         out.append(ArmVerdict(
-            arm=name, outcome=outcome, classic=classic["name"] if classic else None, reading=reading,
-            threshold=float(settings.get("threshold") or 0.10), runs=len(ok), failed=len(runs) - len(ok),
+            arm=name, outcome=outcome, classic=classic.name if classic else None, reading=reading,
+            threshold=float(settings.threshold or 0.10), runs=len(ok), failed=len(runs) - len(ok),
             tok_s=math.exp(sum(map(math.log, tps)) / len(tps)) if tps else None, spread=spread,
             shipping=bool(runs) and all(r.shipping for r in runs), overrides=dict(sorted(overrides.items())),
-            do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, record, spread, [s.runs for s in mine]),
+            do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, quick, spread, [s.runs for s in mine]),
             contended_runs=sum(map(contended.is_contended, pair_runs)), paired_runs=len(pair_runs)))
     return Judgement(arms=out, paired_when=when, complete=bool(record.get("complete", True)),
                      measured=len(measured), failed=sum(not r.is_ok for r in measured),
                      contended=sum(map(contended.is_contended, measured)))
-
