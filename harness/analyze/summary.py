@@ -19,6 +19,7 @@ from harness.analyze.covariate import probe_note
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import classic_comparisons, describe
 from harness.analyze.memory import run_memory
+from harness.analyze.paired import Paired
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 from harness.core.runs import as_runs, measured_ok_runs
@@ -324,6 +325,12 @@ _VS_CLASSIC = {"worse": "slower than classic", "improved": "faster than classic"
                "unchanged": "the same as classic within the threshold", "inconclusive": "inconclusive"}
 
 
+def look_readings(look: dict[str, Any]) -> dict[str, Paired]:
+    """A look of a record's `sequential` block: each arm's paired reading against classic, typed."""
+    figures = look.get("figures") or {}
+    return {arm: msgspec.convert(p, Paired) for arm, p in figures.items() if isinstance(p, dict) and "verdict" in p}
+
+
 def sequential_lines(record: Any) -> list[str]:
     """What the budget did, and each speculative arm against classic, paired by prompt and
     repetition: "" lines for a record made without a budget or before budgets existed."""
@@ -340,20 +347,19 @@ def sequential_lines(record: Any) -> list[str]:
         out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{share_text(d.get('threshold', 0))}, "
                    f"false-alarm level {share_text(d.get('alpha', 0))} over {d.get('looks')} look(s) and "
                    f"{d.get('figures')} arm(s); docs/statistics.md):")
-    for arm, p in seq["looks"][-1]["figures"].items():
-        if p.get("ratio") is None:
-            out.append(f"  {arm}: {p.get('note') or 'no pairs'}")
+    for arm, p in look_readings(seq["looks"][-1]).items():
+        if p.ratio is None:
+            out.append(f"  {arm}: {p.note or 'no pairs'}")
             continue
-        ci = "" if p.get("lo") is None else f" ({p['lo'] - 1:+.1%} to {p['hi'] - 1:+.1%})"
-        det = p.get("detectable")
-        det_s = "-" if det is None else f"{det:.1%}"
-        words = _VS_CLASSIC.get(p["verdict"], p["verdict"])
-        note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
-        if p.get("contended"):   # a reading set aside for contention says what it read and why
+        ci = "" if p.lo is None or p.hi is None else f" ({p.lo - 1:+.1%} to {p.hi - 1:+.1%})"
+        det_s = "-" if p.detectable is None else f"{p.detectable:.1%}"
+        words = _VS_CLASSIC.get(p.verdict, p.verdict)
+        note = f"; {p.note}" if p.note and p.verdict != "inconclusive" else ""
+        if p.contended:   # a reading set aside for contention says what it read and why
             words, note = f"inconclusive: {contended.reading_text(p)}", ""
-        if p["verdict"] == "inconclusive" and (said := probe_note(p.get("dispatch_measurement"))):
+        if p.verdict == "inconclusive" and (said := probe_note(p.dispatch_measurement)):
             note = f"; {said}"   # what the interval rests on is said whatever the verdict
-        out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
+        out.append(f"  {arm}: {p.ratio - 1:+.1%}{ci} over {p.n} pairs, {words}; "
                    f"smallest detectable {det_s}{note}")
     return out
 

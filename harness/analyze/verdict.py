@@ -116,13 +116,11 @@ def _readings(record: dict[str, Any], settings: Settings) -> tuple[dict[str, Pai
     """Each speculative arm's paired reading: the session's own where it judged during the session
     (a budget), else judged now at one look."""
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
+    from harness.analyze.summary import look_readings
     seq = record.get("sequential") or {}
     looks = seq.get("looks") or []
     if looks:
-        figs = looks[-1].get("figures") or {}
-        names = set(Paired.__dataclass_fields__)
-        return ({a: Paired(**{k: v for k, v in p.items() if k in names}) for a, p in figs.items()
-                 if isinstance(p, dict) and "verdict" in p}, "during the session")
+        return look_readings(looks[-1]), "during the session"
     arms = vs_classic(record)
     return judge_vs_classic(record, _design(settings, len(arms))), "after the session"
 
