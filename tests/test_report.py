@@ -643,9 +643,12 @@ def test_a_budgeted_record_says_how_many_runs_it_measured_its_duty_and_its_paire
                    "waiting_s": 6.0, "runs": len(rec["runs"])}
     figure = {"ratio": 1.031, "lo": 0.99, "hi": 1.074, "n": 2, "verdict": "inconclusive", "detectable": 0.212}
     rec["sequential"] = {"budget_s": 30.0, "min_repetitions": 1, "max_repetitions": 4, "rounds": 2,
-                         "stopped_because": "the budget was spent",
-                         "design": {"threshold": 0.1, "alpha": 0.05, "looks": 2, "figures": 1},
-                         "looks": [{"rounds": 1, "figures": {}}, {"rounds": 2, "figures": {"block3": figure}}]}
+                         "stopped": "budget", "stopped_because": "the budget was spent",
+                         "design": {"threshold": 0.1, "alpha": 0.05, "looks": 2, "figures": 1, "power": 0.8,
+                                    "alpha_per_test": 0.025, "min_effect": 0.05},
+                         "looks": [{"index": 1, "rounds": 1, "elapsed_s": 15.0, "figures": {}, "resolved": False},
+                                   {"index": 2, "rounds": 2, "elapsed_s": 30.0, "figures": {"block3": figure},
+                                    "resolved": False}]}
     md = render(write(tmp_path, "budgeted.json", rec))
     setup = {row[0]: row[1] for row in table_rows(details(md, "Full setup"))[0][1:]}
     assert "2 measured runs per arm and prompt (at least 1, then more in whole interleaved rounds within " \

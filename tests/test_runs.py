@@ -38,3 +38,46 @@ def test_as_run_passes_a_run_through_and_converts_a_dict_once() -> None:
     assert as_run(run) is run
     assert isinstance(run, Run) and run.diagnostics.rounds == 3
     assert run.diagnostics.rounds_log is not None and run.diagnostics.rounds_log[0].proposed == 2
+
+
+def test_as_record_passes_a_record_through_and_reads_the_sessions_sections() -> None:
+    import json
+    from pathlib import Path
+
+    import msgspec
+
+    from harness.core.runs import as_record
+    from harness.core.schema import Record, load_record
+    path = Path(__file__).parent / "fixtures" / "default-suite-linux-cpu.json"
+    data = load_record(json.loads(path.read_text()), str(path))
+    rec = as_record(data)
+    assert as_record(rec) is rec
+    assert rec.purpose == "run" and rec.quick is False and rec.resumes == []
+    assert rec.sequential is not None and rec.sequential.min_repetitions == data["sequential"]["min_repetitions"]
+    look = rec.sequential.looks[-1]
+    assert look.figures and all(f.verdict in ("worse", "improved", "unchanged", "inconclusive")
+                                for f in look.figures.values())
+    assert rec.duty is not None and rec.duty.runs == len(rec.runs)
+    # Written back, the record's own sections have the keys, values and order they were read with.
+    back = json.loads(msgspec.json.encode(rec))
+    assert [k for k in back if k not in ("suite", "host")] == [k for k in data if k not in ("suite", "host")]
+    for key in ("resumes", "sequential", "duty", "session_segments_s", "planned_repetitions", "baselines"):
+        assert json.dumps(back[key]) == json.dumps(data[key]), key
+    assert isinstance(msgspec.convert(back, Record), Record)
+
+
+def test_a_comparisons_sequential_has_no_round_bounds_and_writes_none() -> None:
+    import json
+
+    import msgspec
+
+    from harness.core.recordsections import Sequential
+    summary = {"design": {"threshold": 0.1, "alpha": 0.05, "looks": 1, "figures": 1, "power": 0.8, "floor": None,
+                          "selected": 1, "look": 1, "times": [], "sizes": [], "look_share": 1.0,
+                          "alpha_per_test": 0.05, "min_effect": 0.05},
+               "budget_s": None, "rounds": 3, "stopped": "fixed", "stopped_because": "a fixed number of rounds (no budget)",
+               "looks": [], "round_s": [1.0, 1.5, 1.25]}
+    seq = msgspec.convert(summary, Sequential)
+    assert seq.min_repetitions is msgspec.UNSET and seq.budget_s is None
+    assert json.loads(msgspec.json.encode(seq)) == summary
+    assert list(json.loads(msgspec.json.encode(seq))) == list(summary)

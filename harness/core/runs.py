@@ -5,9 +5,10 @@ the gate refused, or a run set aside on load). Statistics, identity and figures 
 measured ok runs; a few readers also take ok warm-ups (a shape's first use, an output to
 compare), and say so by calling `is_ok` alone.
 
-The record still travels as a dict while its readers move to the typed `Run`: `as_run` and
-`as_runs` are the boundary a typed analysis converts at, once at its entry (a `Run` passes
-through), and `is_ok`/`measured_ok` read either form until every caller passes `Run`s.
+The record still travels as a dict while its readers move to the typed `Record` and `Run`:
+`as_record`, `as_run` and `as_runs` are the boundary a typed analysis converts at, once at its
+entry (a typed one passes through), and `is_ok`/`measured_ok` read either form until every
+caller passes `Run`s.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from harness.core.schema import Run
+from harness.core.schema import Record, Run
 
 R = TypeVar("R", bound=Run | Mapping[str, Any])
 
@@ -30,6 +31,11 @@ def as_run(run: Run | Mapping[str, Any]) -> Run:
 def as_runs(runs: Iterable[Run | Mapping[str, Any]]) -> list[Run]:
     """`as_run` of each, in their order."""
     return [as_run(r) for r in runs]
+
+
+def as_record(rec: Record | Mapping[str, Any]) -> Record:
+    """A record as the typed `Record` (a loaded record's dict converted once, a `Record` as it is)."""
+    return rec if isinstance(rec, Record) else msgspec.convert(rec, Record)
 
 
 def is_ok(run: Run | Mapping[str, Any]) -> bool:

@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from harness.core import migrate_v5, suitespec
+from harness.core import recordsections as rs
 from harness.core.errors import UserError
 from harness.core.results import complete_timings, missing_minimum
 
@@ -289,27 +291,41 @@ class SuiteSection(_S, kw_only=True):
     engines: dict[str, dict[str, Any]] = {}
 
 
-class ModelFiles(_S, kw_only=True):
-    """One model directory of a pairing as the session found it: its tensor table, or why not."""
-    directory: str
-    tensors: dict[str, tuple[int, list[int]]] | None = None   # {name: (bytes, shape)}
-    sha256: str | None = None         # the weights' content (every shard), harness.collect.models
-    error: str | None = None
-
-
 class Record(_S, kw_only=True):
+    """One session's record, in the order the harness writes its keys. A field at its default is
+    left out when written: None for the keys a record may lack (older records, other purposes)."""
     schema_version: Literal[5]
     kind: Literal["harness.record"]
     session_id: str
     created: str
-    finished: str | None = None
-    complete: bool = False
+    finished: str | None | UnsetType = UNSET   # null until it finishes complete (UNSET: a record without it)
+    complete: bool | None = None      # every planned run landed (None: a record without the key)
     command: list[str] = []
     planned_runs: int | None = None
+    resumes: list[rs.Resume] | None = None
+    purpose: str | None = None        # "run", "check", "baseline" or "compare-commits"
+    quick: bool | None = None         # a --quick session
+    update: bool | None = None        # a baseline session that replaces differing baselines
+    baselines: str | None = None      # the baselines file the session compared with (or wrote)
+    side: Literal["base", "head"] | None = None   # compare-commits: this side, its commit, the pair, its build
+    commit: str | None = None
+    paired_with: rs.PairedWith | None = None
+    build: rs.Build | None = None
     suite: SuiteSection
     host: dict[str, Any] = {}
-    models: dict[str, dict[str, ModelFiles]] = {}   # {pairing: {"target"/"drafter": ...}}
+    models: dict[str, dict[str, rs.ModelFiles]] = {}   # {pairing: {"target"/"drafter": ...}}
     runs: list[Run]
+    # Wall time: runs there when it began (>0: old records), one segment per process that wrote, their sum.
+    session_wall_from_run: int | None = None
+    session_segments_s: list[float] | None = None
+    session_wall_s: float | None = None
+    planned_repetitions: int | None = None   # the minimum, then each added round
+    sequential: rs.Sequential | None = None     # harness run: each speculative arm vs classic, paired
+    scaling: rs.Scaling | None = None
+    restarts: list[rs.Restart] | None = None    # compare-commits: each worker restart
+    duty: rs.Duty | None = None                 # written by finish()
+    baselines_stored: rs.BaselinesStored | None = None
+    comparison: rs.Comparison | None = None     # compare-commits: the verdict over both sides
 
 
 class BaselineEntry(_S, kw_only=True):
