@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 from harness.analyze.envdiff import EnvDifference, diff_sentence, env_diff
+from harness.collect.host import specs
 
 
 def _rec(mlx: str = "0.32.4", blas_dir: str = "/usr/lib", free: int = 1, engine_version: str = "0.1.0") -> dict:
@@ -14,8 +15,8 @@ def _rec(mlx: str = "0.32.4", blas_dir: str = "/usr/lib", free: int = 1, engine_
             "gpu": {"mlx_backend": "cuda", "name": "NVIDIA H200",
                     "mlx_device_info": {"device_name": "NVIDIA H200", "free_memory": free},
                     "nvidia": [{"name": "NVIDIA H200", "driver_version": "580.159.04"}]},
-            "python": {"version": "3.12.3"}, "spec": {"name": "h200"}}
-    runs = [{"arm": "classic", "engine_info": {"name": "specdec", "version": engine_version, "mlx": mlx}}]
+            "python": {"version": "3.12.3"}, "spec": specs.get_spec("h200", specs.SPECS_DIR).as_dict()}
+    runs = [{"index": 0, "status": "ok", "arm": "classic", "engine_info": {"name": "specdec", "version": engine_version, "mlx": mlx}}]
     return {"host": host, "runs": runs}
 
 
@@ -28,7 +29,7 @@ def test_the_same_environment_in_other_paths_and_other_free_memory_has_no_differ
 def test_every_changed_field_is_listed_host_first_then_each_arms_engine() -> None:
     b = _rec(mlx="0.33.0", engine_version="0.2.0")
     b["host"]["gpu"]["nvidia"][0]["driver_version"] = "590.1"
-    b["host"]["spec"] = {}                     # unknown on one side only: a difference
+    b["host"]["spec"] = None                   # unknown on one side only: a difference
     diffs = env_diff(_rec(), b)
     assert [d.what for d in diffs] == ["mlx", "NVIDIA GPUs and driver", "host spec", "engine (classic)"]
     assert diffs[0] == EnvDifference("mlx", "0.32.4", "0.33.0")

@@ -75,16 +75,16 @@ def _runs(n: int, ms: float, spoiled_n: int, rng: Any, arm: str, why: str | None
 
 @pytest.mark.parametrize("why", list(SPOILERS))
 def test_each_reading_sets_its_run_aside_and_counts_as_contended(why: str) -> None:
-    run = _spoil({"arm": "a", "marks": [], "load": {"thermal": dict(MAC_THERMAL)}}, why)
+    run = _spoil({"index": 0, "status": "ok", "arm": "a", "marks": [], "load": {"thermal": dict(MAC_THERMAL)}}, why)
     assert spoiled.reasons(run) == (why,)
     assert contended.is_contended(run) and "contended" not in run["marks"]
 
 
 def test_quiet_readings_and_linux_records_set_nothing_aside() -> None:
-    quiet_mac = {"load": {"thermal": MAC_THERMAL, "gpu": {"limit_pct": 20.0, "before": IDLE_GPU,
+    quiet_mac = {"index": 0, "status": "ok", "load": {"thermal": MAC_THERMAL, "gpu": {"limit_pct": 20.0, "before": IDLE_GPU,
                                                           "after": IDLE_GPU}}}
-    linux = {"load": {"thermal": LINUX_THERMAL}}
-    fair = {"load": {"thermal": {**MAC_THERMAL, "thermal_pressure": "fair"}}}
+    linux = {"index": 0, "status": "ok", "load": {"thermal": LINUX_THERMAL}}
+    fair = {"index": 0, "status": "ok", "load": {"thermal": {**MAC_THERMAL, "thermal_pressure": "fair"}}}
     assert spoiled.reasons(quiet_mac) == spoiled.reasons(linux) == ()
     assert spoiled.reasons(fair) == ("thermal",)          # above nominal, if only just
     # Every committed record (Linux and NVIDIA hosts) has no run set aside.
@@ -248,7 +248,7 @@ def test_quiet_wait_gives_up_on_a_gpu_that_stays_busy_and_the_run_is_set_aside()
     res = _gate(clock, ScriptedGpu(clock, until_s=1e9), timeout_s=2.0).wait(cooldown_s=0.5)
     assert res["timed_out"] is True and res["gpu"]["last"]["device_pct"] == 95
     gpu = gpuload.after_run(gpuload.before_run(res), lambda: AppleGpu(2, 2, 0, 1, 1), sleep=lambda s: None)
-    assert gpu is not None and spoiled.reasons({"load": {"gpu": gpu}}) == ("gpu-busy",)
+    assert gpu is not None and spoiled.reasons({"index": 0, "status": "ok", "load": {"gpu": gpu}}) == ("gpu-busy",)
 
 
 def test_quiet_wait_without_a_gpu_reading_reads_as_before() -> None:
@@ -297,13 +297,13 @@ def test_thermal_wait_cools_until_the_pressure_reads_nominal_within_its_limit() 
         runner.THERMAL_WAIT_MAX_S, read=lambda: {**MAC_THERMAL, "thermal_pressure": next(levels)},
         clock=clock, sleep=clock.sleep)
     assert wait["nominal"] is True and wait["reads"] == 3 and wait["waited_s"] == pytest.approx(2.0)
-    assert spoiled.reasons({"load": {"thermal": state}}) == ()
+    assert spoiled.reasons({"index": 0, "status": "ok", "load": {"thermal": state}}) == ()
     clock = FakeClock()
     wait, state = thermal.wait_thermal(5.0, read=lambda: {**MAC_THERMAL, "thermal_pressure": "serious"},
                                        clock=clock, sleep=clock.sleep)
     assert wait["nominal"] is False and wait["waited_s"] == pytest.approx(5.0)     # bounded
     assert "thermal pressure serious" in wait["reason"]
-    assert spoiled.reasons({"load": {"thermal": state}}) == ("thermal",)
+    assert spoiled.reasons({"index": 0, "status": "ok", "load": {"thermal": state}}) == ("thermal",)
 
 
 # ---------------------------------------------------------------- the workflows

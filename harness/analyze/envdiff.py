@@ -12,32 +12,39 @@ the dispatch measurement times MLX work), so nothing of MLX is said of an engine
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# (what, path in the record's host section). Library paths differ between checkouts of the
+import msgspec
+
+from harness.core.declare import Declared
+from harness.core.hostinfo import HostInfo
+from harness.core.schema import EngineInfo, Run
+
+# (what, its value in the record's host section). Library paths differ between checkouts of the
 # same files, so BLAS is compared by library file names, not paths.
-HOST_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("mlx", ("mlx", "mlx")),
-    ("mlx-lm", ("mlx", "mlx_lm")),
-    ("MLX device", ("mlx", "default_device")),
-    ("BLAS", ("blas", "name")),
-    ("BLAS libraries", ("blas", "libraries")),
-    ("OS", ("os", "system")),
-    ("OS release", ("os", "platform")),
-    ("OS distribution", ("os", "distribution")),
-    ("macOS", ("os", "macos_version")),
-    ("MLX backend", ("gpu", "mlx_backend")),
-    ("GPU", ("gpu", "name")),
-    ("MLX device info", ("gpu", "mlx_device_info")),
-    ("NVIDIA GPUs and driver", ("gpu", "nvidia")),
-    ("Python", ("python", "version")),
-    ("Python implementation", ("python", "implementation")),
-    ("CPU", ("cpu", "model")),
-    ("logical cores", ("cpu", "logical_cores")),
-    ("memory GiB", ("memory", "total_gib")),
-    ("host spec", ("spec", "name")),
-    ("harness", ("harness", "version")),
+HOST_FIELDS: tuple[tuple[str, Callable[[HostInfo], Any]], ...] = (
+    ("mlx", lambda h: h.mlx.mlx),
+    ("mlx-lm", lambda h: h.mlx.mlx_lm),
+    ("MLX device", lambda h: h.mlx.default_device),
+    ("BLAS", lambda h: h.blas.name),
+    ("BLAS libraries", lambda h: h.blas.libraries),
+    ("OS", lambda h: h.os.system),
+    ("OS release", lambda h: h.os.platform),
+    ("OS distribution", lambda h: h.os.distribution),
+    ("macOS", lambda h: h.os.macos_version),
+    ("MLX backend", lambda h: h.gpu.mlx_backend),
+    ("GPU", lambda h: h.gpu.name),
+    ("MLX device info", lambda h: h.gpu.mlx_device_info),
+    ("NVIDIA GPUs and driver", lambda h: h.gpu.nvidia),
+    ("Python", lambda h: h.python.version),
+    ("Python implementation", lambda h: h.python.implementation),
+    ("CPU", lambda h: h.cpu.model),
+    ("logical cores", lambda h: h.cpu.logical_cores),
+    ("memory GiB", lambda h: h.memory.total_gib),
+    ("host spec", lambda h: h.spec.name if h.spec is not None else None),
+    ("harness", lambda h: h.harness.version),
 )
 UNKNOWN = "unknown"
 # Fields of the harness's own process, read only where an engine uses it (above).
@@ -60,72 +67,95 @@ class EnvDifference:
     b: str
 
 
-def _get(host: dict[str, Any], path: tuple[str, ...]) -> Any:
-    x: Any = host
-    for k in path:
-        if not isinstance(x, dict):
-            return None
-        x = x.get(k)
-    return x
+class _Arm(msgspec.Struct, kw_only=True):
+    engine: str | None = None
+
+
+class _Settings(msgspec.Struct, kw_only=True):
+    dispatch_measurement: bool = False
+
+
+class _Suite(msgspec.Struct, kw_only=True):
+    """What envdiff reads of a record's suite: the engines it declared and used, and whether
+    the dispatch measurement timed MLX work."""
+    engines: dict[str, Declared] = {}
+    arms: list[_Arm] = []
+    settings: _Settings = msgspec.field(default_factory=_Settings)
+
+
+class _Compared(msgspec.Struct, kw_only=True):
+    """A record as envdiff reads it: its host section, suite and runs."""
+    host: HostInfo = msgspec.field(default_factory=HostInfo)
+    suite: _Suite = msgspec.field(default_factory=_Suite)
+    runs: list[Run] = []
+
+
+def _read(rec: dict[str, Any] | _Compared) -> _Compared:
+    return rec if isinstance(rec, _Compared) else msgspec.convert(rec, _Compared)
 
 
 def _text(what: str, x: Any) -> str:
+    if isinstance(x, msgspec.Struct):
+        x = msgspec.structs.asdict(x)
     if x is None or x == "" or x == []:
         return UNKNOWN
     if what == "BLAS libraries" and isinstance(x, list):
         return ", ".join(sorted({os.path.basename(str(p)) for p in x}))
     if isinstance(x, list):
-        return "; ".join(_text(what, g) if isinstance(g, dict) else str(g) for g in x)
+        return "; ".join(_text(what, g) if isinstance(g, (dict, msgspec.Struct)) else str(g) for g in x)
     if isinstance(x, dict):
         return ", ".join(f"{k} {v}" for k, v in sorted(x.items()) if k not in VOLATILE)
     return str(x)
 
 
-def engines_of(runs: list[dict[str, Any]]) -> dict[str, str]:
+def _engine_line(e: EngineInfo) -> str:
+    """"name version, mlx M, ..." of an engine's report ("?" for a name or version not given)."""
+    parts = [f"{e.name if e.name != UNKNOWN else '?'} {e.version if e.version != UNKNOWN else '?'}"]
+    parts += [f"{k} {v}" for k, v in (("mlx", e.mlx), ("mlx_lm", e.mlx_lm), ("device", e.device),
+                                      ("numerics", e.numerics), ("blas", e.blas)) if v]
+    return ", ".join(parts)
+
+
+def engines_of(runs: list[Run]) -> dict[str, str]:
     """{arm: "name version, numerics N, blas B"} from the runs' own engine reports."""
     out: dict[str, set[str]] = {}
     for r in runs:
-        e = r.get("engine_info") or r.get("engine") or {}
-        if not isinstance(e, dict) or not e:
+        if r.engine_info == EngineInfo():   # a failed run: no engine report
             continue
-        parts = [f"{e.get('name', '?')} {e.get('version', '?')}"]
-        parts += [f"{k} {e[k]}" for k in ("mlx", "mlx_lm", "device", "numerics", "blas") if e.get(k)]
-        out.setdefault(str(r.get("arm")), set()).add(", ".join(parts))
+        out.setdefault(str(r.arm), set()).add(_engine_line(r.engine_info))
     return {arm: " | ".join(sorted(v)) for arm, v in out.items()}
 
 
-def uses_harness_process(rec: dict[str, Any]) -> bool:
+def uses_harness_process(rec: dict[str, Any] | _Compared) -> bool:
     """Whether the host's MLX and BLAS fields bear on this record's engines: one runs in the
     harness's process (not a command), declares MLX numerics, reports MLX in its runs, or the
     dispatch measurement times MLX work after each run."""
-    suite = rec.get("suite") or {}
-    engines = [e for e in (suite.get("engines") or {}).values() if isinstance(e, dict)]
-    if any(e.get("adapter", "command") != "command" or "mlx" in str(e.get("numerics", "")).lower()
-           for e in engines):
+    r = _read(rec)
+    engines = list(r.suite.engines.values())
+    if any(e.adapter != "command" or "mlx" in str(e.numerics).lower() for e in engines):
         return True
-    if any(a.get("engine") in (None, "", "embedded") and not engines for a in suite.get("arms") or []
-           if isinstance(a, dict)):
+    if not engines and any(a.engine in (None, "", "embedded") for a in r.suite.arms):
         return True   # a record from before engines were declared: the embedded MLX engine
-    if (suite.get("settings") or {}).get("dispatch_measurement"):
+    if r.suite.settings.dispatch_measurement:
         return True
-    return any("mlx" in str(v).lower() for v in engines_of(rec.get("runs") or []).values())
+    return any("mlx" in v.lower() for v in engines_of(r.runs).values())
 
 
-def _fields(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+def _fields(a: _Compared, b: _Compared) -> list[tuple[str, Callable[[HostInfo], Any]]]:
     own = uses_harness_process(a) or uses_harness_process(b)
-    return [(w, p) for w, p in HOST_FIELDS if own or w not in IN_PROCESS]
+    return [(w, f) for w, f in HOST_FIELDS if own or w not in IN_PROCESS]
 
 
 def env_diff(a: dict[str, Any], b: dict[str, Any]) -> list[EnvDifference]:
     """Every environment field in which record b differs from record a, host fields first, then
     each arm's engine as it reported itself."""
-    ha, hb = a.get("host") or {}, b.get("host") or {}
+    ra, rb = _read(a), _read(b)
     out = []
-    for what, path in _fields(a, b):
-        x, y = _text(what, _get(ha, path)), _text(what, _get(hb, path))
+    for what, field in _fields(ra, rb):
+        x, y = _text(what, field(ra.host)), _text(what, field(rb.host))
         if x != y:
             out.append(EnvDifference(what, x, y))
-    ea, eb = engines_of(a.get("runs") or []), engines_of(b.get("runs") or [])
+    ea, eb = engines_of(ra.runs), engines_of(rb.runs)
     for arm in sorted(set(ea) & set(eb)):
         if ea[arm] != eb[arm]:
             out.append(EnvDifference(f"engine ({arm})", ea[arm], eb[arm]))
@@ -135,14 +165,14 @@ def env_diff(a: dict[str, Any], b: dict[str, Any]) -> list[EnvDifference]:
 def compared(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """What env_diff compared and found known on a side, in the words of diff_sentence: only
     the packages the engines use, the host, the harness, and the engines' own reports."""
-    ha, hb = a.get("host") or {}, b.get("host") or {}
+    ra, rb = _read(a), _read(b)
     out: list[str] = []
-    for what, path in _fields(a, b):
-        if _text(what, _get(ha, path)) == _text(what, _get(hb, path)) == UNKNOWN:
+    for what, field in _fields(ra, rb):
+        if _text(what, field(ra.host)) == _text(what, field(rb.host)) == UNKNOWN:
             continue
         if WORDS[what] not in out:
             out.append(WORDS[what])
-    if set(engines_of(a.get("runs") or [])) & set(engines_of(b.get("runs") or [])):
+    if set(engines_of(ra.runs)) & set(engines_of(rb.runs)):
         out.append("engine versions")
     return out
 

@@ -193,8 +193,8 @@ class Facts:
         xs = []
         for rs in self.groups.values():
             for r in rs:
-                for k in ("before", "after"):
-                    v = (r.load.get(k) or {}).get("loadavg_1")
+                for snap in (r.load.before, r.load.after):
+                    v = snap.loadavg_1 if snap is not None else None
                     if isinstance(v, (int, float)):
                         xs.append(float(v))
         return rounds.median_range(xs) if xs else None

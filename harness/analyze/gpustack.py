@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.cudalibs import CUDA_LIBS, version_in
-from harness.core.schema import section
+from harness.core.hostinfo import CudaStack, HostBlas, HostGpu, HostInfo, as_host
 
 UNKNOWN = "unknown"
 GiB = 2**30
@@ -70,48 +70,54 @@ def _text(v: Any) -> str:
     return UNKNOWN if v is None or v == "" else str(v)
 
 
-def _memory_gib(gpu: dict[str, Any], nvidia: list[dict[str, Any]]) -> float | None:
-    info = gpu.get("mlx_device_info")
-    info = info if isinstance(info, dict) else {}
+def _memory_gib(gpu: HostGpu) -> float | None:
+    info = gpu.mlx_device_info if isinstance(gpu.mlx_device_info, dict) else {}
     for key in ("total_memory", "memory_size"):          # CUDA, Metal: bytes of the device MLX used
         v = info.get(key)
         if isinstance(v, (int, float)) and v > 0:
             return round(v / GiB, 1)
+    nvidia = gpu.nvidia_gpus
     if len(nvidia) == 1:                                 # one board: nvidia-smi's "143771 MiB"
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*MiB", str(nvidia[0].get("memory_total", "")).strip())
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*MiB", nvidia[0].memory_total.strip())
         if m:
             return round(float(m.group(1)) / 1024, 1)
     return None
 
 
-def gpu_stack(host: dict[str, Any]) -> GpuStack:
+def _library(blas: HostBlas, stem: str) -> tuple[str, str] | None:
+    """A library named stem among the BLAS section's mapped libraries (an older record's)."""
+    return library_version(blas.mapped_libraries, stem) or library_version(blas.libraries, stem)
+
+
+def gpu_stack(host: HostInfo | dict[str, Any]) -> GpuStack:
     """The record's host section read as a GPU stack; every field it does not hold is unknown."""
-    gpu, blas = section(host, "gpu"), section(host, "blas")
-    raw = gpu.get("nvidia")
-    nvidia = [r for r in raw if isinstance(r, dict)] if isinstance(raw, list) else []
-    cuda = section(gpu, "cuda")
-    drivers = sorted({str(r["driver_version"]) for r in nvidia if r.get("driver_version") not in (None, "", UNKNOWN)})
+    h = as_host(host)
+    gpu, blas = h.gpu, h.blas
+    cuda = gpu.cuda if isinstance(gpu.cuda, CudaStack) else CudaStack()
+    drivers = sorted({r.driver_version for r in gpu.nvidia_gpus if r.driver_version not in ("", UNKNOWN)})
     sources: dict[str, str] = {}
-    versions = {}
-    for key, stem in CUDA_LIBS.items():
-        v = _text(cuda.get(key))
+
+    def version(lib: str, recorded: str) -> str:
+        """A library's version (lib: a CUDA_LIBS name) as the host section recorded it, else
+        from an older record's list of loaded libraries, which `sources` then names."""
+        v = _text(recorded)
         if v == UNKNOWN:
-            # An older record: the loaded libraries its BLAS section listed.
-            found = library_version(blas.get("mapped_libraries"), stem) or library_version(blas.get("libraries"), stem)
+            found = _library(blas, CUDA_LIBS[lib])
             if found:
                 v = found[0]
-                sources[LABELS[key]] = f"the loaded {found[1]} in the record's BLAS section"
-        versions[key] = v
+                sources[LABELS[lib]] = f"the loaded {found[1]} in the record's BLAS section"
+        return v
+
     return GpuStack(
-        backend=_text(gpu.get("mlx_backend")),
-        name=_text(gpu.get("name")),
-        generation=_text(gpu.get("generation")),
-        memory_gib=_memory_gib(gpu, nvidia),
+        backend=_text(gpu.mlx_backend),
+        name=_text(gpu.name),
+        generation=_text(gpu.generation),
+        memory_gib=_memory_gib(gpu),
         driver=", ".join(drivers) or UNKNOWN,
-        cuda=_text(cuda.get("cuda_driver_api")),
-        cuda_runtime=versions["cuda_runtime"],
-        cublas=versions["cublas"],
-        cudnn=versions["cudnn"],
-        macos=_text(section(host, "os").get("macos_version")),
+        cuda=_text(cuda.cuda_driver_api),
+        cuda_runtime=version("cuda_runtime", cuda.cuda_runtime),
+        cublas=version("cublas", cuda.cublas),
+        cudnn=version("cudnn", cuda.cudnn),
+        macos=_text(h.os.macos_version),
         sources=sources,
     )

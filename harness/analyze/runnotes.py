@@ -74,7 +74,8 @@ def flagged(fx: Facts) -> list[RunGroup]:
             found.setdefault((arm, prompt, " ".join((HOST,) + why)), (None, []))[1].append(r.index)
         if "quiet_wait_timeout" in r.marks:
             # The run's own limit: an unset [quiet] timeout_s is sized to each run.
-            gave = (r.load.get("quiet_wait") or {}).get("timeout_s", quiet_limit)
+            q = r.load.quiet_wait
+            gave = q.timeout_s if q is not None and q.timeout_s is not None else quiet_limit
             limit = float(gave) if isinstance(gave, (int, float)) else None
             found.setdefault((arm, prompt, QUIET_TIMEOUT), (limit, []))[1].append(r.index)
     order = {a: i for i, a in enumerate(fx.arm_order)}

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from harness.core.runs import measured_ok
+from harness.core.hostinfo import GpuLoad, ThermalState
+from harness.core.runs import as_run, measured_ok
 from harness.core.schema import Run
 
 R = TypeVar("R", bound=Run | Mapping[str, Any])
@@ -31,37 +32,27 @@ BATTERY_SOURCE = "Battery Power"                 # pmset -g batt: "Now drawing f
 PRESSURE_ABOVE_NOMINAL = ("fair", "serious", "critical")
 
 
-def _gpu_busy(gpu: Any) -> bool:
+def _gpu_busy(gpu: GpuLoad | None) -> bool:
     """load.gpu: the idle readings either side of the run, and the limit they were held to."""
-    if not isinstance(gpu, Mapping):
+    if gpu is None:
         return False
-    limit = gpu.get("limit_pct")
-    if not isinstance(limit, (int, float)) or isinstance(limit, bool):
-        return False
-    for side in ("before", "after"):
-        g = gpu.get(side)
-        pct = g.get("device_pct") if isinstance(g, Mapping) else None
-        if isinstance(pct, (int, float)) and not isinstance(pct, bool) and pct >= limit:
-            return True
-    return False
+    return any(g is not None and g.device_pct is not None and g.device_pct >= gpu.limit_pct
+               for g in (gpu.before, gpu.after))
 
 
 def reasons(run: Run | Mapping[str, Any]) -> tuple[str, ...]:
     """The run's reasons to be set aside (REASONS' codes, in that order); () for none."""
-    load = run.load if isinstance(run, Run) else run.get("load")
-    if not isinstance(load, Mapping):
-        return ()
-    thermal = load.get("thermal")
-    th: Mapping[str, Any] = thermal if isinstance(thermal, Mapping) else {}
-    found = {BACKUP: th.get("backup_running") is True,
-             BATTERY: th.get("power_source") == BATTERY_SOURCE,
-             THERMAL: th.get("thermal_pressure") in PRESSURE_ABOVE_NOMINAL,
-             GPU_BUSY: _gpu_busy(load.get("gpu"))}
+    load = as_run(run).load
+    th = load.thermal or ThermalState()
+    found = {BACKUP: th.backup_running is True,
+             BATTERY: th.power_source == BATTERY_SOURCE,
+             THERMAL: th.thermal_pressure in PRESSURE_ABOVE_NOMINAL,
+             GPU_BUSY: _gpu_busy(load.gpu)}
     return tuple(r for r in REASONS if found[r])
 
 
 def _measured(run: Run | Mapping[str, Any]) -> bool:
-    return not run.warmup if isinstance(run, Run) else isinstance(run, Mapping) and not run.get("warmup")
+    return not as_run(run).warmup
 
 
 def counts(runs: Iterable[Run | Mapping[str, Any]]) -> dict[str, int]:

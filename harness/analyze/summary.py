@@ -110,10 +110,9 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
                        watch_in_thread=sum(_watched_from_a_thread(r) for r in runs),
                        set_aside=spoiled.set_aside_runs(runs), set_aside_reasons=spoiled.counts(runs))
         for r in runs:
-            if "contended" in r.marks:
-                c = r.load.get("contention") or {}
-                s.contended_samples += int(c.get("contended_samples") or 0)
-                s.contention_samples += int(c.get("samples") or 0)
+            if "contended" in r.marks and (watch := r.load.contention) is not None:
+                s.contended_samples += int(watch.contended_samples or 0)
+                s.contention_samples += int(watch.samples or 0)
         timed = spoiled.usable_runs(ok)
         timed_n[(arm_name, prompt)] = len(timed)
         tps, mpt = _tok_s(timed), [x for r in timed if (x := r.ms_per_token) is not None]
@@ -296,7 +295,7 @@ def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path:
 def _watched_from_a_thread(run: Run) -> bool:
     """The watch's process was lost, so this run was watched from a thread or not at all.
     Records from before the watch's process say nothing (False)."""
-    how = (run.load.get("contention") or {}).get("watcher")
+    how = run.load.contention.watcher if run.load.contention is not None else None
     return isinstance(how, str) and how != "process"
 
 

@@ -36,6 +36,7 @@ from msgspec import UNSET, UnsetType
 from harness.core import migrate_v5, suitespec
 from harness.core import recordsections as rs
 from harness.core.errors import UserError
+from harness.core.hostinfo import HostInfo, RunLoad
 from harness.core.results import complete_timings, missing_minimum
 
 SCHEMA_VERSION = 5
@@ -262,7 +263,7 @@ class Run(_S, kw_only=True):
     engine_info: EngineInfo = msgspec.field(default_factory=EngineInfo)
     result_arm: ArmInfo = msgspec.field(default_factory=ArmInfo)
     diagnostics: RunDiagnostics = msgspec.field(default_factory=RunDiagnostics)
-    load: dict[str, Any] = {}
+    load: RunLoad = msgspec.field(default_factory=RunLoad)
     marks: list[str] = []
     identity: Identity | None = None
 
@@ -312,7 +313,7 @@ class Record(_S, kw_only=True):
     paired_with: rs.PairedWith | None = None
     build: rs.Build | None = None
     suite: SuiteSection
-    host: dict[str, Any] = {}
+    host: HostInfo = msgspec.field(default_factory=HostInfo)
     models: dict[str, dict[str, rs.ModelFiles]] = {}   # {pairing: {"target"/"drafter": ...}}
     runs: list[Run]
     # Wall time: runs there when it began (>0: old records), one segment per process that wrote, their sum.

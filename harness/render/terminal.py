@@ -102,8 +102,8 @@ def live_row(r: Run) -> Text:
 
 def mark_text(r: Run) -> str:
     """The run's marks for people: contention with its counts ("contended 4/12")."""
-    c = r.load.get("contention") or {}
-    samples, contended = c.get("samples"), c.get("contended_samples", 0)
+    c = r.load.contention
+    samples, contended = (c.samples, c.contended_samples or 0) if c is not None else (None, 0)
     out = []
     for m in r.marks:
         if m == "contended" and samples:

@@ -15,11 +15,15 @@ from typing import Any
 import msgspec
 
 from harness.core.errors import UserError
+from harness.core.hostinfo import Cooldown, HostInfo, HostSpec, as_host
+
+__all__ = ["Cooldown", "HostSpec", "get_spec", "load_specs", "match_spec", "matches", "resolve_host_settings"]
 
 # Specs shipped with the harness (package data); a `hosts/` directory at the root of the
 # repository under test is read first, so a lab's own spec wins over a shipped one.
 SPECS_DIR = Path(__file__).resolve().parents[2] / "hosts_data"
 REPO_HOSTS = "hosts"
+UNKNOWN = "unknown"
 
 
 def repo_specs_dir(start: str | Path | None = None) -> Path | None:
@@ -35,64 +39,30 @@ MATCH_RULES = {"system", "chip", "gpu_name", "no_gpu"}
 COOLDOWN_KEYS = ("floor_s", "ratio", "cap_s")
 
 
-class Cooldown(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Before a measured run, cool down for clamp(ratio x the previous run's wall time, floor_s,
-    cap_s); cap_s null: no cap."""
-    floor_s: float
-    ratio: float
-    cap_s: float | None
-
-    def describe(self) -> str:
-        """"floor 5 s, 9 x previous run, cap 90 s" for cooldown_source and reports."""
-        parts = [f"floor {self.floor_s:g} s"]
-        if self.ratio:
-            parts.append(f"{self.ratio:g} x previous run")
-        if self.cap_s is not None:
-            parts.append(f"cap {self.cap_s:g} s")
-        return ", ".join(parts)
-
-
-class HostSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One lab host: what the vendor promises and how to recognise the machine (`match`: rule ->
-    the words any of which must appear; MATCH_RULES). Other keys in the file are not read."""
-    name: str
-    asv_machine: str
-    chip: str
-    gpu_generation: str
-    memory_gb: int | float | None
-    peak_bandwidth_gbs: int | float | None
-    peak_bandwidth_source: str
-    match: dict[str, Any]
-    cooldown: Cooldown
-    description: str | None = None
-    backend: str | None = None
-    memory_source: str | None = None
-    cooldown_note: str | None = None
-    generic: bool = False      # a fallback: any specific spec that matches wins over it
-
-    def as_dict(self) -> dict[str, Any]:
-        """The spec as a record's host section keeps it."""
-        out: dict[str, Any] = msgspec.to_builtins(self)
-        return out
-
-
 def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+class _CooldownKeys(msgspec.Struct, kw_only=True):
+    """A spec file's two ways of giving its cooldown rule, as written (checked by _cooldown)."""
+    cooldown: Any = msgspec.UNSET
+    default_cooldown_s: Any = msgspec.UNSET
 
 
 def _cooldown(spec: dict[str, Any], path: Path) -> dict[str, float | None]:
     """The spec's cooldown rule as {"floor_s", "ratio", "cap_s"}; a UserError naming the key. A
     spec from before the rule may give "default_cooldown_s" instead: that floor, ratio 0, no cap."""
-    if "cooldown" in spec and "default_cooldown_s" in spec:
+    given = msgspec.convert(spec, _CooldownKeys)
+    if given.cooldown is not msgspec.UNSET and given.default_cooldown_s is not msgspec.UNSET:
         raise UserError(f"{path}: key 'cooldown' replaces 'default_cooldown_s'; give one of them")
-    if "cooldown" not in spec:
-        if "default_cooldown_s" not in spec:
+    if given.cooldown is msgspec.UNSET:
+        if given.default_cooldown_s is msgspec.UNSET:
             raise UserError(f"{path}: missing key 'cooldown'")
-        floor = spec["default_cooldown_s"]
+        floor = given.default_cooldown_s
         if not _number(floor) or floor < 0:
             raise UserError(f"{path}: key 'default_cooldown_s' must be a number >= 0, got {floor!r}")
         return {"floor_s": float(floor), "ratio": 0.0, "cap_s": None}
-    c = spec["cooldown"]
+    c = given.cooldown
     if not isinstance(c, dict):
         raise UserError(f"{path}: key 'cooldown' must be an object with {', '.join(COOLDOWN_KEYS)}")
     unknown = sorted(set(c) - set(COOLDOWN_KEYS))
@@ -168,33 +138,25 @@ def load_specs(directory: str | Path | None = None) -> dict[str, HostSpec]:
     return out
 
 
-def _section(host: dict[str, Any], name: str) -> dict[str, Any]:
-    sec = host.get(name)
-    return sec if isinstance(sec, dict) and "error" not in sec else {}
-
-
-def _gpu_names(host: dict[str, Any]) -> list[str] | None:
+def _gpu_names(host: HostInfo) -> list[str] | None:
     """Names of the GPUs collect_host saw; None when its gpu section could not be read."""
-    gpu = host.get("gpu")
-    if not isinstance(gpu, dict) or "error" in gpu:
+    gpu = host.gpu
+    if gpu.error:
         return None
-    names = [gpu.get("name")]
-    if isinstance(gpu.get("nvidia"), list):
-        names += [g.get("name") for g in gpu["nvidia"] if isinstance(g, dict)]
-    return [n for n in names if isinstance(n, str) and n not in ("", "unknown")]
+    names = [gpu.name] + [g.name for g in gpu.nvidia_gpus]
+    return [n for n in names if n not in ("", UNKNOWN)]
 
 
 def _contains_any(haystacks: list[str], needles: list[str]) -> bool:
     return any(n.lower() in h.lower() for h in haystacks for n in needles)
 
 
-def _rule_holds(rule: str, want: Any, host: dict[str, Any]) -> bool:
-    cpu, osys = _section(host, "cpu"), _section(host, "os")
+def _rule_holds(rule: str, want: Any, host: HostInfo) -> bool:
     if rule == "system":
-        return str(osys.get("system", "")).lower() in [w.lower() for w in want]
+        return not host.os.error and host.os.system.lower() in [w.lower() for w in want]
     if rule == "chip":
-        chips = [str(cpu.get(k, "")) for k in ("apple_chip", "model")]
-        return _contains_any([c for c in chips if c != "unknown"], want)
+        chips = [] if host.cpu.error else [host.cpu.apple_chip, host.cpu.model]
+        return _contains_any([c for c in chips if c != UNKNOWN], want)
     names = _gpu_names(host)
     if names is None:  # an unreadable gpu section proves neither a GPU nor its absence
         return False
@@ -205,16 +167,19 @@ def _rule_holds(rule: str, want: Any, host: dict[str, Any]) -> bool:
     return False
 
 
-def matches(spec: HostSpec, host: dict[str, Any]) -> bool:
-    return all(_rule_holds(rule, want, host) for rule, want in spec.match.items())
+def matches(spec: HostSpec, host: HostInfo | dict[str, Any]) -> bool:
+    """Whether every match rule of spec holds for collect_host()'s host section."""
+    h = as_host(host)
+    return all(_rule_holds(rule, want, h) for rule, want in spec.match.items())
 
 
-def match_spec(host: dict[str, Any], specs: dict[str, HostSpec] | None = None) -> HostSpec | None:
+def match_spec(host: HostInfo | dict[str, Any], specs: dict[str, HostSpec] | None = None) -> HostSpec | None:
     """The spec whose match rules all hold for collect_host()'s dict; a specific spec
     wins over a generic fallback, and among equals the first in load_specs' order (the
     repository's own before the shipped); None when nothing fits (no peak to quote)."""
     specs = load_specs() if specs is None else specs
-    fits = [p for p in specs.values() if matches(p, host)]
+    h = as_host(host)
+    fits = [p for p in specs.values() if matches(p, h)]
     specific = [p for p in fits if not p.generic]
     chosen = specific or fits
     return chosen[0] if chosen else None
@@ -228,7 +193,7 @@ def get_spec(name: str, directory: str | Path | None = None) -> HostSpec:
     return specs[name]
 
 
-def resolve_host_settings(suite: Any, host: dict[str, Any]) -> Any:
+def resolve_host_settings(suite: Any, host: HostInfo | dict[str, Any]) -> Any:
     """cooldown_s = "host" takes the matching host spec's cooldown rule: its floor_s as
     cooldown_s, its ratio and cap_s as cooldown_ratio and cooldown_cap_s."""
     from harness.collect.suite import Settings, with_settings
