@@ -80,7 +80,8 @@ def test_waiting_line_names_the_sized_span_and_the_setting():
     runs = [{"index": i, "status": "ok", "wall_s": 0.02, "quiet_wait_s": t, "cooldown_s": 0.0,
              "marks": ["quiet_wait_timeout"], "load": {"quiet_wait": {**gate, "timeout_s": t}}}
             for i, t in enumerate((1.0, 2.4))]
-    rec = {"session_wall_s": 4.0, "runs": runs,
+    rec = {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
+           "session_wall_s": 4.0, "runs": runs,
            "suite": {"name": "s", "pairings": [], "arms": [], "prompts": [], "settings": {"quiet": {"enabled": True, "threshold_pct": 15.0,
                                             "settle_s": None, "timeout_s": None}}}}
     lines = waiting_lines(rec)

@@ -22,8 +22,9 @@ from harness.analyze.memory import run_memory
 from harness.analyze.paired import Paired
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
-from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run, SuiteSection
+from harness.core.recordsections import Duty, Look
+from harness.core.runs import as_record, measured_ok_runs
+from harness.core.schema import Record, Run, SuiteSection
 from harness.core.suitespec import Arm, Settings
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
@@ -79,18 +80,14 @@ class ArmSummary:
         return asdict(self)
 
 
-def suite_of(record: dict[str, Any]) -> SuiteSection:
-    """The record's suite as the session ran it, typed."""
-    return msgspec.convert(record["suite"], SuiteSection)
-
-
 def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[ArmSummary]:
     """One row per (arm, prompt) in suite order; runs: the record's runs typed, in its order,
     where the caller has them so (a report's Facts), else converted here."""
-    suite = suite_of(record)
+    rec = as_record(record)
+    suite = rec.suite
     settings = suite.settings
     arms = {a.name: a for a in suite.arms}
-    typed = as_runs(record["runs"]) if runs is None else runs
+    typed = rec.runs if runs is None else runs
     # Failed runs too: they are counted.
     groups = by_arm_prompt(record, [r for r in typed if not r.warmup], keep_empty=True)
     vs_classic = classic_comparisons(record, typed)
@@ -153,7 +150,7 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
             r.gate.outcome == "declined" or r.gate.engaged is False for r in ok)
         out.append(s)
     _speedups(out, groups, settings, pairing_targets(suite))
-    quick = bool(record.get("quick"))
+    quick = bool(rec.quick)
     for s in out:
         _flag(s, settings, quick, timed_n.get((s.arm, s.prompt), s.runs))
     return out
@@ -280,10 +277,11 @@ def has_cooldown(settings: Settings) -> bool:
 
 def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
     """The one JSON line printed last for machines."""
-    runs = as_runs(record["runs"])
+    rec = as_record(record)
+    runs = rec.runs
     return {
-        "kind": "harness.summary", "record": record_path, "session_id": record.get("session_id"),
-        "complete": record.get("complete"), "runs": len(runs),
+        "kind": "harness.summary", "record": record_path, "session_id": rec.session_id,
+        "complete": rec.complete, "runs": len(runs),
         "failed": sum(r.status == "failed" for r in runs),
         "identity_differs": sum(r.identity is not None and r.identity.status == "differs" for r in runs),
         "duty": record_duty(record),
@@ -303,50 +301,53 @@ def _secs(x: float) -> str:
     return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
 
 
-def duty_line(record: Any) -> str:
+def record_duty_of(record: dict[str, Any]) -> Duty | None:
+    """The record's duty (collect.record.record_duty: the one finish() wrote, else computed from
+    its session wall time), typed; None for a record from before session wall time."""
+    duty = record_duty(record)
+    return None if duty is None else msgspec.convert(duty, Duty)
+
+
+def duty_line(record: dict[str, Any]) -> str:
     """One line for people under the table: "duty cycle 63%: 112 s of measured runs in 178 s of
     session wall (warm-ups 18 s, waiting 21 s)". The warm-ups (loads, first-use compiles) are
     named because in a short session of short runs they can be most of what is not measuring.
-    record: a Record or its data; "" for a record from before session wall time."""
-    data = getattr(record, "data", record)
-    duty = record_duty(data) if isinstance(data, dict) else None
-    if not duty or not duty.get("session_wall_s"):
+    "" for a record from before session wall time."""
+    duty = record_duty_of(record)
+    if duty is None or not duty.session_wall_s:
         return ""
-    cycle = duty.get("duty_cycle")
+    cycle = duty.duty_cycle
     head = "duty cycle -" if cycle is None else f"duty cycle {cycle:.0%}"
-    warm = max(0.0, float(duty.get("run_s") or 0.0) - float(duty["measured_run_s"]))
-    return (f"{head}: {_secs(duty['measured_run_s'])} of measured runs in "
-            f"{_secs(duty['session_wall_s'])} of session wall (warm-ups {_secs(warm)}, "
-            f"waiting {_secs(duty['waiting_s'])})")
+    warm = max(0.0, duty.run_s - duty.measured_run_s)
+    return (f"{head}: {_secs(duty.measured_run_s)} of measured runs in "
+            f"{_secs(duty.session_wall_s)} of session wall (warm-ups {_secs(warm)}, "
+            f"waiting {_secs(duty.waiting_s)})")
 
 
 _VS_CLASSIC = {"worse": "slower than classic", "improved": "faster than classic",
                "unchanged": "the same as classic within the threshold", "inconclusive": "inconclusive"}
 
 
-def look_readings(look: dict[str, Any]) -> dict[str, Paired]:
+def look_readings(look: Look) -> dict[str, Paired]:
     """A look of a record's `sequential` block: each arm's paired reading against classic, typed."""
-    figures = look.get("figures") or {}
-    return {arm: msgspec.convert(p, Paired) for arm, p in figures.items() if isinstance(p, dict) and "verdict" in p}
+    return {arm: msgspec.convert(p, Paired, from_attributes=True) for arm, p in look.figures.items()}
 
 
-def sequential_lines(record: Any) -> list[str]:
+def sequential_lines(record: Record | Mapping[str, Any]) -> list[str]:
     """What the budget did, and each speculative arm against classic, paired by prompt and
     repetition: "" lines for a record made without a budget or before budgets existed."""
-    data = getattr(record, "data", record)
-    seq = data.get("sequential") if isinstance(data, dict) else None
-    if not seq or not seq.get("looks"):
+    seq = as_record(record).sequential
+    if seq is None or not seq.looks:
         return []
-    d = seq.get("design") or {}
-    budget = seq.get("budget_s")
+    d = seq.design
+    budget = seq.budget_s
     head = (f"budget {budget:g} s of measuring" if budget else "no budget") + \
-        f": {seq.get('rounds')} repetitions, {len(seq['looks'])} look(s); stopped: {seq.get('stopped_because')}"
-    out = [head]
-    if d:
-        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{share_text(d.get('threshold', 0))}, "
-                   f"false-alarm level {share_text(d.get('alpha', 0))} over {d.get('looks')} look(s) and "
-                   f"{d.get('figures')} arm(s); docs/statistics.md):")
-    for arm, p in look_readings(seq["looks"][-1]).items():
+        f": {seq.rounds} repetitions, {len(seq.looks)} look(s); stopped: {seq.stopped_because}"
+    out = [head,
+           f"vs classic, ms/token paired by prompt and repetition (threshold ±{share_text(d.threshold)}, "
+           f"false-alarm level {share_text(d.alpha)} over {d.looks} look(s) and "
+           f"{d.figures} arm(s); docs/statistics.md):"]
+    for arm, p in look_readings(seq.looks[-1]).items():
         if p.ratio is None:
             out.append(f"  {arm}: {p.note or 'no pairs'}")
             continue
@@ -363,30 +364,17 @@ def sequential_lines(record: Any) -> list[str]:
     return out
 
 
-def waiting_lines(record: Any) -> list[str]:
+def waiting_lines(record: dict[str, Any]) -> list[str]:
     """The summary's first lines when waiting, not measuring, took the session (more than half
     its wall time) or the quiet wait timed out: how long, for what, and the suite setting that
     governs it, e.g. "waited 427 s of 431 s for a quiet machine (65 quiet-wait timeouts);" and
     "  [quiet] timeout_s = 120 governs it: lower it on a busy host (the suite file)". A first
     run on a busy host once took 7 min for 2 s of measuring and nothing said why. [] otherwise."""
-    data = getattr(record, "data", record)
-    duty = record_duty(data) if isinstance(data, dict) else None
-    if not duty or not duty.get("session_wall_s"):
+    rec = as_record(record)
+    duty = record_duty_of(record)
+    if duty is None or not duty.session_wall_s:
         return []
-    return _waiting(float(duty["session_wall_s"]), float(duty.get("waiting_s") or 0.0),
-                    as_runs(data["runs"]), suite_of(data).settings)
-
-
-def _thermal_waited_s(run: Run) -> float:
-    """How long the run waited for the host to leave a thermal state (0 where it says nothing)."""
-    waited = (run.load.get("thermal_wait") or {}).get("waited_s")
-    return float(waited) if isinstance(waited, (int, float)) and not isinstance(waited, bool) else 0.0
-
-
-def _quiet_wait(run: Run) -> dict[str, Any] | None:
-    """What the run's quiet wait ran with and read (None where the record has none)."""
-    g = run.load.get("quiet_wait")
-    return g if isinstance(g, dict) else None
+    return _waiting(duty.session_wall_s, duty.waiting_s, rec.runs, rec.suite.settings)
 
 
 def _waiting(wall: float, waited: float, runs: list[Run], s: Settings) -> list[str]:
@@ -396,22 +384,26 @@ def _waiting(wall: float, waited: float, runs: list[Run], s: Settings) -> list[s
         return []
     quiet = sum(r.quiet_wait_s or 0.0 for r in runs)
     cool = sum(r.cooldown_s or 0.0 for r in runs)
-    thermal = sum(map(_thermal_waited_s, runs))
-    waits = [g for r in runs if (g := _quiet_wait(r)) is not None]
+    thermal = sum(r.load.thermal_wait.waited_s for r in runs if r.load.thermal_wait is not None)
+    waits = [g for r in runs if (g := r.load.quiet_wait) is not None]
 
-    def setting(key: str, value: float | None) -> str:
-        """The quiet wait's setting as it ran, where the runs say, else as the suite gives it."""
-        ran = [g[key] for g in waits if isinstance(g.get(key), (int, float))]
-        if any(key in (g.get("sized") or ()) for g in waits):   # unset: sized to each run
+    def setting(key: str, value: float | None, ran: list[float]) -> str:
+        """The quiet wait's setting `key` as it ran (`ran`: each run's), where the runs say,
+        else as the suite gives it."""
+        if any(key in g.sized for g in waits):   # unset: sized to each run
             span = _num(min(ran)) + ("" if min(ran) == max(ran) else f"-{_num(max(ran))}")
             return f"{key} (unset: sized to each run, {span} s here)"
         return f"{key} = {_num(max(ran) if ran else value)}"
     head = f"waited {_secs(waited)} of {_secs(wall)}"
     if timeouts or quiet >= max(cool, thermal):
         n = f"{timeouts} quiet-wait timeout{'s' if timeouts != 1 else ''}" if timeouts else "no quiet-wait timeout"
-        governs = (f"  [quiet] {setting('timeout_s', s.quiet.timeout_s)} governs it" if timeouts else
-                   f"  [quiet] {setting('settle_s', s.quiet.settle_s)} and "
-                   f"{setting('threshold_pct', s.quiet.threshold_pct)} govern it")
+        if timeouts:
+            ran = [x for g in waits if (x := g.timeout_s) is not None]
+            governs = f"  [quiet] {setting('timeout_s', s.quiet.timeout_s, ran)} governs it"
+        else:
+            settle = setting("settle_s", s.quiet.settle_s, [x for g in waits if (x := g.settle_s) is not None])
+            pct = setting("threshold_pct", s.quiet.threshold_pct, [x for g in waits if (x := g.threshold_pct) is not None])
+            governs = f"  [quiet] {settle} and {pct} govern it"
         tail = f"lower {'it' if timeouts else 'settle_s'} on a busy host (the suite file)"
         said = [f"{governs}: {tail}"] if len(governs) + len(tail) <= 78 else [f"{governs}:", f"  {tail}"]
         return [f"{head} for a quiet machine ({n});", *said]
@@ -433,5 +425,6 @@ def check_waiting_lines(records: dict[str, dict[str, Any]], wall_s: float | None
     recs = [r for r in records.values() if isinstance(r, dict)]
     if not recs or not wall_s:
         return []
-    waited = sum(float((record_duty(r) or {}).get("waiting_s") or 0.0) for r in recs)
-    return _waiting(float(wall_s), waited, [x for r in recs for x in as_runs(r["runs"])], suite_of(recs[0]).settings)
+    waited = sum(d.waiting_s for r in recs if (d := record_duty_of(r)) is not None)
+    typed = [as_record(r) for r in recs]
+    return _waiting(float(wall_s), waited, [x for r in typed for x in r.runs], typed[0].suite.settings)

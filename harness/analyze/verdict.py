@@ -18,8 +18,8 @@ from typing import Any
 from harness.analyze import contended, rounds, spoiled
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
-from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run
+from harness.core.runs import as_record, measured_ok_runs
+from harness.core.schema import Record, Run
 from harness.core.suitespec import Settings
 
 # What an arm's verdict can be. The first four are the paired reading's (arm over classic,
@@ -112,17 +112,15 @@ def _design(settings: Settings, figures: int) -> Design:
                   looks=1, figures=max(1, figures))
 
 
-def _readings(record: dict[str, Any], settings: Settings) -> tuple[dict[str, Paired], str]:
+def _readings(record: dict[str, Any], rec: Record) -> tuple[dict[str, Paired], str]:
     """Each speculative arm's paired reading: the session's own where it judged during the session
     (a budget), else judged now at one look."""
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
     from harness.analyze.summary import look_readings
-    seq = record.get("sequential") or {}
-    looks = seq.get("looks") or []
-    if looks:
-        return look_readings(looks[-1]), "during the session"
+    if rec.sequential is not None and rec.sequential.looks:
+        return look_readings(rec.sequential.looks[-1]), "during the session"
     arms = vs_classic(record)
-    return judge_vs_classic(record, _design(settings, len(arms))), "after the session"
+    return judge_vs_classic(record, _design(rec.suite.settings, len(arms))), "after the session"
 
 
 def _marks(runs: list[Run], ok: list[Run], settings: Settings,
@@ -152,13 +150,14 @@ def _marks(runs: list[Run], ok: list[Run], settings: Settings,
 
 def judge(record: dict[str, Any]) -> Judgement:
     """Every arm of `record` (a record's data, any schema version load_record gives) judged."""
-    from harness.analyze.summary import classic_arm, pairing_targets, suite_of, summarize
-    suite = suite_of(record)
+    from harness.analyze.summary import classic_arm, pairing_targets, summarize
+    rec = as_record(record)
+    suite = rec.suite
     settings = suite.settings
-    quick = bool(record.get("quick"))
-    typed = as_runs(record["runs"])
+    quick = bool(rec.quick)
+    typed = rec.runs
     rows = summarize(record, typed)
-    readings, when = _readings(record, settings)
+    readings, when = _readings(record, rec)
     measured = [r for r in typed if not r.warmup]
     targets = pairing_targets(suite)
     out = []
@@ -198,6 +197,6 @@ def judge(record: dict[str, Any]) -> Judgement:
             shipping=bool(runs) and all(r.shipping for r in runs), overrides=dict(sorted(overrides.items())),
             do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, quick, spread, [s.runs for s in mine]),
             contended_runs=sum(map(contended.is_contended, pair_runs)), paired_runs=len(pair_runs)))
-    return Judgement(arms=out, paired_when=when, complete=bool(record.get("complete", True)),
+    return Judgement(arms=out, paired_when=when, complete=rec.complete is not False,
                      measured=len(measured), failed=sum(not r.is_ok for r in measured),
                      contended=sum(map(contended.is_contended, measured)))

@@ -262,6 +262,9 @@ class QuietWaitResult(_Load, kw_only=True):
     total_s: float | None = None
     timed_out: bool | None = None
     timeout_s: float | None = None
+    settle_s: float | None = None
+    threshold_pct: float | None = None
+    sized: list[str] = []             # the limits sized to the run (suite left them unset)
     gpu: QuietGpuResult | None = None
     enabled: bool | None = None
 
