@@ -281,3 +281,21 @@ def probe_page(page: Path, profile: Path) -> tuple[dict, str]:
 
 def console_errors(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+
+
+def whole_record(**parts: Any) -> dict[str, Any]:
+    """A record with every key the typed Record requires (an empty suite, no runs), `parts` over it."""
+    return {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
+            "suite": {"name": "t", "settings": {}, "pairings": [], "arms": [], "prompts": []}, "runs": [], **parts}
+
+
+def sequential_section(looks: list[dict[str, Any]], design: dict[str, Any] | None = None,
+                       **top: Any) -> dict[str, Any]:
+    """A whole `sequential` block: each look's figures (arm -> a Paired's dict), a design
+    (threshold 10%, alpha 5%, `design` over it), the rest from `top` or stand-ins."""
+    d = {"threshold": 0.1, "alpha": 0.05, "looks": len(looks), "figures": 1, "power": 0.8,
+         "alpha_per_test": 0.05, "min_effect": 0.05, **(design or {})}
+    return {"design": d, "budget_s": None, "rounds": len(looks), "stopped": "budget",
+            "stopped_because": "the budget was spent", **top,
+            "looks": [{"index": i + 1, "rounds": i + 1, "elapsed_s": float(i + 1), "resolved": False, "figures": f}
+                      for i, f in enumerate(looks)]}

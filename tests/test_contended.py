@@ -10,7 +10,15 @@ import json
 
 import numpy as np
 import pytest
-from harness_helpers import cli_in_process, command_arm, one_commit_repo, tree_command, write_suite
+from harness_helpers import (
+    cli_in_process,
+    command_arm,
+    one_commit_repo,
+    sequential_section,
+    tree_command,
+    whole_record,
+    write_suite,
+)
 
 from harness.analyze import comparisons, contended, paired
 from harness.analyze.design import Design
@@ -110,8 +118,7 @@ def test_vs_classic_verdict_of_a_session_is_not_clean_on_contended_pairs():
            "runs": runs}
     p = comparisons.judge_vs_classic(rec, Design(threshold=0.1))["spec"]
     assert p.verdict == "inconclusive" and p.contended["reading"] == "improved"
-    seq = {"sequential": {"looks": [{"figures": {"spec": p.to_dict()}}], "rounds": 12,
-                          "stopped_because": "budget", "design": {}}}
+    seq = whole_record(sequential=sequential_section([{"spec": p.to_dict()}], rounds=12, stopped_because="budget"))
     line = sequential_lines(seq)[-1]
     assert "spec: -29.9%" in line and "over 12 pairs, inconclusive: improved (-29.9%)" in line
     assert "but 20 of 24 runs were contended: not a clean verdict" in line

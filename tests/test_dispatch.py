@@ -190,14 +190,15 @@ def test_a_few_disturbed_pairs_do_not_set_the_slope():
 
 
 def test_a_sessions_summary_says_what_the_probe_did_whatever_the_verdict():
+    from harness_helpers import sequential_section, whole_record
+
     from harness.analyze.summary import sequential_lines
 
     rng = np.random.default_rng(13)
     b, h, pr = _moment(rng, 30, sd_own=0.3)
     p = paired.analyze(b, h, D, pr)
     assert p.verdict == "inconclusive" and p.dispatch_measurement["used"]
-    rec = {"sequential": {"budget_s": 60, "rounds": 30, "stopped_because": "the budget was spent",
-                          "design": D.to_dict(), "looks": [{"figures": {"s": p.to_dict()}}]}}
+    rec = whole_record(sequential=sequential_section([{"s": p.to_dict()}], D.to_dict(), budget_s=60, rounds=30))
     line = [ln for ln in sequential_lines(rec) if ln.startswith("  s:")][0]
     assert "inconclusive" in line and "adjusted for the dispatch measurement" in line
 

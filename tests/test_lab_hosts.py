@@ -32,6 +32,7 @@ from harness.collect.host.applegpu import AppleGpu
 from harness.collect.host.quiet import QuietWait
 from harness.collect.suite import load_suite
 from harness.core.runs import as_run
+from harness.core.schema import load_record
 from harness.render import hostwords, termsummary
 from harness.render import reportcontext as rp
 
@@ -126,7 +127,7 @@ def test_report_flags_set_aside_runs_with_their_reasons_and_the_terminal_its_cod
                          user_dir=REPO / "tests/fixtures/report/no-such-templates")
     assert "set aside (" not in plain_md
     # The arm's verdict carries each reason as a mark: the terminal's flag codes and legend.
-    marks = judge(json.loads(Path(path).read_text())).of("block3").marks
+    marks = judge(load_record(json.loads(Path(path).read_text()), path)).of("block3").marks
     assert "battery" in marks and "gpu-busy" in marks
     assert termsummary.FLAGS["battery"][0] == "P" and termsummary.FLAGS["gpu-busy"][0] == "G"
 
@@ -161,7 +162,7 @@ def test_report_marks_an_arm_with_a_set_aside_run_do_not_publish_as_a_contended_
         md[name] = rp.render(report_cli.context_for(str(path), None, backfill()), "record",
                              user_dir=REPO / "tests/fixtures/report/no-such-templates")
         top[name], arms[name] = _arm_rows(md[name], "block3")
-        assert judge(data).of("block3").do_not_publish is (name != "clean")
+        assert judge(load_record(data, name)).of("block3").do_not_publish is (name != "clean")
     assert "do not publish" not in arms["clean"] and top["clean"].endswith("| - |")
     assert "| do not publish; 1 contended" in arms["contended"] and top["contended"].endswith("| contended |")
     # Set aside for the host: the same marking, its reason code where the flags are shown.

@@ -18,12 +18,12 @@ from harness.ci import asvtool, pullrequest, twocommits
 from harness.core.errors import UserError
 from harness.core.schema import load_record
 from harness.render import prcomment
-from harness.render.prinput import CheckMeta, Links
+from harness.render.prinput import CheckMeta, Links, MachineHost
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "reports" / "20261205-022112-random-8b-spec-h200.json"            # cuDNN off
 HEAD = REPO / "reports" / "20261205-021945-random-8b-spec-cudnn-on-h200.json"   # cuDNN on
-META = CheckMeta("h200", "harness pr-check main HEAD", 300.0, {"chip": "NVIDIA H200"})
+META = CheckMeta("h200", "harness pr-check main HEAD", 300.0, MachineHost(chip="NVIDIA H200"))
 
 
 def _runs(path: Path) -> dict:

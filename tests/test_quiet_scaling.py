@@ -77,10 +77,12 @@ def test_each_run_records_the_limits_its_gate_used_sized_to_the_arms_previous_ru
 
 def test_waiting_line_names_the_sized_span_and_the_setting():
     gate = {"sized": ["settle_s", "timeout_s"], "settle_s": 0.5, "threshold_pct": 15.0}
-    runs = [{"wall_s": 0.02, "quiet_wait_s": t, "cooldown_s": 0.0, "marks": ["quiet_wait_timeout"],
-             "load": {"quiet_wait": {**gate, "timeout_s": t}}} for t in (1.0, 2.4)]
-    rec = {"session_wall_s": 4.0, "runs": runs,
-           "suite": {"settings": {"quiet": {"enabled": True, "threshold_pct": 15.0,
+    runs = [{"index": i, "status": "ok", "wall_s": 0.02, "quiet_wait_s": t, "cooldown_s": 0.0,
+             "marks": ["quiet_wait_timeout"], "load": {"quiet_wait": {**gate, "timeout_s": t}}}
+            for i, t in enumerate((1.0, 2.4))]
+    rec = {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
+           "session_wall_s": 4.0, "runs": runs,
+           "suite": {"name": "s", "pairings": [], "arms": [], "prompts": [], "settings": {"quiet": {"enabled": True, "threshold_pct": 15.0,
                                             "settle_s": None, "timeout_s": None}}}}
     lines = waiting_lines(rec)
     assert lines[0] == "waited 3.4 s of 4.0 s for a quiet machine (2 quiet-wait timeouts);"

@@ -156,7 +156,7 @@ def test_report_compare_judges_two_records_without_their_set_aside_runs() -> Non
 def _fixture(why: str | None, factor: float = 1.0, drop: bool = False) -> dict[str, Any]:
     """tests/fixtures/report/record.json on a Mac: no contended mark, each run's load read from
     the macOS outputs, block3's first measured run set aside for `why` (time x factor)."""
-    rec = json.loads((REPO / "tests/fixtures/report/record.json").read_text())
+    rec = load_record(json.loads((REPO / "tests/fixtures/report/record.json").read_text()), "record.json")
     first = next(r["index"] for r in rec["runs"] if r["arm"] == "block3" and not r["warmup"])
     for r in rec["runs"]:
         r["marks"] = [m for m in r.get("marks") or [] if m != "contended"]

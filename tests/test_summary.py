@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from harness_helpers import sequential_section, whole_record
 
 from harness.analyze.summary import duty_line, has_cooldown, machine_summary, summarize
 from harness.analyze.verdict import judge
+from harness.core.suitespec import Settings
 from harness.render.termsummary import SessionSummary, summary_lines
 
 
@@ -27,10 +30,11 @@ def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None,
                          "diagnostics": {"proposed": 10, "accepted": 6, "per_step_tested": 8,
                                          "emitted_per_verify": 1.6} if arm != "classic" else {}})
     arms = [{"name": a, "pairing": "fx", "engine": "specdec", "block": 1 if a == "classic" else 3} for a in tps]
-    return {"suite": {"name": "t", "settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
+    return {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
+            "suite": {"name": "t", "settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
                                                 "temp": 0.0, "seed": 0, **settings},
-                      "pairings": [{"name": "fx", "target": "t"}],
-                      "arms": arms, "prompts": [{"name": "p1", "text": "p1"}]}, "runs": runs}
+                      "pairings": [{"name": "fx", "target": "embedded", "drafter": "embedded"}],
+                      "arms": arms, "prompts": [{"name": "p1", "text": "x"}]}, "runs": runs}
 
 
 def test_speedup_acceptance_and_clean_flags() -> None:
@@ -104,9 +108,9 @@ def test_no_cooldown_is_not_publishable() -> None:
 
 
 def test_a_cooldown_ratio_is_a_cooldown() -> None:
-    assert has_cooldown({"cooldown_s": 0, "cooldown_ratio": 0.25, "cooldown_cap_s": None})
-    assert not has_cooldown({"cooldown_s": 0, "cooldown_ratio": 0.25, "cooldown_cap_s": 0})
-    assert not has_cooldown({"cooldown_s": 0})                      # an old record's settings
+    assert has_cooldown(Settings(cooldown_s=0, cooldown_ratio=0.25, cooldown_cap_s=None))
+    assert not has_cooldown(Settings(cooldown_s=0, cooldown_ratio=0.25, cooldown_cap_s=0))
+    assert not has_cooldown(msgspec.convert({"cooldown_s": 0}, Settings))   # an old record's settings
     rows = summarize(_rec({"classic": [100, 100]}, cooldown=0, cooldown_ratio=1.0))
     assert not any("no cooldown" in f for f in rows[0].flags)
 
@@ -133,14 +137,14 @@ def test_sequential_lines_say_why_sampling_stopped_and_each_arm_against_classic(
     fig = {"n": 39, "ratio": 1.577, "lo": 1.418, "hi": 1.754, "detectable": 0.144, "verdict": "worse", "note": ""}
     unres = {"n": 39, "ratio": 1.06, "lo": 0.93, "hi": 1.20, "detectable": 0.177, "verdict": "inconclusive",
              "note": "smallest detectable change 17.7%, above the 10% threshold"}
-    rec = {"sequential": {"budget_s": 150, "rounds": 13, "stopped_because": "the time budget was spent",
-                          "design": {"threshold": 0.1, "alpha": 0.05, "looks": 4, "figures": 2},
-                          "looks": [{"figures": {}}, {"figures": {"block3-inexact": fig, "block2": unres}}]}}
+    rec = whole_record(sequential=sequential_section([{}, {"block3-inexact": fig, "block2": unres}],
+                                                     {"looks": 4, "figures": 2}, budget_s=150, rounds=13,
+                                                     stopped_because="the time budget was spent"))
     lines = sequential_lines(rec)
     assert lines[0] == "budget 150 s of measuring: 13 repetitions, 2 look(s); stopped: the time budget was spent"
     assert "  block3-inexact: +57.7% (+41.8% to +75.4%) over 39 pairs, slower than classic; smallest detectable 14.4%" in lines
     assert any(ln.startswith("  block2: +6.0%") and "inconclusive; smallest detectable 17.7%" in ln for ln in lines)
-    assert sequential_lines({"runs": []}) == []
+    assert sequential_lines(whole_record()) == []
 
 
 def test_a_run_watched_from_a_thread_is_flagged_and_an_old_record_is_not() -> None:

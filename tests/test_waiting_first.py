@@ -49,8 +49,9 @@ def test_run_whose_quiet_wait_timed_out_says_so_first_with_timeout_s(tmp_path, m
 
 
 def _record(runs, wall, **settings):
-    return {"session_wall_s": wall, "runs": runs,
-            "suite": {"settings": {"cooldown_s": 0.05, "cooldown_ratio": 0.25, "cooldown_cap_s": 2.0,
+    return {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
+            "session_wall_s": wall, "runs": [{"index": i, "status": "ok", **r} for i, r in enumerate(runs)],
+            "suite": {"name": "s", "pairings": [], "arms": [], "prompts": [], "settings": {"cooldown_s": 0.05, "cooldown_ratio": 0.25, "cooldown_cap_s": 2.0,
                                    "quiet": {"enabled": True, "threshold_pct": 15.0, "settle_s": 3.0,
                                              "timeout_s": 120.0}, **settings}}}
 
@@ -86,9 +87,12 @@ def test_pr_comment_says_the_waiting_right_under_the_headline():
     from harness.analyze.summary import check_waiting_lines
     from harness.ci import pullrequest
     from harness.ci.twocommits import Comparison
-    runs = [{"wall_s": 0.1, "quiet_wait_s": 30.0, "cooldown_s": 0.0, "marks": ["quiet_wait_timeout"]}]
-    rec = {"duty": {"session_wall_s": 70.0, "waiting_s": 30.0}, "runs": runs,
-           "suite": {"settings": {"quiet": {"timeout_s": 30.0}}}}
+    runs = [{"index": 0, "status": "ok", "wall_s": 0.1, "quiet_wait_s": 30.0, "cooldown_s": 0.0,
+             "marks": ["quiet_wait_timeout"]}]
+    rec = {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
+           "duty": {"session_wall_s": 70.0, "run_s": 0.1, "measured_run_s": 0.1, "duty_cycle": 0.1 / 70.0,
+                    "waiting_s": 30.0, "runs": 1}, "runs": runs,
+           "suite": {"name": "s", "pairings": [], "arms": [], "prompts": [], "settings": {"quiet": {"timeout_s": 30.0}}}}
     waiting = check_waiting_lines({"base": rec, "head": rec}, 62.0)
     assert waiting[0] == "waited 60 s of 62 s for a quiet machine (2 quiet-wait timeouts);"
     c = Comparison("b" * 40, "h" * 40, Design(), [], [], {}, {"base": "b", "head": "h"}, {"rounds": 2}, 62.0)

@@ -12,7 +12,7 @@ from harness.analyze import drafterstep, envdiff, rounds
 from harness.analyze.costmodel import ModelTables
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
-from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.runs import as_record, as_runs, measured_ok_runs
 from harness.core.schema import EngineInfo, Run, SuiteSection, section
 from harness.core.suitespec import Pairing
 
@@ -36,6 +36,7 @@ class Facts:
     def __init__(self, path: str, data: dict[str, Any], inputs: Inputs):
         from harness.analyze.summary import summarize
         self.path, self.rec = path, data
+        self.record = as_record(data)
         # The suite as the session ran it, typed (a loaded record's suite has this shape).
         self.suite = msgspec.convert(data["suite"], SuiteSection)
         self.settings = self.suite.settings
@@ -200,7 +201,7 @@ class Facts:
         return rounds.median_range(xs) if xs else None
 
     def date(self) -> str:
-        return str(self.rec.get("created") or "")[:10] or "undated"
+        return self.record.created[:10] or "undated"
 
     def model_desc(self, pairing: Pairing, role: str) -> str:
         """The suite's entry, and the directory the engine reported, relative to the repo when inside it."""

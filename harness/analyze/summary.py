@@ -8,6 +8,7 @@ the record only; runs nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,11 +20,13 @@ from harness.analyze.covariate import probe_note
 from harness.analyze.design import Design, share_text
 from harness.analyze.identity import classic_comparisons, describe
 from harness.analyze.memory import run_memory
+from harness.analyze.paired import Paired
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
-from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run
-from harness.core.suitespec import Arm
+from harness.core.recordsections import Duty, Look
+from harness.core.runs import as_record, measured_ok_runs
+from harness.core.schema import Record, Run
+from harness.core.suitespec import Settings
 
 MIN_BOOTSTRAP_RUNS = 5   # fewer runs a side: no bootstrap interval for the speedup (see below)
 
@@ -81,20 +84,24 @@ class ArmSummary:
 def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[ArmSummary]:
     """One row per (arm, prompt) in suite order; runs: the record's runs typed, in its order,
     where the caller has them so (a report's Facts), else converted here."""
-    suite = record["suite"]
-    settings = suite["settings"]
-    arms = {a["name"]: a for a in suite["arms"]}
-    typed = as_runs(record["runs"]) if runs is None else runs
+    rec = as_record(record)
+    suite = rec.suite
+    settings = suite.settings
+    arms = {a.name: a for a in suite.arms}
+    typed = rec.runs if runs is None else runs
     # Failed runs too: they are counted.
     groups = by_arm_prompt(record, [r for r in typed if not r.warmup], keep_empty=True)
-    vs_classic = classic_comparisons(msgspec.convert(suite["arms"], list[Arm]), typed)
+    vs_classic = classic_comparisons(suite.arms, typed)
     out: list[ArmSummary] = []
     timed_n: dict[tuple[str, str], int] = {}   # the runs the timings rest on, per row
     for (arm_name, prompt), runs in groups.items():
-        a = arms.get(arm_name, {"pairing": "?", "engine": "?", "block": 0})
+        # A run of an arm the suite lacks (recordcheck refuses those on load) reads as unknown.
+        a = arms.get(arm_name)
+        block = a.block if a is not None else 0
         ok = measured_ok_runs(runs)
-        s = ArmSummary(arm=arm_name, pairing=a["pairing"], prompt=prompt, engine=a["engine"],
-                       block=a["block"], runs=len(ok), failed=len(runs) - len(ok),
+        s = ArmSummary(arm=arm_name, pairing=a.pairing if a is not None else "?", prompt=prompt,
+                       engine=a.engine if a is not None else "?",
+                       block=block, runs=len(ok), failed=len(runs) - len(ok),
                        contended=sum("contended" in r.marks for r in runs),
                        quiet_wait_timeouts=sum("quiet_wait_timeout" in r.marks for r in runs),
                        watch_undersampled=sum("watch_undersampled" in r.marks for r in runs),
@@ -119,12 +126,12 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
         proposed = sum(d.proposed or 0 for d in diags)
         accepted = sum(d.accepted or 0 for d in diags)
         tested = sum(d.per_step_tested or 0 for d in diags)
-        if a["block"] > 1 and proposed:
+        if block > 1 and proposed:
             s.acceptance = accepted / proposed
-        if a["block"] > 1 and tested:
+        if block > 1 and tested:
             s.per_step_acceptance = accepted / tested
             s.per_step_ci = stats.wilson_ci(min(accepted, tested), tested)
-        mems = [m for m in (run_memory(r.diagnostics) for r in as_runs(ok)) if m is not None]
+        mems = [m for m in (run_memory(r.diagnostics) for r in ok) if m is not None]
         if mems:
             s.memory_bytes = max(m[0] for m in mems)
             added = [m[1] for m in mems if m[1] is not None]
@@ -140,12 +147,13 @@ def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[Arm
             s.vs_classic = f"{describe(c.comparison)} (vs {c.classic_arm}; information only)"
         s.labels = sorted({r.label or "unlabelled" for r in runs})
         s.shipping = bool(runs) and all(r.shipping for r in runs)
-        s.declined = a["block"] > 1 and bool(ok) and all(
+        s.declined = block > 1 and bool(ok) and all(
             r.gate.outcome == "declined" or r.gate.engaged is False for r in ok)
         out.append(s)
-    _speedups(out, groups, settings, pairing_targets(record))
+    _speedups(out, groups, settings, pairing_targets(suite))
+    quick = bool(rec.quick)
     for s in out:
-        _flag(s, settings, record, timed_n.get((s.arm, s.prompt), s.runs))
+        _flag(s, settings, quick, timed_n.get((s.arm, s.prompt), s.runs))
     return out
 
 
@@ -166,7 +174,7 @@ def _tok_s(runs: list[Run]) -> list[float]:
 
 
 def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[Run]],
-              settings: dict[str, Any], targets: dict[str, str]) -> None:
+              settings: Settings, targets: dict[str, str]) -> None:
     def tps(row: ArmSummary) -> list[float]:
         return _tok_s(spoiled.usable_runs(groups[(row.arm, row.prompt)]))
 
@@ -176,8 +184,8 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[Run]],
 
     # The smallest detectable change is the paired one (harness.analyze.paired): runs of the same
     # repetition ran next to each other; it is the change caught with 80% power, not a half-width.
-    design = Design(threshold=float(settings.get("threshold") or 0.10),
-                    alpha=float(settings.get("alpha") or 0.05), looks=1, figures=1)
+    design = Design(threshold=float(settings.threshold or 0.10), alpha=float(settings.alpha or 0.05),
+                    looks=1, figures=1)
 
     for s in rows:
         if s.block == 1:
@@ -201,8 +209,8 @@ def _speedups(rows: list[ArmSummary], groups: dict[tuple[str, str], list[Run]],
             s.min_detectable_change = p.detectable
 
 
-def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any], timed: int) -> None:
-    thr = settings["spread_threshold"]
+def _flag(s: ArmSummary, settings: Settings, quick: bool, timed: int) -> None:
+    thr = settings.spread_threshold
     if s.runs == 0:
         # Failed runs, or none at all (an interrupted session stopped before this arm and prompt).
         s.flags.append("no successful runs" if s.failed else "not run")
@@ -229,7 +237,7 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any], timed
     if s.quiet_wait_timeouts:
         s.flags.append(f"quiet wait timed out {s.quiet_wait_timeouts}x")
     no_cooldown = not has_cooldown(settings)
-    if record.get("quick"):
+    if quick:
         s.flags.append("quick session")
     elif no_cooldown:
         s.flags.append("no cooldown")
@@ -238,27 +246,27 @@ def _flag(s: ArmSummary, settings: dict[str, Any], record: dict[str, Any], timed
         s.flags.append(f"speedup inconclusive (smallest detectable {s.min_detectable_change:.1%})")
     s.do_not_publish = bool(
         (s.spread is not None and s.spread > thr) or s.contended or s.set_aside or s.runs < 2
-        or record.get("quick")
-        or no_cooldown)
+        or quick or no_cooldown)
     if s.do_not_publish:
         s.flags.insert(0, "do not publish")
 
 
-def has_cooldown(settings: dict[str, Any]) -> bool:
-    """Whether measured runs got a cooldown: a floor, or a ratio with no zero cap. Settings
-    from old records lack the ratio and cap."""
-    if settings.get("cooldown_s"):
+def has_cooldown(settings: Settings) -> bool:
+    """Whether measured runs got a cooldown: a floor, or a ratio with no zero cap (settings from
+    old records lack the ratio and cap: no ratio)."""
+    if settings.cooldown_s:
         return True
-    cap = settings.get("cooldown_cap_s")
-    return bool(settings.get("cooldown_ratio")) and (cap is None or cap > 0)
+    cap = settings.cooldown_cap_s
+    return bool(settings.cooldown_ratio) and (cap is None or cap > 0)
 
 
 def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
     """The one JSON line printed last for machines."""
-    runs = as_runs(record["runs"])
+    rec = as_record(record)
+    runs = rec.runs
     return {
-        "kind": "harness.summary", "record": record_path, "session_id": record.get("session_id"),
-        "complete": record.get("complete"), "runs": len(runs),
+        "kind": "harness.summary", "record": record_path, "session_id": rec.session_id,
+        "complete": rec.complete, "runs": len(runs),
         "failed": sum(r.status == "failed" for r in runs),
         "identity_differs": sum(r.identity is not None and r.identity.status == "differs" for r in runs),
         "duty": record_duty(record),
@@ -278,107 +286,118 @@ def _secs(x: float) -> str:
     return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
 
 
-def duty_line(record: Any) -> str:
+def record_duty_of(record: dict[str, Any]) -> Duty | None:
+    """The record's duty (collect.record.record_duty: the one finish() wrote, else computed from
+    its session wall time), typed; None for a record from before session wall time."""
+    duty = record_duty(record)
+    return None if duty is None else msgspec.convert(duty, Duty)
+
+
+def duty_line(record: dict[str, Any]) -> str:
     """One line for people under the table: "duty cycle 63%: 112 s of measured runs in 178 s of
     session wall (warm-ups 18 s, waiting 21 s)". The warm-ups (loads, first-use compiles) are
     named because in a short session of short runs they can be most of what is not measuring.
-    record: a Record or its data; "" for a record from before session wall time."""
-    data = getattr(record, "data", record)
-    duty = record_duty(data) if isinstance(data, dict) else None
-    if not duty or not duty.get("session_wall_s"):
+    "" for a record from before session wall time."""
+    duty = record_duty_of(record)
+    if duty is None or not duty.session_wall_s:
         return ""
-    cycle = duty.get("duty_cycle")
+    cycle = duty.duty_cycle
     head = "duty cycle -" if cycle is None else f"duty cycle {cycle:.0%}"
-    warm = max(0.0, float(duty.get("run_s") or 0.0) - float(duty["measured_run_s"]))
-    return (f"{head}: {_secs(duty['measured_run_s'])} of measured runs in "
-            f"{_secs(duty['session_wall_s'])} of session wall (warm-ups {_secs(warm)}, "
-            f"waiting {_secs(duty['waiting_s'])})")
+    warm = max(0.0, duty.run_s - duty.measured_run_s)
+    return (f"{head}: {_secs(duty.measured_run_s)} of measured runs in "
+            f"{_secs(duty.session_wall_s)} of session wall (warm-ups {_secs(warm)}, "
+            f"waiting {_secs(duty.waiting_s)})")
 
 
 _VS_CLASSIC = {"worse": "slower than classic", "improved": "faster than classic",
                "unchanged": "the same as classic within the threshold", "inconclusive": "inconclusive"}
 
 
-def sequential_lines(record: Any) -> list[str]:
+def look_readings(look: Look) -> dict[str, Paired]:
+    """A look of a record's `sequential` block: each arm's paired reading against classic, typed."""
+    return {arm: msgspec.convert(p, Paired, from_attributes=True) for arm, p in look.figures.items()}
+
+
+def sequential_lines(record: Record | Mapping[str, Any]) -> list[str]:
     """What the budget did, and each speculative arm against classic, paired by prompt and
     repetition: "" lines for a record made without a budget or before budgets existed."""
-    data = getattr(record, "data", record)
-    seq = data.get("sequential") if isinstance(data, dict) else None
-    if not seq or not seq.get("looks"):
+    seq = as_record(record).sequential
+    if seq is None or not seq.looks:
         return []
-    d = seq.get("design") or {}
-    budget = seq.get("budget_s")
+    d = seq.design
+    budget = seq.budget_s
     head = (f"budget {budget:g} s of measuring" if budget else "no budget") + \
-        f": {seq.get('rounds')} repetitions, {len(seq['looks'])} look(s); stopped: {seq.get('stopped_because')}"
-    out = [head]
-    if d:
-        out.append(f"vs classic, ms/token paired by prompt and repetition (threshold ±{share_text(d.get('threshold', 0))}, "
-                   f"false-alarm level {share_text(d.get('alpha', 0))} over {d.get('looks')} look(s) and "
-                   f"{d.get('figures')} arm(s); docs/statistics.md):")
-    for arm, p in seq["looks"][-1]["figures"].items():
-        if p.get("ratio") is None:
-            out.append(f"  {arm}: {p.get('note') or 'no pairs'}")
+        f": {seq.rounds} repetitions, {len(seq.looks)} look(s); stopped: {seq.stopped_because}"
+    out = [head,
+           f"vs classic, ms/token paired by prompt and repetition (threshold ±{share_text(d.threshold)}, "
+           f"false-alarm level {share_text(d.alpha)} over {d.looks} look(s) and "
+           f"{d.figures} arm(s); docs/statistics.md):"]
+    for arm, p in look_readings(seq.looks[-1]).items():
+        if p.ratio is None:
+            out.append(f"  {arm}: {p.note or 'no pairs'}")
             continue
-        ci = "" if p.get("lo") is None else f" ({p['lo'] - 1:+.1%} to {p['hi'] - 1:+.1%})"
-        det = p.get("detectable")
-        det_s = "-" if det is None else f"{det:.1%}"
-        words = _VS_CLASSIC.get(p["verdict"], p["verdict"])
-        note = f"; {p['note']}" if p.get("note") and p["verdict"] != "inconclusive" else ""
-        if p.get("contended"):   # a reading set aside for contention says what it read and why
+        ci = "" if p.lo is None or p.hi is None else f" ({p.lo - 1:+.1%} to {p.hi - 1:+.1%})"
+        det_s = "-" if p.detectable is None else f"{p.detectable:.1%}"
+        words = _VS_CLASSIC.get(p.verdict, p.verdict)
+        note = f"; {p.note}" if p.note and p.verdict != "inconclusive" else ""
+        if p.contended:   # a reading set aside for contention says what it read and why
             words, note = f"inconclusive: {contended.reading_text(p)}", ""
-        if p["verdict"] == "inconclusive" and (said := probe_note(p.get("dispatch_measurement"))):
+        if p.verdict == "inconclusive" and (said := probe_note(p.dispatch_measurement)):
             note = f"; {said}"   # what the interval rests on is said whatever the verdict
-        out.append(f"  {arm}: {p['ratio'] - 1:+.1%}{ci} over {p['n']} pairs, {words}; "
+        out.append(f"  {arm}: {p.ratio - 1:+.1%}{ci} over {p.n} pairs, {words}; "
                    f"smallest detectable {det_s}{note}")
     return out
 
 
-def waiting_lines(record: Any) -> list[str]:
+def waiting_lines(record: dict[str, Any]) -> list[str]:
     """The summary's first lines when waiting, not measuring, took the session (more than half
     its wall time) or the quiet wait timed out: how long, for what, and the suite setting that
     governs it, e.g. "waited 427 s of 431 s for a quiet machine (65 quiet-wait timeouts);" and
     "  [quiet] timeout_s = 120 governs it: lower it on a busy host (the suite file)". A first
     run on a busy host once took 7 min for 2 s of measuring and nothing said why. [] otherwise."""
-    data = getattr(record, "data", record)
-    duty = record_duty(data) if isinstance(data, dict) else None
-    if not duty or not duty.get("session_wall_s"):
+    rec = as_record(record)
+    duty = record_duty_of(record)
+    if duty is None or not duty.session_wall_s:
         return []
-    runs = [r for r in data.get("runs") or [] if isinstance(r, dict)]
-    timeouts = sum("quiet_wait_timeout" in (r.get("marks") or []) for r in runs)
-    wall, waited = float(duty["session_wall_s"]), float(duty.get("waiting_s") or 0.0)
+    return _waiting(duty.session_wall_s, duty.waiting_s, rec.runs, rec.suite.settings)
+
+
+def _waiting(wall: float, waited: float, runs: list[Run], s: Settings) -> list[str]:
+    """waiting_lines() of `runs` and their suite settings, waiting `waited` of `wall` seconds."""
+    timeouts = sum("quiet_wait_timeout" in r.marks for r in runs)
     if not timeouts and waited <= 0.5 * wall:
         return []
+    quiet = sum(r.quiet_wait_s or 0.0 for r in runs)
+    cool = sum(r.cooldown_s or 0.0 for r in runs)
+    thermal = sum(r.load.thermal_wait.waited_s for r in runs if r.load.thermal_wait is not None)
+    waits = [g for r in runs if (g := r.load.quiet_wait) is not None]
 
-    def total(get: Any) -> float:
-        return sum(float(x) for r in runs if isinstance(x := get(r), (int, float)) and not isinstance(x, bool))
-    quiet = total(lambda r: r.get("quiet_wait_s"))
-    cool = total(lambda r: r.get("cooldown_s"))
-    thermal = total(lambda r: ((r.get("load") or {}).get("thermal_wait") or {}).get("waited_s"))
-    s = (data.get("suite") or {}).get("settings") or {}
-    q = {k: f"{k} = {_num(v)}" for k, v in (s.get("quiet") or {}).items()}
-    waits = [g for r in runs if isinstance(g := (r.get("load") or {}).get("quiet_wait"), dict)]
-    for key in ("timeout_s", "settle_s", "threshold_pct"):   # what the quiet wait ran with, where it says
-        ran = [g[key] for g in waits if isinstance(g.get(key), (int, float))]
-        if any(key in (g.get("sized") or ()) for g in waits):   # unset: sized to each run
+    def setting(key: str, value: float | None, ran: list[float]) -> str:
+        """The quiet wait's setting `key` as it ran (`ran`: each run's), where the runs say,
+        else as the suite gives it."""
+        if any(key in g.sized for g in waits):   # unset: sized to each run
             span = _num(min(ran)) + ("" if min(ran) == max(ran) else f"-{_num(max(ran))}")
-            q[key] = f"{key} (unset: sized to each run, {span} s here)"
-        elif ran:
-            q[key] = f"{key} = {_num(max(ran))}"
+            return f"{key} (unset: sized to each run, {span} s here)"
+        return f"{key} = {_num(max(ran) if ran else value)}"
     head = f"waited {_secs(waited)} of {_secs(wall)}"
     if timeouts or quiet >= max(cool, thermal):
         n = f"{timeouts} quiet-wait timeout{'s' if timeouts != 1 else ''}" if timeouts else "no quiet-wait timeout"
-        key = "timeout_s" if timeouts else "settle_s"
-        setting = (f"  [quiet] {q.get(key, key)} governs it" if timeouts else
-                   f"  [quiet] {q.get(key, key)} and {q.get('threshold_pct', 'threshold_pct')} govern it")
-        tail = f"lower {'it' if timeouts else key} on a busy host (the suite file)"
-        said = [f"{setting}: {tail}"] if len(setting) + len(tail) <= 78 else [f"{setting}:", f"  {tail}"]
+        if timeouts:
+            ran = [x for g in waits if (x := g.timeout_s) is not None]
+            governs = f"  [quiet] {setting('timeout_s', s.quiet.timeout_s, ran)} governs it"
+        else:
+            settle = setting("settle_s", s.quiet.settle_s, [x for g in waits if (x := g.settle_s) is not None])
+            pct = setting("threshold_pct", s.quiet.threshold_pct, [x for g in waits if (x := g.threshold_pct) is not None])
+            governs = f"  [quiet] {settle} and {pct} govern it"
+        tail = f"lower {'it' if timeouts else 'settle_s'} on a busy host (the suite file)"
+        said = [f"{governs}: {tail}"] if len(governs) + len(tail) <= 78 else [f"{governs}:", f"  {tail}"]
         return [f"{head} for a quiet machine ({n});", *said]
     if cool >= thermal:
         return [f"{head} cooling down between runs;",
-                f"  cooldown_s = {_num(s.get('cooldown_s'))}, cooldown_ratio = {_num(s.get('cooldown_ratio'))} "
-                f"and cooldown_cap_s = {_num(s.get('cooldown_cap_s'))} govern it"]
+                f"  cooldown_s = {_num(s.cooldown_s)}, cooldown_ratio = {_num(s.cooldown_ratio)} "
+                f"and cooldown_cap_s = {_num(s.cooldown_cap_s)} govern it"]
     return [f"{head} for the machine to leave a thermal state;",
-            f"  cooldown_cap_s = {_num(s.get('cooldown_cap_s'))} governs it (the thermal wait's limit)"]
+            f"  cooldown_cap_s = {_num(s.cooldown_cap_s)} governs it (the thermal wait's limit)"]
 
 
 def _num(x: Any) -> str:
@@ -391,7 +410,6 @@ def check_waiting_lines(records: dict[str, dict[str, Any]], wall_s: float | None
     recs = [r for r in records.values() if isinstance(r, dict)]
     if not recs or not wall_s:
         return []
-    waited = sum(float((record_duty(r) or {}).get("waiting_s") or 0.0) for r in recs)
-    merged = {"duty": {"session_wall_s": float(wall_s), "waiting_s": waited},
-              "runs": [x for r in recs for x in r.get("runs") or []], "suite": recs[0].get("suite") or {}}
-    return waiting_lines(merged)
+    waited = sum(d.waiting_s for r in recs if (d := record_duty_of(r)) is not None)
+    typed = [as_record(r) for r in recs]
+    return _waiting(float(wall_s), waited, [x for r in typed for x in r.runs], typed[0].suite.settings)

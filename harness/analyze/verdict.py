@@ -18,8 +18,9 @@ from typing import Any
 from harness.analyze import contended, rounds, spoiled
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
-from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run
+from harness.core.runs import as_record, measured_ok_runs
+from harness.core.schema import Record, Run
+from harness.core.suitespec import Settings
 
 # What an arm's verdict can be. The first four are the paired reading's (arm over classic,
 # ms/token: "slower" is the paired "worse").
@@ -106,32 +107,28 @@ class Judgement:
         return min(arms, key=ratio) if arms else None
 
 
-def _design(settings: dict[str, Any], figures: int) -> Design:
-    return Design(threshold=float(settings.get("threshold") or 0.10),
-                  alpha=float(settings.get("alpha") or 0.05), looks=1, figures=max(1, figures))
+def _design(settings: Settings, figures: int) -> Design:
+    return Design(threshold=float(settings.threshold or 0.10), alpha=float(settings.alpha or 0.05),
+                  looks=1, figures=max(1, figures))
 
 
-def _readings(record: dict[str, Any]) -> tuple[dict[str, Paired], str]:
+def _readings(record: dict[str, Any], rec: Record) -> tuple[dict[str, Paired], str]:
     """Each speculative arm's paired reading: the session's own where it judged during the session
     (a budget), else judged now at one look."""
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
-    seq = record.get("sequential") or {}
-    looks = seq.get("looks") or []
-    if looks:
-        figs = looks[-1].get("figures") or {}
-        names = set(Paired.__dataclass_fields__)
-        return ({a: Paired(**{k: v for k, v in p.items() if k in names}) for a, p in figs.items()
-                 if isinstance(p, dict) and "verdict" in p}, "during the session")
+    from harness.analyze.summary import look_readings
+    if rec.sequential is not None and rec.sequential.looks:
+        return look_readings(rec.sequential.looks[-1]), "during the session"
     arms = vs_classic(record)
-    return judge_vs_classic(record, _design(record["suite"]["settings"], len(arms))), "after the session"
+    return judge_vs_classic(record, _design(rec.suite.settings, len(arms))), "after the session"
 
 
-def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
-           record: dict[str, Any], spread: float | None, per_prompt_runs: list[int]) -> tuple[str, ...]:
+def _marks(runs: list[Run], ok: list[Run], settings: Settings,
+           quick: bool, spread: float | None, per_prompt_runs: list[int]) -> tuple[str, ...]:
     from harness.analyze.summary import has_cooldown
     run_marks = [m for r in runs for m in r.marks]
     out = []
-    if spread is not None and spread > float(settings.get("spread_threshold") or 0.04):
+    if spread is not None and spread > float(settings.spread_threshold or 0.04):
         out.append("unstable")
     if "contended" in run_marks:
         out.append("contended")
@@ -144,7 +141,7 @@ def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
         out.append("failed")
     if "quiet_wait_timeout" in run_marks:
         out.append("quiet timeout")
-    if record.get("quick"):
+    if quick:
         out.append("quick")
     elif not has_cooldown(settings):
         out.append("no cooldown")
@@ -154,20 +151,19 @@ def _marks(runs: list[Run], ok: list[Run], settings: dict[str, Any],
 def judge(record: dict[str, Any]) -> Judgement:
     """Every arm of `record` (a record's data, any schema version load_record gives) judged."""
     from harness.analyze.comparisons import classic_arm_for, pairing_targets
-    from harness.analyze.suiteof import suite_of
     from harness.analyze.summary import summarize
-    suite = record["suite"]
-    settings = suite.get("settings") or {}
-    arms = suite["arms"]
-    typed = as_runs(record["runs"])
+    rec = as_record(record)
+    suite = rec.suite
+    settings = suite.settings
+    quick = bool(rec.quick)
+    typed = rec.runs
     rows = summarize(record, typed)
-    readings, when = _readings(record)
+    readings, when = _readings(record, rec)
     measured = [r for r in typed if not r.warmup]
-    targets = pairing_targets(record)
+    targets = pairing_targets(suite)
     out = []
-    typed_arms = suite_of(record).arms
-    for a, typed_arm in zip(arms, typed_arms):
-        name = a["name"]
+    for a in suite.arms:
+        name = a.name
         runs = [r for r in measured if r.arm == name]
         ok = measured_ok_runs(runs)
         mine = [s for s in rows if s.arm == name]
@@ -177,11 +173,11 @@ def judge(record: dict[str, Any]) -> Judgement:
         overrides: dict[str, str] = {}
         for r in runs:
             overrides.update(r.overrides)
-        classic = None if a["block"] == 1 else classic_arm_for(typed_arm, typed_arms, targets)
+        classic = None if a.block == 1 else classic_arm_for(a, suite.arms, targets)
         reading = readings.get(name)
         if not ok:
             outcome = NO_RUNS
-        elif a["block"] == 1:
+        elif a.block == 1:
             outcome = REFERENCE
         elif all(s.declined for s in mine if s.runs) or not rounds.engaged(ok):
             outcome, reading = DECLINED, None
@@ -197,12 +193,11 @@ def judge(record: dict[str, Any]) -> Judgement:
                                                   and r.measured_ok]
         out.append(ArmVerdict(
             arm=name, outcome=outcome, classic=classic.name if classic else None, reading=reading,
-            threshold=float(settings.get("threshold") or 0.10), runs=len(ok), failed=len(runs) - len(ok),
+            threshold=float(settings.threshold or 0.10), runs=len(ok), failed=len(runs) - len(ok),
             tok_s=math.exp(sum(map(math.log, tps)) / len(tps)) if tps else None, spread=spread,
             shipping=bool(runs) and all(r.shipping for r in runs), overrides=dict(sorted(overrides.items())),
-            do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, record, spread, [s.runs for s in mine]),
+            do_not_publish=any(s.do_not_publish for s in mine), marks=_marks(runs, ok, settings, quick, spread, [s.runs for s in mine]),
             contended_runs=sum(map(contended.is_contended, pair_runs)), paired_runs=len(pair_runs)))
-    return Judgement(arms=out, paired_when=when, complete=bool(record.get("complete", True)),
+    return Judgement(arms=out, paired_when=when, complete=rec.complete is not False,
                      measured=len(measured), failed=sum(not r.is_ok for r in measured),
                      contended=sum(map(contended.is_contended, measured)))
-

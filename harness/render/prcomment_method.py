@@ -66,8 +66,8 @@ def generations_sentence(c: ComparisonIn) -> str:
 
 def method_paragraph(c: ComparisonIn, meta: CheckMeta) -> str:
     d, st, host = c.design, c.exit_status, meta.host
-    return (f"Host: {meta.machine} (chip {host.get('chip', 'unknown')}, GPU generation "
-            f"{host.get('gpu_generation', 'unknown')}). Both commits ran run by run, alternating "
+    return (f"Host: {meta.machine} (chip {host.chip}, GPU generation "
+            f"{host.gpu_generation}). Both commits ran run by run, alternating "
             f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "
             f"{c.outcome.get('stopped_because')}. Each figure is judged on the per-pair ratios head/base: "
             f"from {estimators.MIN_ROBUST_PAIRS} pairs a robust (Huber) location of their logs, so that a few runs the "
@@ -128,9 +128,9 @@ def load_and_time(c: ComparisonIn, meta: CheckMeta) -> list[str]:
     out = []
     for side in ("base", "head"):
         n = meta.load.get(side)
-        if n:
-            out.append(f"- {side}: {n['runs']} measured runs, {n['failed']} failed, {n['contended']} contended, "
-                       f"{n['quiet_wait_timeouts']} quiet-wait timeouts")
+        if n is not None:
+            out.append(f"- {side}: {n.runs} measured runs, {n.failed} failed, {n.contended} contended, "
+                       f"{n.quiet_wait_timeouts} quiet-wait timeouts")
     duty = c.notes.check_duty
     if duty is not None and duty.duty_cycle is not None:
         restarts = (f"; {duty.restarts} restarts of both workers took {duty.restart_wall_s:.0f} s"

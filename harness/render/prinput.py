@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
+
 from harness.analyze.checknotes import CheckNotes
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
@@ -73,19 +75,36 @@ class Links:
 
 
 @dataclass(frozen=True)
+class MachineHost:
+    """The asv machine entry's parts the comment names (every value a string, as asv stores them)."""
+
+    chip: str = "unknown"
+    gpu_generation: str = "unknown"
+
+
+@dataclass(frozen=True)
+class SideLoad:
+    """One side's measured runs and how many of them failed, were contended or had their quiet
+    wait time out."""
+
+    runs: int
+    failed: int
+    contended: int
+    quiet_wait_timeouts: int
+
+
+@dataclass(frozen=True)
 class CheckMeta:
     """What pr-check knows of the check beyond the comparison."""
 
     machine: str                       # the asv machine name; the comment's marker names it
     command: str                       # the command line that repeats the check
     duration_s: float                  # the check's wall time
-    host: Mapping[str, Any] = field(default_factory=dict)   # asv machine entry: chip, gpu_generation
-    # side -> measured runs, failed, contended, quiet_wait_timeouts
-    load: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    host: MachineHost = field(default_factory=MachineHost)   # the asv machine entry
+    load: Mapping[str, SideLoad] = field(default_factory=dict)   # side ("base", "head") -> its runs
     waiting: Sequence[str] = ()        # analyze.summary.check_waiting_lines: waiting that took the check
 
     @classmethod
     def of(cls, meta: Mapping[str, Any]) -> CheckMeta:
-        """From the dict pr-check (and older callers) build."""
-        return cls(meta["machine"], meta["command"], float(meta["duration_s"]), meta.get("host") or {},
-                   meta.get("load") or {}, tuple(meta.get("waiting") or ()))
+        """From the dict pr-check (and older callers) build; a null host or load reads as none."""
+        return msgspec.convert({k: v for k, v in meta.items() if v is not None}, cls)

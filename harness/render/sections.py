@@ -8,6 +8,8 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from msgspec import UnsetType
+
 from harness.analyze import acceptance as acc
 from harness.analyze.facts import Facts
 from harness.analyze.gpustack import UNKNOWN
@@ -98,7 +100,7 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
             if quants:
                 vals.append("; ".join(f"{k} in {names(v)}" for k, v in quants.items()))
         t.add(role, "; ".join(vals))
-    t.add("command", " ".join(shlex.quote(c) for c in fx.rec.get("command") or []) or "unknown")
+    t.add("command", " ".join(shlex.quote(c) for c in fx.record.command) or "unknown")
     prompts = []
     for pr in fx.suite.prompts:
         ptoks = next((r.diagnostics.prompt_tokens for rs in fx.groups.values()
@@ -151,24 +153,25 @@ def measured_runs_text(fx: Facts) -> str:
     time budget added rounds, what was measured and the minimum it started from."""
     s = fx.settings
     counts = [len(rs) for rs in fx.groups.values()]
-    seq = fx.rec.get("sequential") or {}
+    seq = fx.record.sequential
     lo, hi = (min(counts), max(counts)) if counts else (0, 0)
     n = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    if not seq.get("budget_s"):
+    if seq is None or not seq.budget_s:
         # What was measured (ok runs), and the plan where they differ: an interrupted session or
         # failed runs once read as the suite's repetitions.
         reps = s.repetitions
         runs = "run" if hi == 1 else "runs"
         return (f"{reps} measured runs per arm and prompt" if lo == hi == reps else
                 f"{n} measured {runs} per arm and prompt (the suite planned {reps})")
-    return (f"{n} measured runs per arm and prompt (at least {seq.get('min_repetitions', s.repetitions)}, then more in whole "
-            f"interleaved rounds within a budget of {seq['budget_s']:g} s of measuring: see Against classic, paired)")
+    least = s.repetitions if isinstance(seq.min_repetitions, UnsetType) else seq.min_repetitions
+    return (f"{n} measured runs per arm and prompt (at least {least}, then more in whole "
+            f"interleaved rounds within a budget of {seq.budget_s:g} s of measuring: see Against classic, paired)")
 
 
 def sequential_paragraphs(fx: Facts) -> dict[str, Any] | None:
     """What the budget did and each speculative arm against classic, paired by prompt and
     repetition (analyze.summary.sequential_lines), for the report: None without a budget."""
-    lines = sequential_lines(fx.rec)
+    lines = sequential_lines(fx.record)
     if not lines:
         return None
     head, rest = lines[0], lines[1:]
@@ -312,7 +315,7 @@ def identity_table(fx: Facts) -> tuple[Table, list[str]]:
                    else f"not a reference: {NOT_SHIPPING}")
             vs = f"{why}; tokens vs {c.classic_arm}: {status}"
         t.add(*([s.arm] + ([s.prompt] if fx.multi_prompt else []) + [counts or "-", vs]))
-    base = fx.rec.get("baselines")
+    base = fx.record.baselines
     notes = [f"Own baseline: each arm's earlier output on this host ({base or 'no baselines file recorded'}); "
              "classic decode is a reference only where the gate passed without override."]
     return t, notes

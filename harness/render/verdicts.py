@@ -113,7 +113,7 @@ def limits(fx: Facts, cost: CostContext) -> list[str]:
     if 0 < fx.runs_per_median()[0] < 5:
         runs = "run" if fx.runs_per_median() == (1, 1) else "runs"
         out.append(f"Medians of {fx.runs_per_median_text()} {runs} (the lab protocol is 5 after a warm-up).")
-    if fx.rec.get("quick"):
+    if fx.record.quick:
         out.append("A --quick session: no warm-up, no cooldown, no quiet wait.")
     elif not s.cooldown_s:
         out.append("No cooldown between runs: back-to-back runs penalise the wide verify shapes.")
@@ -156,10 +156,10 @@ def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
     cmds = [f"git checkout {repo.get('commit', 'unknown')}   # in the measured engine's repository"]
     suite = fx.suite.path
     ids = {k for s in fx.rows for k in s.identity}
-    if fx.rec.get("baselines") and ids & {"identical", "differs"}:
+    if fx.record.baselines and ids & {"identical", "differs"}:
         cmds.append(f"harness baseline record {shlex.quote(str(suite))} --baselines "
-                    f"{shlex.quote(str(fx.rec['baselines']))}   # own baselines, if not already recorded")
-    cmds.append(" ".join(shlex.quote(c) for c in fx.rec.get("command") or ["harness", "run", str(suite)]))
+                    f"{shlex.quote(fx.record.baselines)}   # own baselines, if not already recorded")
+    cmds.append(" ".join(shlex.quote(c) for c in fx.record.command or ["harness", "run", str(suite)]))
     cmds.append(f"harness report {shlex.quote(fx.path)}"
                 + (f" --compare {shlex.quote(compare_path)}" if compare_path else ""))
     lines = [f"Suite file {suite}, sha256 {fx.suite.sha256 or 'unknown'}: check it before re-running "

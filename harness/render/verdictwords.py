@@ -195,13 +195,13 @@ def change_sentence(figures: list[tuple[str, str, Paired, str | None]], threshol
     one clause per verdict: "HEAD is 12.3% slower on classic ms/token (+8.1% to +16.4%); 2
     figures unchanged; 1 inconclusive: block3 ms/token, could not see under 14%". What could
     not be seen is never counted as unchanged."""
-    by = {v: [f for f in figures if f[2].verdict == v] for v in ("worse", "improved", "unchanged")}
-    unsure = [f for f in figures if f[2].verdict not in by]
-    moves = [head_change(*f) for f in by["worse"] + by["improved"]]
+    worse, improved, unchanged = ([f for f in figures if f[2].verdict == v] for v in ("worse", "improved", "unchanged"))
+    unsure = [f for f in figures if f[2].verdict not in ("worse", "improved", "unchanged")]
+    moves = [head_change(*f) for f in worse + improved]
     parts = ["HEAD is " + and_join(moves)] if moves else []
     # An exact figure (rejection rate, a work counter) held exactly: it is not "within" anything.
-    exact = sum(1 for f in by["unchanged"] if f[1].endswith(EXACT_SUFFIX))
-    n = len(by["unchanged"]) - exact
+    exact = sum(1 for f in unchanged if f[1].endswith(EXACT_SUFFIX))
+    n = len(unchanged) - exact
     if n:
         parts.append(f"{n} figure{'s' if n != 1 else ''} unchanged" + ("" if moves else f" within ±{pct(threshold)}"))
     if exact:
