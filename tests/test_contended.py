@@ -113,8 +113,8 @@ def test_vs_classic_verdict_of_a_session_is_not_clean_on_contended_pairs():
     runs = _runs(12, 10.0, 10, rng, arm="classic") + _runs(12, 7.0, 10, rng, arm="spec")
     rec = {"suite": {"name": "t", "settings": SETTINGS, "pairings": [{"name": "x", "target": "t"}],
                      "prompts": [{"name": "p", "text": "p"}],
-                     "arms": [{"name": "classic", "pairing": "x", "block": 1},
-                              {"name": "spec", "pairing": "x", "block": 4}]},
+                     "arms": [{"name": "classic", "pairing": "x", "engine": "e", "block": 1, "env": {}, "timeout_s": 60.0},
+                              {"name": "spec", "pairing": "x", "engine": "e", "block": 4, "env": {}, "timeout_s": 60.0}]},
            "runs": runs}
     p = comparisons.judge_vs_classic(rec, Design(threshold=0.1))["spec"]
     assert p.verdict == "inconclusive" and p.contended["reading"] == "improved"

@@ -288,7 +288,7 @@ def test_runner_records_no_gpu_where_the_host_reads_none(tmp_path: Path, monkeyp
     suite = load_suite(write_suite(tmp_path, [command_arm("a")], repetitions=1, warmups=0))
     from harness.collect.plan import build_plan
     run = runner.run_one(build_plan(suite)[0], suite, runner.Engines(), runner.NullUI(), None)
-    assert "gpu" not in run.load and "gpu" not in run.load["quiet_wait"]
+    assert run.load.gpu is None and run.load.quiet_wait is not None and run.load.quiet_wait.gpu is None
 
 
 # ---------------------------------------------------------------- the thermal wait

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from harness_helpers import REPO, md_section, one_line, run_cli, write_record
 
@@ -21,6 +22,7 @@ from harness.analyze import stats
 from harness.analyze.labels import label_run
 from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
+from harness.core.schema import Gate
 from harness.render import mdtable
 from harness.render import reportcontext as rp
 
@@ -40,7 +42,7 @@ def _at_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _relabel(run: dict[str, Any]) -> None:
     """A record's run dict labelled again after a test changed its overrides or gate."""
-    lab = label_run(run.get("overrides") or {}, run.get("gate") or {}, run.get("status") == "failed")
+    lab = label_run(run.get("overrides") or {}, msgspec.convert(run.get("gate") or {}, Gate), run.get("status") == "failed")
     run["shipping"], run["label"] = lab.shipping, lab.text
 
 
@@ -592,7 +594,9 @@ def test_the_report_uses_the_host_spec_stored_in_the_record_not_this_machines(tm
     monkeypatch.chdir(REPO)
     src = REPO / "tests" / "fixtures" / "report" / "record.json"
     data = json.loads(src.read_text())
-    data["host"]["profile"] = {"name": "lab-box-9", "peak_bandwidth_gbs": 123.0,
+    # A whole spec, as a record keeps one: a shipped spec's fields under another name and peak.
+    shipped = json.loads((REPO / "harness" / "hosts_data" / "h100.json").read_text())
+    data["host"]["profile"] = {**shipped, "name": "lab-box-9", "peak_bandwidth_gbs": 123.0,
                                "peak_bandwidth_source": "vendor sheet", "match": {}}
     p = tmp_path / "r.json"
     p.write_text(json.dumps(data))

@@ -216,9 +216,9 @@ def test_open_phase_names_keep_an_extra_phase_and_never_invent_zero() -> None:
 def test_profile_variable_is_the_engines_own() -> None:
     rec = {"suite": {"name": "t", "settings": {}, "pairings": [{"name": "x", "target": "t"}],
                      "prompts": [{"name": "p", "text": "p"}],
-                     "arms": [{"name": "a", "engine": "myeng", "pairing": "x", "block": 3, "env": {"MYENG_PROFILE": "1"}},
-                              {"name": "b", "engine": "myeng", "pairing": "x", "block": 3, "env": {}},
-                              {"name": "c", "engine": "command", "pairing": "x", "block": 3, "env": {}}],
+                     "arms": [{"name": "a", "engine": "myeng", "pairing": "x", "block": 3, "env": {"MYENG_PROFILE": "1"}, "timeout_s": 60.0},
+                              {"name": "b", "engine": "myeng", "pairing": "x", "block": 3, "env": {}, "timeout_s": 60.0},
+                              {"name": "c", "engine": "command", "pairing": "x", "block": 3, "env": {}, "timeout_s": 60.0}],
                      "engines": {"myeng": {"name": "myeng", "profile_var": "MYENG_PROFILE"}}}}
     assert rounds.unprofiled_twin(rec, "a") == "b"
     assert rounds.profiled_arm(rec, "a", {"MYENG_PROFILE": "1"})

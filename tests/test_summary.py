@@ -29,7 +29,8 @@ def _rec(tps: dict[str, list[float]], marks: dict[str, list[str]] | None = None,
                          "label": "shipping configuration", "identity": {"status": "identical"},
                          "diagnostics": {"proposed": 10, "accepted": 6, "per_step_tested": 8,
                                          "emitted_per_verify": 1.6} if arm != "classic" else {}})
-    arms = [{"name": a, "pairing": "fx", "engine": "specdec", "block": 1 if a == "classic" else 3} for a in tps]
+    arms = [{"name": a, "pairing": "fx", "engine": "specdec", "block": 1 if a == "classic" else 3,
+             "env": {}, "timeout_s": 60.0} for a in tps]
     return {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
             "suite": {"name": "t", "settings": {"spread_threshold": 0.04, "cooldown_s": cooldown, "max_tokens": 8,
                                                 "temp": 0.0, "seed": 0, **settings},

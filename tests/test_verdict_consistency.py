@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
 import pytest
 from harness_helpers import REPO
 
@@ -23,7 +24,7 @@ from harness.analyze.verdict import ArmVerdict, judge
 from harness.ci import reportfiles
 from harness.cli import output
 from harness.cli.report import backfill
-from harness.core.schema import load_record
+from harness.core.schema import Record, load_record
 from harness.render import dashboard, termsummary
 from harness.render import reportcontext as rp
 from harness.render import verdictwords as W
@@ -102,7 +103,7 @@ def _arms_rows(md: str) -> dict[str, list[str]]:
 
 
 def _terminal(data: dict[str, Any], path: Path) -> tuple[list[str], dict[str, Any]]:
-    rec = SimpleNamespace(data=data, path=path)
+    rec = SimpleNamespace(data=msgspec.convert(data, Record), path=path)   # as collect.record.Record holds it
     s, rows = output.session_summary(rec)
     lines = [t.plain for t in termsummary.summary_lines(s, 80)]
     return lines, output.summary_doc(rec, s, rows)
