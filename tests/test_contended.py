@@ -28,6 +28,7 @@ from harness.ci.twocommits_summary import summary_json
 from harness.collect import runner
 from harness.collect.suite import load_suite
 from harness.core.errors import UserError
+from harness.core.hostinfo import ContentionResult
 
 SETTINGS = {"watch": {"threshold_pct": 15.0, "contended_share": 0.25}}
 
@@ -129,8 +130,8 @@ def _all_contended(monkeypatch):
 
     def measure(engines, req, s, pacer):
         out, failure, wall_s, _ = real(engines, req, s, pacer)
-        return out, failure, wall_s, {"enabled": True, "samples": 20, "contended_samples": 20,
-                                      "contended_fraction": 1.0}
+        return out, failure, wall_s, ContentionResult(enabled=True, samples=20, contended_samples=20,
+                                                      contended_fraction=1.0)
     monkeypatch.setattr(runner, "_measure", measure)
 
 

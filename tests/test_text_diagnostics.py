@@ -21,7 +21,7 @@ from harness.collect.suite import load_suite, suite_from_record
 from harness.core.errors import UserError
 from harness.core.results import result_problem
 from harness.core.runs import as_runs
-from harness.core.schema import ResultError, to_builtins
+from harness.core.schema import ArmInfo, ResultError, to_builtins
 from harness.core.suitespec import Arm
 
 SEEDLIKE = REPO / "tests" / "fixtures" / "seedlike_engine.py"
@@ -172,7 +172,7 @@ OUT = ("tokens: 5 6 7\nprefill 2.5 ms\nprefill never\nMTPWALK rounds=2 proposed=
 
 
 def _parse(spec: dict[str, Any], stdout: str = OUT, stderr: str = "exactness probe passed", base=BASE):
-    return textparse.compile_spec(spec, Path("."), "parse").result(stdout, stderr, dict(base))
+    return textparse.compile_spec(spec, Path("."), "parse").result(stdout, stderr, msgspec.convert(base, ArmInfo))
 
 
 MIN = {"tokens": r"tokens: ([0-9 ]+)", "decode_ms": r"in ([0-9.]+) ms"}
@@ -374,7 +374,7 @@ def test_own_engine_md_text_example_reads_its_sample_output() -> None:
     blocks = re.findall(r"```(\w*)\n(.*?)```", doc, re.S)
     output, toml = blocks[0][1], tomllib.loads(blocks[1][1])
     parser = textparse.compile_spec(toml["engines"]["mycli"]["parse"], REPO, "parse")
-    res = parser.result(output, "", {"block": 3})
+    res = parser.result(output, "", ArmInfo(block=3))
     assert res.token_ids == [1170, 1177, 1184, 1191] and res.diagnostics.decode_ms == 203.2
     assert res.diagnostics.phase_ms == {"verify": 124.97, "draft_block": 38.0}
     assert (res.diagnostics.rounds, res.diagnostics.proposed, res.diagnostics.accepted) == (3, 6, 5)

@@ -35,7 +35,6 @@ from harness.core.schema import (
     Gate,
     ResultError,
     decode_engine_result,
-    to_builtins,
 )
 
 if TYPE_CHECKING:
@@ -241,7 +240,7 @@ def parse_result(stdout: str, stderr: str, arm: Arm, s: Settings, pairing: Pairi
     """The engine's result from its output; ResultError says what is missing and what to do."""
     if arm.parser is not None:
         parser: TextParser = arm.parser   # the suite's Arm holds it untyped
-        return parser.result(stdout, stderr, to_builtins(_arm_info(arm, s, pairing)))
+        return parser.result(stdout, stderr, _arm_info(arm, s, pairing))
     lines = [ln for ln in stdout.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else ""
     json_error: ResultError | None = None

@@ -17,8 +17,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.core import schema
 from harness.core.errors import UserError
+
+
+class _Header(msgspec.Struct):
+    """A harness JSON file's two leading fields, as found (UNSET: the file lacks it; any JSON
+    value otherwise, judged by the reader)."""
+    kind: Any = msgspec.UNSET
+    schema_version: Any = msgspec.UNSET
 
 
 def check_writable(path: str | Path, what: str) -> None:
@@ -57,7 +66,7 @@ def held_kind(path: Path) -> str | None:
         data = json.loads(text)
     except ValueError:
         return None
-    kind = data.get("kind") if isinstance(data, dict) else None
+    kind = msgspec.convert(data, _Header).kind if isinstance(data, dict) else None
     return kind if isinstance(kind, str) and kind.startswith(HARNESS_KIND_PREFIX) else None
 
 
@@ -295,19 +304,20 @@ def read_json(path: Path, kind: str, schema_version: int | None = schema.SCHEMA_
     if not isinstance(data, dict):
         raise UserError(f"{path}: not a {kind} file: it holds a JSON {_json_type(data)}, not a JSON object; "
                         "pass a file the harness wrote")
-    if "kind" not in data:
+    header = msgspec.convert(data, _Header)
+    if header.kind is msgspec.UNSET:
         raise UserError(f"{path}: not a {kind} file: it has no \"kind\" field; pass a file the harness wrote")
-    if data.get("kind") != kind:
-        raise UserError(f"{path}: not a {kind} file (kind is {data.get('kind')!r})")
-    v = data.get("schema_version")
-    if "schema_version" not in data:
+    if header.kind != kind:
+        raise UserError(f"{path}: not a {kind} file (kind is {header.kind!r})")
+    v = header.schema_version
+    if v is msgspec.UNSET:
         raise UserError(f"{path}: {kind} file without a schema_version field; "
                         "was it edited by hand or written by another tool?")
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise UserError(f"{path}: invalid schema_version {v!r} (a whole number from 1 is expected); "
                         "was it edited by hand or written by another tool?")
     if schema_version is not None and v != schema_version:
-        raise UserError(f"{path}: schema_version {data.get('schema_version')!r}; "
+        raise UserError(f"{path}: schema_version {v!r}; "
                         f"this harness reads schema_version {schema_version}")
     return data
 

@@ -23,7 +23,8 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+
+import msgspec
 
 from harness.collect.files import remove_stale_temps
 from harness.core.errors import UserError
@@ -120,11 +121,19 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
+class LockInfo(msgspec.Struct, kw_only=True):
+    """What the lock file says of its holder (a field it lacks or holds oddly: not known)."""
+    pid: int | None = None
+    host: str | None = None
+    started: str | None = None
+    command: list[str] = []
+
+
 def _write_info(fd: int, command: Sequence[str]) -> None:
-    info = {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
-            "command": list(command)}
-    data = (json.dumps(info) + "\n").encode()
+    info = LockInfo(pid=os.getpid(), host=socket.gethostname(),
+                    started=_dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+                    command=list(command))
+    data = (json.dumps(msgspec.to_builtins(info)) + "\n").encode()
     os.ftruncate(fd, 0)
     view = memoryview(data)
     while view:
@@ -132,22 +141,20 @@ def _write_info(fd: int, command: Sequence[str]) -> None:
     os.fsync(fd)   # a full disk says so here, before any run, not at the first record write
 
 
-def _read_info(fd: int) -> dict[str, Any]:
+def _read_info(fd: int) -> LockInfo:
     try:
-        data = json.loads(os.pread(fd, 65536, 0).decode("utf-8"))
-    except (OSError, ValueError):
-        return {}   # the holder has not written it yet (it just took the lock), or an odd file
-    return data if isinstance(data, dict) else {}
+        return msgspec.json.decode(os.pread(fd, 65536, 0), type=LockInfo)
+    except (OSError, msgspec.DecodeError):
+        return LockInfo()   # the holder has not written it yet (it just took the lock), or an odd file
 
 
-def describe(info: dict[str, Any]) -> str:
+def describe(info: LockInfo) -> str:
     """The holder in words: pid, host, since when, its command; what is known of it."""
     parts = []
-    if info.get("pid"):
-        parts.append(f"pid {info['pid']}" + (f" on {info['host']}" if info.get("host") else ""))
-    if info.get("started"):
-        parts.append(f"since {info['started']}")
-    cmd = info.get("command")
-    if isinstance(cmd, list) and cmd:
-        parts.append(shlex.join(str(c) for c in cmd))
+    if info.pid:
+        parts.append(f"pid {info.pid}" + (f" on {info.host}" if info.host else ""))
+    if info.started:
+        parts.append(f"since {info.started}")
+    if info.command:
+        parts.append(shlex.join(info.command))
     return ", ".join(parts) or "no details yet"

@@ -11,12 +11,41 @@ import hashlib
 import json
 import os
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from harness.collect.suite import model_dir
+from harness.core.schema import SuiteSection
 
 Tensors = dict[str, tuple[int, list[int]]]   # {tensor name: (bytes, shape)}
+
+
+class _TensorEntry(msgspec.Struct):
+    """One tensor in a safetensors header: where its bytes lie in the data, and its shape."""
+    data_offsets: list[int]
+    shape: list[int]
+
+
+class _Index(msgspec.Struct):
+    """A sharded model's model.safetensors.index.json: tensor name -> the shard file holding it."""
+    weight_map: dict[str, str]
+
+
+class _Cached(msgspec.Struct):
+    """A shard's digest in the weights cache, valid while its size and mtime are these."""
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+def _cached(entry: Any) -> _Cached | None:
+    try:
+        return msgspec.convert(entry, _Cached)
+    except msgspec.ValidationError:
+        return None   # absent, or a cache entry another version wrote
 
 # A safetensors header larger than this is not a header (the format caps it at 100 MB).
 _MAX_HEADER = 100 * 1024 * 1024
@@ -46,9 +75,10 @@ def safetensors_tensor_bytes(path: str | os.PathLike[str]) -> Tensors:
         if name == "__metadata__":
             continue
         try:
-            start, end = (int(x) for x in info["data_offsets"])
-            shape = [int(d) for d in info["shape"]]
-        except (KeyError, TypeError, ValueError):
+            entry = msgspec.convert(info, _TensorEntry, strict=False)
+            start, end = entry.data_offsets
+            shape = entry.shape
+        except (msgspec.ValidationError, ValueError):
             raise ValueError(f"{p}: tensor {name!r} has no valid data_offsets/shape") from None
         if not 0 <= start <= end <= data_len:
             raise ValueError(f"{p}: tensor {name!r} offsets {start}..{end} outside the {data_len}-byte data")
@@ -60,10 +90,10 @@ def _weight_files(model_dir: Path) -> list[Path]:
     # With an index, only the shards it names count (a directory may also hold a consolidated copy).
     index = model_dir / "model.safetensors.index.json"
     if index.is_file():
-        data = json.loads(index.read_text())
-        weight_map = data.get("weight_map") if isinstance(data, dict) else None
-        if not isinstance(weight_map, dict):
-            raise ValueError(f"{index}: no weight_map object")
+        try:
+            weight_map = msgspec.json.decode(index.read_bytes(), type=_Index).weight_map
+        except msgspec.DecodeError:
+            raise ValueError(f"{index}: no weight_map object") from None
         return sorted({model_dir / shard for shard in weight_map.values()})
     return sorted(model_dir.glob("*.safetensors"))
 
@@ -105,14 +135,14 @@ def _cache_path() -> Path:
 def _file_sha256(f: Path, cache: dict[str, Any]) -> str:
     st = f.stat()
     key = str(f.resolve())
-    hit = cache.get(key)
-    if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
-        return str(hit["sha256"])
+    hit = _cached(cache.get(key))
+    if hit is not None and hit.size == st.st_size and hit.mtime_ns == st.st_mtime_ns:
+        return hit.sha256
     h = hashlib.sha256()
     with f.open("rb") as fh:
         for chunk in iter(lambda: fh.read(8 << 20), b""):
             h.update(chunk)
-    cache[key] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h.hexdigest()}
+    cache[key] = msgspec.to_builtins(_Cached(size=st.st_size, mtime_ns=st.st_mtime_ns, sha256=h.hexdigest()))
     return h.hexdigest()
 
 
@@ -142,15 +172,15 @@ def weights_sha256(model_dir: Path) -> str:
     return h.hexdigest()
 
 
-def model_files(suite: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+def model_files(suite: SuiteSection | Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     """{pairing: {role: {"directory", "tensors", "sha256"} or {"directory", "error"}}} for a suite's
     pairings; "embedded" is the default engine's embedded pair. A directory that cannot be read
     is said so here, not refused: command engines may make their weights themselves."""
+    section = suite if isinstance(suite, SuiteSection) else msgspec.convert(suite, SuiteSection)
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for pairing in suite.get("pairings") or []:
+    for pairing in section.pairings:
         roles: dict[str, dict[str, Any]] = {}
-        for role in ("target", "drafter"):
-            v = pairing.get(role)
+        for role, v in (("target", pairing.target), ("drafter", pairing.drafter)):
             if v is None:
                 continue
             d = model_dir(v, role)
@@ -161,5 +191,5 @@ def model_files(suite: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
                 roles[role] = {"directory": str(d), "tensors": model_tensor_bytes(d), "sha256": weights_sha256(d)}
             except (ValueError, OSError) as e:
                 roles[role] = {"directory": str(d), "error": str(e)}
-        out[pairing["name"]] = roles
+        out[pairing.name] = roles
     return out

@@ -42,7 +42,6 @@ from harness.core.errors import UserError
 from harness.core.hostinfo import HostInfo
 from harness.core.recordsections import BaselinesStored, Build, Duty, ModelFiles, PairedWith, Resume
 from harness.core.redact import redact
-from harness.core.runs import as_runs
 
 SCHEMA_VERSION = schema.SCHEMA_VERSION
 KIND = schema.RECORD_KIND
@@ -87,16 +86,25 @@ def duty_cycle(runs: Sequence[schema.Run], session_wall_s: float) -> Duty:
                 waiting_s=round(waiting, 3), runs=len(runs))
 
 
+class _WallTime(msgspec.Struct, kw_only=True):
+    """The parts of a loaded record its duty is read or computed from: the duty as written (its
+    dict, given back as it is), the session wall time (None: a record from before it), the runs."""
+    duty: dict[str, Any] | None = None
+    session_wall_s: float | None = None
+    session_wall_from_run: int | None = None
+    runs: list[schema.Run] = []
+
+
 def record_duty(data: dict[str, Any]) -> dict[str, Any] | None:
     """A record's duty: the one finish() wrote, else computed from its session wall time
     (over the runs made while it was kept); None for a record from before session wall time."""
-    duty = data.get("duty")
-    if isinstance(duty, dict):
-        return duty
-    if "session_wall_s" not in data:
+    wall = msgspec.convert(data, _WallTime)
+    if wall.duty is not None:
+        return wall.duty
+    if wall.session_wall_s is None:
         return None
-    runs = as_runs((data.get("runs") or [])[int(data.get("session_wall_from_run") or 0):])
-    return msgspec.to_builtins(duty_cycle(runs, data["session_wall_s"]))  # type: ignore[no-any-return]
+    runs = wall.runs[int(wall.session_wall_from_run or 0):]
+    return msgspec.to_builtins(duty_cycle(runs, wall.session_wall_s))  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -236,6 +244,20 @@ def _redacted(obj: Any, typ: type[Any]) -> Any:
     return obj if clean is plain or clean == plain else msgspec.convert(clean, typ)
 
 
+class _RawRuns(msgspec.Struct):
+    """A record file's runs as found, before its shape is checked (schema.load_record)."""
+    runs: Any = None
+
+
+class _RawRun(msgspec.Struct):
+    """A run's index as found in a record file or its journal (None: it has none)."""
+    index: Any = None
+
+
+def _index(run: dict[str, Any]) -> Any:
+    return msgspec.convert(run, _RawRun).index
+
+
 def read_record(path: Path) -> dict[str, Any]:
     """A record file and any journal a killed session left, migrated to the current version and
     checked (recordcheck): the record as its dict, for the readers that still take one."""
@@ -244,11 +266,13 @@ def read_record(path: Path) -> dict[str, Any]:
     for key in ("suite", "runs", "session_id"):
         if key not in data:
             raise UserError(f"{path}: record has no {key!r} field")
-    if not isinstance(data["runs"], list):
-        raise UserError(f"{path}: record's runs is a {type(data['runs']).__name__}, not a list; "
+    runs = msgspec.convert(data, _RawRuns).runs
+    if not isinstance(runs, list):
+        raise UserError(f"{path}: record's runs is a {type(runs).__name__}, not a list; "
                         "was it edited by hand or written by another tool?")
-    done = {r.get("index") for r in data["runs"] if isinstance(r, dict)}
-    data["runs"].extend(r for r in read_journal(journal_path(path)) if r["index"] not in done)
+    done = {_index(r) for r in runs if isinstance(r, dict)}
+    journal = [r for r in read_journal(journal_path(path)) if _index(r) not in done]
+    data.update(runs=[*runs, *journal])
     return recordcheck.checked(schema.load_record(data, str(path)), str(path))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.core.errors import UserError
 from harness.core.results import run_problem, scrub_non_finite
-from harness.core.runs import is_ok
+from harness.core.runs import as_record
 from harness.core.schema import Record
 
 SET_ASIDE = "set_aside"
@@ -25,50 +25,49 @@ SET_ASIDE_PREFIX = "set aside on load: "
 FIX = "was the record edited by hand or joined from another session? restore it from a copy, or remove that run"
 
 
-def _names(items: Any) -> list[Any]:
-    return [x.get("name") for x in items or [] if isinstance(x, dict)]
-
-
-def check_runs_in_suite(data: dict[str, Any], where: str) -> None:
+def check_runs_in_suite(rec: Record, where: str) -> None:
     """One line (UserError) for a run whose index is taken already or whose arm, pairing or
     prompt the record's suite does not have."""
-    suite = data.get("suite") or {}
-    known = {"arm": _names(suite.get("arms")), "pairing": _names(suite.get("pairings")),
-             "prompt": _names(suite.get("prompts"))}
-    seen: set[Any] = set()
-    for r in data.get("runs") or []:
-        i = r.get("index")
+    suite = rec.suite
+    arms = [a.name for a in suite.arms]
+    pairings = [p.name for p in suite.pairings]
+    prompts = [p.name for p in suite.prompts]
+    seen: set[int] = set()
+    for r in rec.runs:
+        i = r.index
         if i in seen:
             raise UserError(f"{where}: run {i} appears twice in the record (or its journal); {FIX}")
         seen.add(i)
-        for key, names in known.items():
+        for key, got, names in (("arm", r.arm, arms), ("pairing", r.pairing, pairings), ("prompt", r.prompt, prompts)):
             # A pairing or prompt absent from an old run is left to the readers that default it.
-            if (key == "arm" or r.get(key) is not None) and r.get(key) not in names:
-                raise UserError(f"{where}: run {i} names {key} {r.get(key)!r}, which the record's suite does not "
+            if (key == "arm" or got is not None) and got not in names:
+                raise UserError(f"{where}: run {i} names {key} {got!r}, which the record's suite does not "
                                 f"have ({', '.join(map(str, names)) or 'none'}); {FIX}")
 
 
-def set_aside_bad_runs(data: dict[str, Any]) -> list[str]:
+def set_aside_bad_runs(rec: Record, runs: list[dict[str, Any]]) -> list[str]:
     """Runs recorded as ok that hold what no engine result may: failed and marked set_aside,
-    with what was wrong as their error; a one-line description of each."""
+    with what was wrong as their error; a one-line description of each. `runs` is the record's
+    runs as loaded (its dicts, changed in place), `rec` the same record typed."""
     out = []
-    for k, r in enumerate(data.get("runs") or []):
+    for k, (run, r) in enumerate(zip(rec.runs, runs, strict=True)):
         problem = run_problem(r)
         if problem is None:
             continue
-        if is_ok(r):
-            r.update(status="failed", error=SET_ASIDE_PREFIX + problem)
-            r["marks"] = [*(r.get("marks") or []), "failed", SET_ASIDE]
-            out.append(f"run {r.get('index')} ({r.get('arm')} on {r.get('prompt')}) set aside: {problem}")
+        if run.is_ok:
+            r.update(status="failed", error=SET_ASIDE_PREFIX + problem, marks=[*run.marks, "failed", SET_ASIDE])
+            out.append(f"run {run.index} ({run.arm} on {run.prompt}) set aside: {problem}")
         # Strict JSON holds no NaN: a resumed record is rewritten with these runs in it.
-        data["runs"][k] = scrub_non_finite(r)
+        runs[k] = scrub_non_finite(r)
     return out
 
 
 def checked(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """A loaded record's runs checked against its suite, and its implausible runs set aside."""
-    check_runs_in_suite(data, where)
-    set_aside_bad_runs(data)
+    """A loaded record's runs checked against its suite, and its implausible runs set aside.
+    `data` has the Record's shape (schema.load_record checked it)."""
+    rec = as_record(data)
+    check_runs_in_suite(rec, where)
+    set_aside_bad_runs(rec, data["runs"])
     return data
 
 

@@ -40,7 +40,7 @@ from harness.collect.record import Record, now_iso
 from harness.collect.suite import Suite
 from harness.core import interrupt, schema
 from harness.core.errors import UserError
-from harness.core.hostinfo import RunLoad, ThermalState, ThermalWait
+from harness.core.hostinfo import ContentionResult, QuietWaitResult, RunLoad, ThermalState, ThermalWait
 from harness.core.results import result_problem
 from harness.core.schema import Run, RunDiagnostics
 
@@ -253,9 +253,9 @@ def run_one(planned: PlannedRun, suite: Suite, engines: RunsEngines, ui: Any,
     # Another process's GPU work, read while our engine is idle on either side (host/gpuload.py).
     gpu = host_gpu.after_run(gpu_before, host_gpu.read)
     marks = waits.marks
-    if (contention.get("contended_fraction") or 0.0) > s.contention_threshold:
+    if (contention.contended_fraction or 0.0) > s.contention_threshold:
         marks.append("contended")
-    if contention.get("enabled") and (contention.get("samples") or 0) < WATCH_MIN_SAMPLES:
+    if contention.enabled and (contention.samples or 0) < WATCH_MIN_SAMPLES:
         marks.append("watch_undersampled")
     if failure is not None:
         marks.append("failed")
@@ -303,8 +303,9 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
                                           timeout_s=lim.timeout_s,
                                           sampler=pacer.foreign_sampler(), gpu=host_gpu.read).wait(cooldown, tick))
         quiet.update(lim.to_dict(), enabled=True)
-        quiet_wait = float(quiet.get("waited_s") or 0.0)
-        if quiet.get("timed_out"):
+        waited = msgspec.convert(quiet, QuietWaitResult)
+        quiet_wait = float(waited.waited_s or 0.0)
+        if waited.timed_out:
             marks.append("quiet_wait_timeout")
     elif cooldown > 0:
         _cooldown(cooldown, ui, left())
@@ -319,12 +320,12 @@ def _wait_before(planned: PlannedRun, s: Any, pacer: Pacer, ui: Any, left: Calla
 
 
 def _measure(engines: RunsEngines, req: RunRequest, s: Any,
-             pacer: Pacer) -> tuple[Any, EngineFailure | None, float, dict[str, Any]]:
+             pacer: Pacer) -> tuple[Any, EngineFailure | None, float, ContentionResult]:
     """The run itself, under the contention watch when it is on: (output, failure, wall_s, watch)."""
     if not s.watch.enabled:
         t0 = time.perf_counter()
         out, failure = _attempt(engines, req)
-        return out, failure, time.perf_counter() - t0, {"enabled": False}
+        return out, failure, time.perf_counter() - t0, ContentionResult(enabled=False)
     predicted = pacer.predicted_wall_s(req.arm.name)
     with pacer.contention_watch(s.watch.threshold_pct, s.watch.interval_s, predicted) as w:
         t0 = time.perf_counter()
@@ -332,7 +333,7 @@ def _measure(engines: RunsEngines, req: RunRequest, s: Any,
         wall_s = time.perf_counter() - t0
     contention = dict(w.result())
     contention.update(enabled=True, predicted_wall_s=round(predicted, 4))
-    return out, failure, wall_s, contention
+    return out, failure, wall_s, msgspec.convert(contention, ContentionResult)
 
 
 def _copy_result(run: Run, out: Any, failure: EngineFailure | None) -> None:

@@ -19,7 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from harness.core.schema import EngineResult, ResultError, decode_engine_result
+import msgspec
+
+from harness.core.schema import (
+    ArmInfo,
+    Diagnostics,
+    EngineResult,
+    Gate,
+    GateOutcome,
+    Mode,
+    ResultError,
+    decode_engine_result,
+    to_builtins,
+)
 
 # Figures one capture group reads as a number, each into the diagnostics field of its name.
 NUMBERS = ("decode_ms", "decode_tokens_per_s", "ms_per_token", "prefill_ms", "generated_tokens",
@@ -31,6 +43,29 @@ GATES = ("gate_overridden", "gate_declined", "gate_passed")   # the first that m
 TEXTS = ("tokens", "text", "gate_reading", "overrides")
 KEYS = ("function", *NUMBERS, *GATES, *TEXTS, "phases")
 TOKEN_IDS = re.compile(r"^[\s,\[\]]*\d+(?:[\s,]+\d+)*[\s,\]]*$")
+
+
+_GATE_OUTCOMES: dict[str, GateOutcome] = {"gate_overridden": "overridden", "gate_declined": "declined",
+                                          "gate_passed": "passed"}
+
+
+class _Table(msgspec.Struct, kw_only=True):
+    """The parse table's fields read by name. Values stay untyped here: `_pattern` and
+    `_function` check them, each with the suite's one-line message."""
+    function: Any = None
+    phases: Any = None
+    tokens: Any = None
+    text: Any = None
+    gate_reading: Any = None
+    overrides: Any = None
+
+
+@dataclass(frozen=True)
+class _Texts:
+    tokens: re.Pattern[str] | None
+    text: re.Pattern[str] | None
+    gate_reading: re.Pattern[str] | None
+    overrides: re.Pattern[str] | None
 
 
 class SpecError(ValueError):
@@ -45,15 +80,21 @@ class SpecError(ValueError):
 class TextParser:
     """A compiled parse table: patterns (with phases), or the engine's own function."""
     spec: dict[str, Any]                                   # as declared, for the record
-    patterns: dict[str, re.Pattern[str]] = field(default_factory=dict)   # key -> pattern
+    numbers: dict[str, re.Pattern[str]] = field(default_factory=dict)   # NUMBERS key -> pattern
+    gates: dict[str, re.Pattern[str]] = field(default_factory=dict)     # GATES key -> pattern, in GATES order
+    gate_reading: re.Pattern[str] | None = None
+    tokens: re.Pattern[str] | None = None
+    text: re.Pattern[str] | None = None
+    overrides: re.Pattern[str] | None = None
     phases: dict[str, re.Pattern[str]] = field(default_factory=dict)     # phase -> pattern
     function: Callable[[str, str], Any] | None = None
+    function_ref: str = ""                                 # its `module:function`, for messages
 
-    def result(self, stdout: str, stderr: str, base: dict[str, Any]) -> EngineResult:
+    def result(self, stdout: str, stderr: str, base: ArmInfo) -> EngineResult:
         """The run's result; `base` is what the harness knows of the arm (its `arm` block).
         ResultError names the pattern key that failed."""
         if self.function is not None:
-            name = self.spec["function"]
+            name = self.function_ref
             try:
                 got = self.function(stdout, stderr)
             except Exception as e:  # the engine's own code may fail in any way: this run fails
@@ -63,21 +104,21 @@ class TextParser:
             return decode_engine_result(got)
         return decode_engine_result(self._figures(stdout, stderr, base))
 
-    def _figures(self, stdout: str, stderr: str, base: dict[str, Any]) -> dict[str, Any]:
-        p = self.patterns
-        classic_arm = base.get("block") == 1
-        gate = _gate(p, stdout, stderr, classic_arm)
-        classic = classic_arm or gate["outcome"] == "declined"
-        diag: dict[str, Any] = {"mode": "classic" if classic else "speculative"}
-        out: dict[str, Any] = {"arm": {**base, "mode": diag["mode"]}, "gate": gate, "diagnostics": diag}
-        for key in NUMBERS:
-            m = _last(p[key], stdout, stderr) if key in p else None
+    def _figures(self, stdout: str, stderr: str, base: ArmInfo) -> dict[str, Any]:
+        """The result's JSON object, as a JSON engine would print it, for the one strict decode."""
+        classic_arm = base.block == 1
+        gate = _gate(self.gates, self.gate_reading, stdout, stderr, classic_arm)
+        classic = classic_arm or gate.outcome == "declined"
+        mode: Mode = "classic" if classic else "speculative"
+        figures: dict[str, float | int] = {}
+        for key, rx in self.numbers.items():
+            m = _last(rx, stdout, stderr)
             if m is not None:
-                diag[key] = _number(key, m, whole=key in COUNTS)
-            elif key in p and not (classic and key in SPECULATIVE_ONLY):
+                figures[key] = _number(key, m, whole=key in COUNTS)
+            elif not (classic and key in SPECULATIVE_ONLY):
                 raise _no_match(key)
-            elif key == "rounds" and key in p:
-                diag[key] = 0   # classic decode runs no rounds (the contract's 0)
+            elif key == "rounds":
+                figures[key] = 0   # classic decode runs no rounds (the contract's 0)
         phase_ms = {}
         for phase, rx in self.phases.items():
             m = _last(rx, stdout, stderr)
@@ -86,24 +127,32 @@ class TextParser:
                     continue
                 raise _no_match(f"phases.{phase}")
             phase_ms[phase] = _number(f"phases.{phase}", m)
-        if phase_ms:
-            diag["phase_ms"] = phase_ms
-        if "tokens" in p:
-            m = _last(p["tokens"], stdout, stderr)
+        try:
+            diag = msgspec.convert(figures, Diagnostics)
+        except msgspec.ValidationError as e:
+            raise ResultError(f"result JSON does not match the engine contract: {e}") from None
+        diag.mode = mode
+        diag.phase_ms = phase_ms
+        token_ids = None
+        if self.tokens is not None:
+            m = _last(self.tokens, stdout, stderr)
             if m is None:
                 raise _no_match("tokens")
             ids = m.group(1) or ""
             if not TOKEN_IDS.match(ids):
                 raise ResultError(f"parse.tokens captured {_short(ids)}, not a list of token ids")
-            out["token_ids"] = [int(x) for x in re.findall(r"\d+", ids)]
-        if "text" in p:
-            m = _last(p["text"], stdout, stderr)
+            token_ids = [int(x) for x in re.findall(r"\d+", ids)]
+        text = None
+        if self.text is not None:
+            m = _last(self.text, stdout, stderr)
             if m is None:
                 raise _no_match("text")
-            out["text"] = m.group(1) or ""
-        if "overrides" in p:
-            out["overrides"] = _overrides(p["overrides"], stdout, stderr)
-        return out
+            text = m.group(1) or ""
+        overrides = {} if self.overrides is None else _overrides(self.overrides, stdout, stderr)
+        res = EngineResult(arm=msgspec.structs.replace(base, mode=mode), gate=gate, diagnostics=diag,
+                           token_ids=token_ids, text=text, overrides=overrides)
+        built: dict[str, Any] = to_builtins(res)
+        return built
 
 
 def _last(rx: re.Pattern[str], stdout: str, stderr: str) -> re.Match[str] | None:
@@ -132,21 +181,22 @@ def _number(key: str, m: re.Match[str], whole: bool = False) -> float | int:
         raise ResultError(f"parse.{key} captured {_short(s)}, not {what}") from None
 
 
-def _gate(p: dict[str, re.Pattern[str]], stdout: str, stderr: str, classic_arm: bool) -> dict[str, Any]:
+def _gate(gates: dict[str, re.Pattern[str]], reading_rx: re.Pattern[str] | None, stdout: str, stderr: str,
+          classic_arm: bool) -> Gate:
     """The gate block: the first gate pattern that matches decides; none declared: unknown."""
-    declared = [k for k in GATES if k in p]
+    declared = list(gates)
     if not declared:
-        return {"outcome": "unknown"}
+        return Gate(outcome="unknown")
     reading = ""
-    if "gate_reading" in p:
-        m = _last(p["gate_reading"], stdout, stderr)
+    if reading_rx is not None:
+        m = _last(reading_rx, stdout, stderr)
         reading = " ".join((m.group(1) or "").split()) if m else ""   # one line, as labels quote it
-    for key in declared:
-        if _last(p[key], stdout, stderr) is not None:
-            outcome = key.removeprefix("gate_")
-            return {"outcome": outcome, "engaged": outcome != "declined", "reading": reading}
+    for key, rx in gates.items():
+        if _last(rx, stdout, stderr) is not None:
+            outcome = _GATE_OUTCOMES[key]
+            return Gate(outcome=outcome, engaged=outcome != "declined", reading=reading)
     if classic_arm:
-        return {"outcome": "not_applicable", "engaged": False, "reading": reading}
+        return Gate(outcome="not_applicable", engaged=False, reading=reading)
     raise ResultError(f"parse: no gate pattern matched ({', '.join(f'parse.{k}' for k in declared)})")
 
 
@@ -172,27 +222,37 @@ def compile_spec(raw: Any, base_dir: Path, key: str = "parse") -> TextParser:
     for k in raw:
         if k not in KEYS:
             raise SpecError(f"{key}.{k}", f"unknown field (known: {', '.join(KEYS)})")
-    if "function" in raw:
+    table = msgspec.convert(raw, _Table)
+    if table.function is not None:
         if len(raw) > 1:
             raise SpecError(f"{key}.function", "give either function or patterns, not both")
-        return TextParser(spec=dict(raw), function=_function(raw["function"], base_dir, f"{key}.function"))
-    patterns = {k: _pattern(f"{key}.{k}", raw[k], groups=0 if k in GATES or k == "overrides" else 1)
-                for k in raw if k != "phases"}
-    phases_raw = raw.get("phases", {})
+        return TextParser(spec=dict(raw), function=_function(table.function, base_dir, f"{key}.function"),
+                          function_ref=str(table.function))
+    # Figures and gates by name, in the table's order; the texts by their fields.
+    patterns = {k: _pattern(f"{key}.{k}", rx, groups=0 if k in GATES else 1)
+                for k, rx in raw.items() if k in NUMBERS or k in GATES}
+    texts = _Texts(
+        tokens=None if table.tokens is None else _pattern(f"{key}.tokens", table.tokens, 1),
+        text=None if table.text is None else _pattern(f"{key}.text", table.text, 1),
+        gate_reading=None if table.gate_reading is None else _pattern(f"{key}.gate_reading", table.gate_reading, 1),
+        overrides=None if table.overrides is None else _pattern(f"{key}.overrides", table.overrides, 0))
+    phases_raw = {} if table.phases is None else table.phases
     if not isinstance(phases_raw, dict):
         raise SpecError(f"{key}.phases", "expected a table: phase = pattern")
     phases = {name: _pattern(f"{key}.phases.{name}", rx, 1) for name, rx in phases_raw.items()}
-    if "tokens" not in patterns and "generated_tokens" not in patterns:
+    if texts.tokens is None and "generated_tokens" not in patterns:
         raise SpecError(key, "needs a token count: tokens (the ids) or generated_tokens")
     if not any(k in patterns for k in ("decode_ms", "ms_per_token", "decode_tokens_per_s")):
         raise SpecError(key, "needs a decode timing: decode_ms, ms_per_token or decode_tokens_per_s")
-    if "gate_reading" in patterns and not any(k in patterns for k in GATES):
+    if texts.gate_reading is not None and not any(k in patterns for k in GATES):
         raise SpecError(f"{key}.gate_reading", "needs a gate pattern too (gate_passed, gate_declined or "
                                                "gate_overridden)")
-    spec = {k: v for k, v in raw.items() if k != "phases"}
-    if phases:
-        spec["phases"] = dict(phases_raw)
-    return TextParser(spec=spec, patterns=patterns, phases=phases)
+    # As declared, the phases last (an empty phases table is left out).
+    spec = {k: v for k, v in raw.items() if k != "phases"} | ({"phases": dict(phases_raw)} if phases else {})
+    return TextParser(spec=spec, numbers={k: patterns[k] for k in NUMBERS if k in patterns},
+                      gates={k: patterns[k] for k in GATES if k in patterns},
+                      gate_reading=texts.gate_reading, tokens=texts.tokens, text=texts.text,
+                      overrides=texts.overrides, phases=phases)
 
 
 def _pattern(key: str, rx: Any, groups: int) -> re.Pattern[str]:

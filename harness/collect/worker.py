@@ -30,12 +30,51 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from harness.collect.engines import EngineFailure, EngineOutput, Engines, RunRequest
 from harness.collect.files import write_text_atomic
 from harness.core import schema
 from harness.core.redact import redact
 
 READY_TIMEOUT_S = 120.0   # imports and the BLAS preload; models load at the first run
+
+
+# --- the protocol's messages -------------------------------------------------------------
+
+class Ready(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The worker's first line: started (with its pid, engine root and what each in-process
+    engine's process preparation did) or not (with the one-line error)."""
+    ready: bool
+    error: str | None = None
+    pid: int | None = None
+    engine_root: str | None = None
+    prepared: dict[str, Any] | None = None
+
+
+class Request(msgspec.Struct, kw_only=True):
+    """One run asked of the worker: names in the suite it was given."""
+    arm: str
+    pairing: str
+    prompt: str
+
+
+class Answer(msgspec.Struct, kw_only=True):
+    """The worker's answer to one request: the engine's result, or the error that ended it.
+    `result` is the engine result's JSON object, decoded strictly by the driver."""
+    ok: bool
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    overrides: dict[str, str] = {}
+    stderr_tail: str | None = None
+    dispatch_measurement_ms: float | None = None
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def _line(msg: msgspec.Struct) -> str:
+    return _ENCODER.encode(msg).decode("utf-8") + "\n"
 
 
 # --- the worker process ----------------------------------------------------------------
@@ -51,36 +90,36 @@ def _serve(proto: IO[str], suite_json: Path, engine_root: Path) -> int:
     # `{python} -m package` runs this commit's source, not an installed copy.
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(engine_root), os.environ.get("PYTHONPATH")) if p)
     os.chdir(engine_root)
-    info: dict[str, Any] = {"ready": True, "pid": os.getpid(), "engine_root": str(engine_root)}
+    info = Ready(ready=True, pid=os.getpid(), engine_root=str(engine_root))
     try:
         suite = suite_from_record(json.loads(suite_json.read_text(encoding="utf-8")), str(suite_json))
         # Only an in-process arm's engine is imported here (its BLAS preload, before anything
         # loads MLX); a command engine's process decides its own.
         from harness.core.declare import prepare_process
-        info["prepared"] = prepare_process({suite.engine(a).name: suite.engine(a) for a in suite.arms
+        info.prepared = prepare_process({suite.engine(a).name: suite.engine(a) for a in suite.arms
                                             if a.adapter != "command"}.values())
     except Exception as e:  # noqa: BLE001 - reported to the driver as one line
-        proto.write(json.dumps({"ready": False, "error": f"{type(e).__name__}: {e}"}) + "\n")
+        proto.write(_line(Ready(ready=False, error=f"{type(e).__name__}: {e}")))
         proto.flush()
         return 2
-    proto.write(json.dumps(info) + "\n")
+    proto.write(_line(info))
     proto.flush()
     engines = Engines()
     for line in sys.stdin:
         if not line.strip():
             continue
-        req = json.loads(line)
         try:
-            rr = RunRequest(arm=suite.arm(req["arm"]), pairing=suite.pairing(req["pairing"]),
-                            prompt=suite.prompt(req["prompt"]), settings=suite.settings)
+            req = msgspec.json.decode(line, type=Request)
+            rr = RunRequest(arm=suite.arm(req.arm), pairing=suite.pairing(req.pairing),
+                            prompt=suite.prompt(req.prompt), settings=suite.settings)
             out = engines.run(rr)
-            answer = {"ok": True, "result": schema.to_builtins(out.result), "overrides": out.overrides,
-                      "stderr_tail": out.stderr_tail, "dispatch_measurement_ms": out.dispatch_measurement_ms}
+            answer = Answer(ok=True, result=schema.to_builtins(out.result), overrides=out.overrides,
+                            stderr_tail=out.stderr_tail, dispatch_measurement_ms=out.dispatch_measurement_ms)
         except EngineFailure as f:
-            answer = {"ok": False, "error": f.error, "stderr_tail": f.stderr_tail, "overrides": f.overrides}
+            answer = Answer(ok=False, error=f.error, stderr_tail=f.stderr_tail, overrides=f.overrides)
         except Exception as e:  # noqa: BLE001 - an adapter bug fails this run, not the session
-            answer = {"ok": False, "error": f"{type(e).__name__}: {e}", "stderr_tail": None, "overrides": {}}
-        proto.write(json.dumps(answer) + "\n")
+            answer = Answer(ok=False, error=f"{type(e).__name__}: {e}")
+        proto.write(_line(answer))
         proto.flush()
     return 0
 
@@ -107,7 +146,7 @@ class Worker:
         self.engine_root = Path(engine_root).resolve()
         self.suite = suite
         self.log_path = Path(log_dir) / f"worker-{name}.log"
-        self.info: dict[str, Any] = {}
+        self.info = Ready(ready=False)
         self._proc: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._tmp = tempfile.TemporaryDirectory(prefix=f"harness-worker-{name}-")
@@ -141,9 +180,12 @@ class Worker:
         first = self._next(READY_TIMEOUT_S)
         if first is None:
             raise EngineFailure(f"worker {self.name} did not start: {self.log_tail()}")
-        self.info = json.loads(first)
-        if not self.info.get("ready"):
-            raise EngineFailure(f"worker {self.name} could not start: {self.info.get('error')}")
+        try:
+            self.info = msgspec.json.decode(first, type=Ready)
+        except msgspec.DecodeError as e:   # a line that is not the protocol's: the worker is broken
+            raise EngineFailure(f"worker {self.name} could not start: {e}") from None
+        if not self.info.ready:
+            raise EngineFailure(f"worker {self.name} could not start: {self.info.error}")
 
     @staticmethod
     def _read(stream: IO[str] | None, out: queue.Queue[str | None]) -> None:
@@ -174,9 +216,9 @@ class Worker:
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise EngineFailure(f"worker {self.name} was closed")
-        msg = {"arm": req.arm.name, "pairing": req.pairing.name, "prompt": req.prompt.name}
+        msg = Request(arm=req.arm.name, pairing=req.pairing.name, prompt=req.prompt.name)
         try:
-            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.write(_line(msg))
             proc.stdin.flush()
         except (OSError, ValueError):   # ValueError: the pipe was closed under us
             self.stop()
@@ -187,11 +229,11 @@ class Worker:
             self.stop()
             raise EngineFailure(f"worker {self.name} timed out after {req.arm.timeout_s:g} s" if alive
                                 else f"worker {self.name} exited: {self.log_tail(300)}", self.log_tail())
-        ans = json.loads(line)
-        if not ans.get("ok"):
-            raise EngineFailure(ans.get("error") or "failed", ans.get("stderr_tail"), ans.get("overrides") or {})
-        return EngineOutput(result=schema.decode_engine_result(ans["result"]), overrides=ans.get("overrides") or {},
-                            stderr_tail=ans.get("stderr_tail"), dispatch_measurement_ms=ans.get("dispatch_measurement_ms"))
+        ans = msgspec.json.decode(line, type=Answer)
+        if not ans.ok or ans.result is None:
+            raise EngineFailure(ans.error or "failed", ans.stderr_tail, ans.overrides)
+        return EngineOutput(result=schema.decode_engine_result(ans.result), overrides=ans.overrides,
+                            stderr_tail=ans.stderr_tail, dispatch_measurement_ms=ans.dispatch_measurement_ms)
 
     def stop(self, grace_s: float = 5.0) -> None:
         """End the worker and everything it started (its own process group): its input closed,
