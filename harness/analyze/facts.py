@@ -12,8 +12,9 @@ from harness.analyze import drafterstep, envdiff, rounds
 from harness.analyze.costmodel import ModelTables
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
+from harness.core.hostinfo import HostInfo
 from harness.core.runs import as_record, as_runs, measured_ok_runs
-from harness.core.schema import EngineInfo, Run, SuiteSection, section
+from harness.core.schema import EngineInfo, Run
 from harness.core.suitespec import Pairing
 
 
@@ -30,6 +31,28 @@ class Inputs:
     acks: tuple[tuple[str, str, str, str], ...] = ()
 
 
+class _SpecName(msgspec.Struct, kw_only=True):
+    """What a report names a host spec by (Inputs.host_spec's other fields are the cost model's)."""
+    name: str
+
+
+class _MlxCollected(msgspec.Struct, kw_only=True):
+    """Whether the record's host section has an MLX section (older records have none: MLX not
+    collected, which a report does not call "no MLX")."""
+    mlx: dict[str, Any] | None = None
+
+
+class _HostCollected(msgspec.Struct, kw_only=True):
+    host: _MlxCollected | None = None
+
+
+class _Attention(msgspec.Struct, kw_only=True):
+    """An attention path the engine reported choosing (EngineInfo.attention): cuDNN's scaled
+    dot-product attention on or off (None: not said), and what decided it."""
+    cudnn_sdpa: bool | None = None
+    decided_by: str = "?"
+
+
 class Facts:
     """One record's analyses, computed once: summary rows, splits, gate outcomes, labels."""
 
@@ -38,14 +61,14 @@ class Facts:
         self.path, self.rec = path, data
         self.record = as_record(data)
         # The suite as the session ran it, typed (a loaded record's suite has this shape).
-        self.suite = msgspec.convert(data["suite"], SuiteSection)
+        self.suite = self.record.suite
         self.settings = self.suite.settings
         self.arms = {a.name: a for a in self.suite.arms}
         self.arm_order = [a.name for a in self.suite.arms]
         self.prompts = [p.name for p in self.suite.prompts]
         self.multi_prompt = len(self.prompts) > 1
         # The record's runs typed once, for every analysis of it that reads runs.
-        self.runs = as_runs(data["runs"])
+        self.runs = as_runs(self.record.runs)
         self.rows = summarize(data, self.runs)
         self.groups = rounds.by_arm_prompt(data, measured_ok_runs(self.runs))
         self.splits = rounds.all_splits(data, self.groups)
@@ -54,7 +77,10 @@ class Facts:
         self.host_spec = inputs.host_spec
         self.models = inputs.models
         self.acks = inputs.acks
-        self.host = data.get("host") or {}
+        self.host: HostInfo = self.record.host
+        collected = msgspec.convert(data, _HostCollected).host
+        self._mlx_collected = bool(collected and collected.mlx)
+        self.spec_name = msgspec.convert(inputs.host_spec, _SpecName).name if inputs.host_spec else None
         # Every measured run by arm, failed ones too.
         self.runs_of: dict[str, list[Run]] = {a: [] for a in self.arm_order}
         for r in self.runs:
@@ -122,9 +148,9 @@ class Facts:
                 # A CPU BLAS is named only for an engine on the CPU: on a GPU it did not do the arithmetic.
                 extra += [f"BLAS {e.blas}"] if e.blas and not self.on_gpu(arm) else []
                 # An attention path the engine chose (e.g. cuDNN on CUDA), and who chose it.
-                att = e.attention or {}
-                if att.get("cudnn_sdpa") is not None:
-                    extra.append(f"cuDNN attention {'on' if att['cudnn_sdpa'] else 'off'}: {att.get('decided_by', '?')}")
+                att = msgspec.convert(e.attention or {}, _Attention)
+                if att.cudnn_sdpa is not None:
+                    extra.append(f"cuDNN attention {'on' if att.cudnn_sdpa else 'off'}: {att.decided_by}")
                 return f"{e.name} {e.version}" + (f" ({', '.join(extra)})" if extra else "")
         return "unknown"
 
@@ -171,24 +197,23 @@ class Facts:
 
     # host ---------------------------------------------------------------------------
     def host_name(self) -> str:
-        return self.host_spec["name"] if self.host_spec else "local"
+        return self.spec_name or "local"
 
     def host_tag(self) -> str:
-        return f"{self.host_name()} {section(self.host, 'os').get('hostname', 'unknown')}"
+        return f"{self.host_name()} {self.host.os.hostname}"
 
     def host_short(self) -> str:
-        cpu, osys, mlx = section(self.host, "cpu"), section(self.host, "os"), section(self.host, "mlx")
-        dev = str(mlx.get("default_device", "unknown"))
+        cpu, osys, mlx = self.host.cpu, self.host.os, self.host.mlx
+        dev = mlx.default_device
         backend = "MLX CPU" if "cpu" in dev else ("MLX GPU" if "gpu" in dev else dev)
-        if mlx and mlx.get("mlx") == "unknown" and dev == "unknown":
+        if mlx.mlx == "unknown" and dev == "unknown" and mlx.error is msgspec.UNSET and self._mlx_collected:
             backend = "no MLX"   # collected, and not importable: known, not unknown
         # The harness's MLX is no part of an engine that runs as its own program without it.
         said = "" if not envdiff.uses_harness_process(self.rec) else f", {backend}"
-        return (f"{self.host_name()} ({osys.get('hostname', 'unknown')}: {cpu.get('model', 'unknown')}, "
-                f"{cpu.get('logical_cores', '?')} logical cores{said})")
+        return (f"{self.host_name()} ({osys.hostname}: {cpu.model}, {cpu.logical_cores} logical cores{said})")
 
     def is_cpu(self) -> bool:
-        return "cpu" in str(section(self.host, "mlx").get("default_device", ""))
+        return "cpu" in self.host.mlx.default_device
 
     def loadavg(self) -> tuple[float, float, float] | None:
         xs = []
@@ -210,7 +235,7 @@ class Facts:
             return "none"
         seen = sorted({d for rs in self.runs_of.values() for r in rs
                        if r.pairing == pairing.name and (d := _model_dir(r, role))})
-        root = str(section(self.host, "repo").get("path") or "")
+        root = self.host.repo.path if self.host.repo.path != "unknown" else ""
         rel = [x[len(root) + 1:] if root and x.startswith(root + "/") else x for x in seen]
         where = f" ({', '.join(rel)})" if rel else ""
         if v == "embedded":

@@ -8,12 +8,21 @@ import math
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from harness.analyze import paired
 from harness.analyze.checknotes import CheckNotes
 from harness.render.prcomment import headline as finding
 
 if TYPE_CHECKING:
     from harness.ci.twocommits import Comparison
+
+
+class _Stopped(msgspec.Struct, kw_only=True):
+    """Where the comparison's sampling stopped (Comparison.outcome, the sequential outcome's
+    summary): its rounds, and the key of what stopped it (harness.analyze.sequential.STOPS)."""
+    rounds: int | None = None
+    stopped: str | None = None
 
 
 def _finite(x: Any) -> Any:
@@ -37,12 +46,13 @@ def figure_rows(c: Comparison) -> list[dict[str, Any]]:
 
 
 def summary_json(c: Comparison) -> dict[str, Any]:
+    sampling = msgspec.convert(c.outcome, _Stopped)
     return {"kind": "harness.compare-commits", "base": c.base, "head": c.head,
             "exit_status": c.exit_status, "headline": c.headline(), "duration_s": round(c.duration_s, 1),
             # The PR comment's sentence: each gated change with its size and interval.
             "finding": finding(c),
-            "design": c.design.to_dict(), "rounds": c.outcome.get("rounds"),
-            "stopped": c.outcome.get("stopped"), "records": c.records,
+            "design": c.design.to_dict(), "rounds": sampling.rounds,
+            "stopped": sampling.stopped, "records": c.records,
             "figures": figure_rows(c),
             "identity": [{"arm": r.arm, "prompt": r.prompt, "status": r.status, "detail": r.detail}
                          for r in c.identity],

@@ -5,6 +5,7 @@ host A and host B), and the acceptance A/B of arms whose text is identical. Sent
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from harness.analyze import compare as cmp
@@ -228,7 +229,25 @@ def finding(per_arm: list[cmp.Throughput], cross: bool) -> str:
             f"of {len(both)} arm{'s' if len(both) > 1 else ''}: {'; '.join(parts)}.{only}")
 
 
-def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CompareSection:
+    """The comparison with a second record, as the report's template reads it (`compare`)."""
+
+    cross_host: bool                        # the records came from different hosts
+    other: str                              # the second record's path
+    finding: str
+    tables: list[dict[str, Any]]            # per arm, then per prompt (several prompts)
+    components: list[dict[str, Any]]        # each arm and prompt's component changes (the appendix)
+    lines: list[str]
+    acceptance: list[dict[str, Any]]        # the acceptance A/B of each arm
+    changes: list[cmp.ComponentChange]      # each arm and prompt's ms/token change, then every component's
+    env_line: str
+    env: Table | None                       # what differs between the records' environments
+    overrides: Table
+    shipping: str                           # the sentence on both records' shipping configurations
+
+
+def compare_section(fa: Facts, fb: Facts) -> CompareSection:
     rp = compare_records(fa, fb)
     cross, per_arm, per_prompt = rp.cross, rp.per_arm, rp.per_prompt
     tables = [arms_table(per_arm, cross)] + ([prompt_table(per_prompt, cross)] if rp.multi_prompt else [])
@@ -266,7 +285,7 @@ def compare_section(fa: Facts, fb: Facts) -> dict[str, Any]:
         env = Table(["field", "A" if cross else "before", "B" if cross else "after"], align=["l", "l", "l"])
         for row in diffs:
             env.add(row.what, row.a, row.b)
-    return {"cross_host": cross, "other": fb.path, "finding": finding(per_arm, cross), "tables": tables, "components": components,
-            "lines": lines, "acceptance": ab,
-            "changes": rp.changes, "env_line": envdiff.diff_sentence(diffs, rp.env_compared), "env": env,
-            "overrides": override_table(fa, fb, cross), "shipping": shipping}
+    return CompareSection(cross_host=cross, other=fb.path, finding=finding(per_arm, cross), tables=tables,
+                          components=components, lines=lines, acceptance=ab, changes=rp.changes,
+                          env_line=envdiff.diff_sentence(diffs, rp.env_compared), env=env,
+                          overrides=override_table(fa, fb, cross), shipping=shipping)

@@ -30,6 +30,7 @@ ARM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 PHASE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
                  "#8c8c8c", "#ccb974", "#64b5cd")
 KIND_COLOURS = {FIRST_USE: "#d62728", REPEAT: "#1f77b4"}
+TITLE_SIZE = 11                  # a figure's title (suptitle), in points
 RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",            # text stays text: small, selectable, searchable
     "svg.hashsalt": "harness",   # clip-path ids from this salt, not from a random one
@@ -37,7 +38,7 @@ RC: dict[RcKeyType, Any] = {
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
     "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "legend.fontsize": 9,
-    "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.titlesize": 11,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.titlesize": TITLE_SIZE,
     "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.6,
     "axes.spines.top": False, "axes.spines.right": False,
     "figure.dpi": 100, "savefig.dpi": 100, "path.simplify": True,
@@ -77,7 +78,7 @@ def to_svg(fig: MplFigure) -> str:
 
 def titled(fig: MplFigure, title: str, note: str = "") -> None:
     """A bold title and, under it, what the figure includes in a smaller line."""
-    fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=RC["figure.titlesize"])
+    fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=TITLE_SIZE)
 
 
 def colour_of(arms: Sequence[str], arm: str) -> str:
@@ -104,16 +105,18 @@ def hide_unused(axes: Any, used: int) -> None:
 
 # Marked runs are drawn as a line's markers (one <use> each), not a scatter (a clip group each):
 # an SVG of hundreds of runs stays small.
+FAILED_STYLE: dict[str, Any] = dict(marker="x", markersize=6, color="#b00020", markeredgewidth=1.2)
+FAILED_ID = "failed-runs"
 MARK_STYLE: dict[str, dict[str, Any]] = {
     "contended": dict(marker="o", markersize=9, markerfacecolor="none", markeredgecolor="black",
                       markeredgewidth=1.1),
     "quiet": dict(marker="v", markersize=6, markerfacecolor="none", markeredgecolor="#444444", markeredgewidth=1.0),
-    "failed": dict(marker="x", markersize=6, color="#b00020", markeredgewidth=1.2),
+    "failed": FAILED_STYLE,
 }
 MARK_LABEL = {"contended": "contended run (a foreign process was busy)",
               "quiet": "quiet-wait timeout (ran on a busy host)",
               "failed": "failed run (no figure; at the axis)"}
-MARK_ID = {"contended": "contended-runs", "quiet": "quiet-timeout-runs", "failed": "failed-runs"}
+MARK_ID = {"contended": "contended-runs", "quiet": "quiet-timeout-runs", "failed": FAILED_ID}
 MANY_RUNS = 150       # past this many runs in a panel, lines carry no marker of their own
 
 
@@ -145,7 +148,7 @@ def _marks(ax: Axes, series: Sequence[RunSeries], panel: int) -> list[str]:
     failed = [p.index for p in pts if p.failed]
     if failed:   # no figure to place it at: on the x axis, at its place in the session
         ax.plot(failed, [0.03] * len(failed), linestyle="none", zorder=4, transform=ax.get_xaxis_transform(),
-                clip_on=False, gid=f"{MARK_ID['failed']}-{panel}", **MARK_STYLE["failed"])
+                clip_on=False, gid=f"{FAILED_ID}-{panel}", **FAILED_STYLE)
         drawn.append("failed")
     return drawn
 

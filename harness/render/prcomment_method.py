@@ -5,9 +5,44 @@ verdict off the first screen."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from harness.analyze import envdiff, estimators, paired
+from harness.analyze.covariate import ProbeInfo
 from harness.analyze.design import Design, share_text
+from harness.analyze.estimators import GenerationsInfo
 from harness.render.prinput import STATUS_WORDS, CheckMeta, ComparisonIn
+
+
+class _Sampling(msgspec.Struct, kw_only=True):
+    """What the method paragraph says of the sampling (ComparisonIn.outcome: the sequential
+    outcome's summary; None where it lacks a field)."""
+    rounds: int | None = None
+    stopped_because: str | None = None
+
+
+class _Build(msgspec.Struct, kw_only=True):
+    """One side's build as the check's notes keep it (harness.ci.build.BuildInfo.to_dict)."""
+    commit: str
+    argv: list[list[str]]
+    wall_s: float
+    cached: bool
+
+
+class _Records(msgspec.Struct, kw_only=True):
+    """Each side's session record (ComparisonIn.records)."""
+    base: str | None = None
+    head: str | None = None
+
+
+def _probe(block: dict[str, Any] | None) -> ProbeInfo | None:
+    return msgspec.convert(block, ProbeInfo) if block else None
+
+
+def _generations(block: dict[str, Any] | None) -> GenerationsInfo | None:
+    return msgspec.convert(block, GenerationsInfo) if block else None
 
 
 def looks_clause(d: Design) -> str:
@@ -24,11 +59,10 @@ def looks_clause(d: Design) -> str:
 def probe_sentence(c: ComparisonIn) -> str:
     """Say that the pairs were adjusted for the dispatch measurement, where any gated figure was, and
     warn where the probe itself moved: the same fixed work ran at different speeds on the sides."""
-    gated = [f for f in c.figures if f.gated and f.result.dispatch_measurement]
-    # `gated` holds only figures with a probe; `or {}` says so to the type checker.
-    used = [f"{f.arm} {f.figure}" for f in gated if (f.result.dispatch_measurement or {}).get("used")]
-    moved = [(f.result.dispatch_measurement or {})["probe_ratio"] for f in gated
-             if (f.result.dispatch_measurement or {}).get("why") == "the probe itself moved"]
+    gated = [(f, probe) for f in c.figures if f.gated and (probe := _probe(f.result.dispatch_measurement))]
+    used = [f"{f.arm} {f.figure}" for f, probe in gated if probe.used]
+    moved = [probe.probe_ratio for _, probe in gated
+             if probe.why == "the probe itself moved" and probe.probe_ratio is not None]
     out = ""
     if used:
         out += (f"The suite times a fixed piece of MLX work after every run (the dispatch measurement, `dispatch_measurement = true`); "
@@ -49,14 +83,13 @@ def generations_sentence(c: ComparisonIn) -> str:
     """Say that the suite restarted the workers during the check (`restart_s`), and which gated
     figures' worker generations differed (their intervals then rest on the generations)."""
     every = c.notes.restart_s
-    gated = [f for f in c.figures if f.gated and f.result.generations]
+    gated = [(f, gens) for f in c.figures if f.gated and (gens := _generations(f.result.generations))]
     if not every or not gated:
         return ""
-    # `gated` holds only figures with generations; `or {}` says so to the type checker.
-    counts = sorted({(f.result.generations or {})["count"] for f in gated})
+    counts = sorted({gens.count for _, gens in gated})
     said = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     differ = [f"{f.arm} {f.figure} ({f.result.df} degrees of freedom)" if f.result.df != 1
-              else f"{f.arm} {f.figure} (1 degree of freedom)" for f in gated if (f.result.generations or {}).get("used")]
+              else f"{f.arm} {f.figure} (1 degree of freedom)" for f, gens in gated if gens.used]
     out = (f"Both sides' workers were restarted every {every:g} s during the check (`restart_s`), so the pairs came "
            f"from {said} worker generations, each a fresh pair of processes; a figure whose generations differ "
            f"(F test at {estimators.GENERATIONS_PRETEST:.0%}) is judged on the generations, on their number less one "
@@ -66,10 +99,11 @@ def generations_sentence(c: ComparisonIn) -> str:
 
 def method_paragraph(c: ComparisonIn, meta: CheckMeta) -> str:
     d, st, host = c.design, c.exit_status, meta.host
+    sampling = msgspec.convert(c.outcome, _Sampling)
     return (f"Host: {meta.machine} (chip {host.chip}, GPU generation "
             f"{host.gpu_generation}). Both commits ran run by run, alternating "
-            f"which goes first (ABBA), {c.outcome.get('rounds')} rounds; sampling stopped because "
-            f"{c.outcome.get('stopped_because')}. Each figure is judged on the per-pair ratios head/base: "
+            f"which goes first (ABBA), {sampling.rounds} rounds; sampling stopped because "
+            f"{sampling.stopped_because}. Each figure is judged on the per-pair ratios head/base: "
             f"from {estimators.MIN_ROBUST_PAIRS} pairs a robust (Huber) location of their logs, so that a few runs the "
             f"host disturbed weigh little, with the geometric mean guarding the tails on {paired.TAIL_SHARE:.0%} of "
             f"the level (a change that slows only some runs is worse too); under {estimators.MIN_ROBUST_PAIRS} pairs "
@@ -137,10 +171,11 @@ def load_and_time(c: ComparisonIn, meta: CheckMeta) -> list[str]:
                     if duty.restarts else "")
         out.append(f"- duty cycle {duty.duty_cycle:.0%}: {duty.measured_run_s:.0f} s of measured runs "
                    f"(both sides) in {duty.wall_s:.0f} s, exports and model loads included{restarts}")
-    for side, b in c.notes.builds.items():
+    for side, block in c.notes.builds.items():
         # Each commit's engine was built in its own tree (harness.ci.build), or reused.
-        how = f"built earlier in {b['wall_s']:.1f} s, reused" if b["cached"] else f"built in {b['wall_s']:.1f} s"
-        out.append(f"- {side} {b['commit'][:12]}: {how} (`{' && '.join(' '.join(a) for a in b['argv'])}`)")
+        b = msgspec.convert(block, _Build)
+        how = f"built earlier in {b.wall_s:.1f} s, reused" if b.cached else f"built in {b.wall_s:.1f} s"
+        out.append(f"- {side} {b.commit[:12]}: {how} (`{' && '.join(' '.join(a) for a in b.argv)}`)")
     return ["", "Load and time:", "", *out] if out else []
 
 
@@ -149,7 +184,8 @@ def details(c: ComparisonIn, meta: CheckMeta) -> list[str]:
     out = ["<details><summary>How this was judged: method, environment, labels, load, "
            "reproducing</summary>", "", method_paragraph(c, meta), "", GATED_NOTE, "", *environment(c)]
     out += acknowledged(c) + identity(c) + labels(c) + load_and_time(c, meta)
+    records = msgspec.convert(c.records, _Records)
     out += ["", "Reproducing:", "", "```", meta.command, "```",
-            f"Took {meta.duration_s:.0f} s. Session records: `{c.records.get('base')}`, "
-            f"`{c.records.get('head')}`.", "", "</details>"]
+            f"Took {meta.duration_s:.0f} s. Session records: `{records.base}`, "
+            f"`{records.head}`.", "", "</details>"]
     return out

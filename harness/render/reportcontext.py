@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from harness.analyze.facts import Facts
 from harness.analyze.verdict import Judgement
 from harness.core.errors import UserError
@@ -65,11 +67,11 @@ def build_context(fx: Facts, j: Judgement, compare: tuple[str, Facts] | None = N
     ident, ident_notes = identity_table(fx)
     cost = cost_section(fx)
     head, short = headline(fx, j, cmp_sec)
-    setup = setup_table(fx, cmp_sec["shipping"] if cmp_sec else None)
+    setup = setup_table(fx, cmp_sec.shipping if cmp_sec else None)
     left_out = left_out_table(fx)
     return {
         "title": f"{fx.suite.name} on {fx.host_name()}, {fx.date()}",
-        "record_path": path, "created": fx.rec.get("created"), "host": fx.host_short(),
+        "record_path": path, "created": fx.record.created, "host": fx.host_short(),
         "headline": head, "finding": head, "short_headline": short, "shipping_status": shipping_status(fx),
         "verdicts": arms_verdict_table(j), "verdicts_note": arms_note(j, len(fx.prompts)),
         "figures": [{"title": t, "link": link} for t, link in figures or []],
@@ -112,6 +114,14 @@ def render(context: dict[str, Any], template: str = "record", user_dir: Path | N
         raise UserError(f"template {name}: {e.message}") from None
 
 
+class _IndexFields(msgspec.Struct, kw_only=True):
+    """What the index shows of a record's context (build_context's; the rest is the report's)."""
+    created: str
+    host: str
+    short_headline: str
+    shipping_status: str
+
+
 def index_context(entries: list[tuple[str, str | None, dict[str, Any]]], reports_dir: str) -> dict[str, Any]:
     """The index of a reports directory: entries are (JSON name, its rendered .md name or None,
     the record's context), newest first."""
@@ -119,11 +129,11 @@ def index_context(entries: list[tuple[str, str | None, dict[str, Any]]], reports
     for json_name, md_name, ctx in entries:
         link = (f"[{md_name}]({md_name}) ([JSON]({json_name}))" if md_name
                 else f"[{json_name}]({json_name}) (not rendered)")
-        rows.append((ctx["created"] or "", link, ctx))
-    rows.sort(key=lambda r: _when(r[0]), reverse=True)
+        rows.append((link, msgspec.convert(ctx, _IndexFields)))
+    rows.sort(key=lambda r: _when(r[1].created), reverse=True)
     t = Table(["date", "record", "host", "headline", "shipping status"])
-    for created, link, ctx in rows:
-        t.add(str(created)[:10], link, ctx["host"], ctx["short_headline"], ctx["shipping_status"])
+    for link, e in rows:
+        t.add(e.created[:10], link, e.host, e.short_headline, e.shipping_status)
     return {"table": t, "count": len(rows), "reports_dir": reports_dir}
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+import msgspec
 from msgspec import UnsetType
 
 from harness.analyze import acceptance as acc
+from harness.analyze.costreport import Quantization
 from harness.analyze.facts import Facts
 from harness.analyze.gpustack import UNKNOWN
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING, reasons
 from harness.analyze.summary import MIN_BOOTSTRAP_RUNS, duty_line, sequential_lines
-from harness.core.schema import section
+from harness.core.hostinfo import HarnessInfo
 from harness.render.format import f, mib, names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
 
@@ -61,10 +63,10 @@ def gate_sentence(fx: Facts, both: str | None = None) -> str:
 def setup_table(fx: Facts, both: str | None = None) -> Table:
     t = Table(["Field", "Value"])
     h = fx.host
-    cpu, mem, osys = section(h, "cpu"), section(h, "memory"), section(h, "os")
-    repo, harness = section(h, "repo"), section(h, "harness")
-    t.add("host", f"{fx.host_short()}; {mem.get('total_gib', '?')} GiB; {osys.get('distribution', osys.get('platform', '?'))}; "
-                  f"host spec {fx.host_name()}")
+    cpu, osys, repo = h.cpu, h.os, h.repo
+    # A record from before the distribution was collected names the platform.
+    system = osys.distribution if osys.distribution != UNKNOWN else osys.platform
+    t.add("host", f"{fx.host_short()}; {h.memory.total_gib} GiB; {system}; host spec {fx.host_name()}")
     gpu = gpu_stack_row(fx)
     if gpu:
         t.add("GPU stack", gpu)
@@ -74,15 +76,15 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
     t.add("load average during runs",
           "unknown" if la is None else
           f"1-min load {la[0]:.2f} median, {la[1]:.2f}-{la[2]:.2f} (before and after each measured run, "
-          f"{cpu.get('logical_cores', '?')} logical cores); {contended} contended run(s), "
+          f"{cpu.logical_cores} logical cores); {contended} contended run(s), "
           f"{quiet} quiet-wait timeout(s)")
-    dirty = repo.get("dirty")
-    t.add("build and commit", f"{repo.get('short_commit', 'unknown')} on {repo.get('branch', 'unknown')}"
-                              + ("; the tree had uncommitted changes" if dirty else "; clean tree" if dirty is False else ""))
+    dirty = repo.dirty
+    t.add("build and commit", f"{repo.short_commit} on {repo.branch}"
+                              + ("; the tree had uncommitted changes" if dirty is True else "; clean tree" if dirty is False else ""))
     engines: dict[str, list[str]] = {}
     for a in fx.arm_order:
         engines.setdefault(fx.engine_desc(a), []).append(a)
-    t.add("harness and engine versions", f"{harness_desc(harness)}; "
+    t.add("harness and engine versions", f"{harness_desc(h.harness)}; "
           + "; ".join(f"{k} for {names(v)}" for k, v in engines.items()))
     for role in ("target", "drafter"):
         vals = []
@@ -94,9 +96,7 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
                 q = next((r.result_arm.drafter_quantization for r in fx.runs_of.get(a, [])
                           if r.result_arm.drafter_quantization), None)
                 if q and fx.arms[a].block > 1:
-                    desc = (f"quantized at load, {q.get('bits')}-bit group {q.get('group_size')}" if q.get("how") == "at load"
-                            else "dense" if not q.get("quantized") else str(q.get("how")))
-                    quants.setdefault(desc, []).append(a)
+                    quants.setdefault(_quantization_desc(q), []).append(a)
             if quants:
                 vals.append("; ".join(f"{k} in {names(v)}" for k, v in quants.items()))
         t.add(role, "; ".join(vals))
@@ -204,12 +204,23 @@ def gpu_stack_row(fx: Facts) -> str | None:
         + "".join(f"; {n}" for n in notes) + ")"
 
 
-def harness_desc(h: dict[str, Any]) -> str:
+def _quantization_desc(block: dict[str, Any]) -> str:
+    """An engine's drafter_quantization block in words; one in a foreign engine's own shape, as it is."""
+    try:
+        q = msgspec.convert(block, Quantization)
+    except msgspec.ValidationError:
+        return str(block)
+    if q.how == "at load":
+        return f"quantized at load, {q.bits}-bit group {q.group_size}"
+    return "dense" if not q.quantized else str(q.how)
+
+
+def harness_desc(h: HarnessInfo) -> str:
     """The harness that measured (records before the harness was its own package: unknown)."""
-    commit = h.get("commit")
-    where = f" at {str(commit)[:12]}" if commit and commit != "unknown" else ""
-    dirty = "; its own files had uncommitted changes" if h.get("dirty") is True else ""
-    version = h.get("version", "unknown")
+    commit = h.commit
+    where = f" at {commit[:12]}" if commit and commit != UNKNOWN else ""
+    dirty = "; its own files had uncommitted changes" if h.dirty is True else ""
+    version = h.version
     named = f" {version}" if version != "unknown" else "" if where else " (version unknown)"
     return f"harness{named}{where}{dirty}"
 

@@ -32,12 +32,13 @@ class RunnerUI:
 
     def __post_init__(self) -> None:
         self.live_mode = self.console.is_terminal
+        self.eta = _EtaColumn()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), TaskProgressColumn(),
-            TextColumn("{task.completed}/{task.total}"), _EtaColumn(),
+            TextColumn("{task.completed}/{task.total}"), self.eta,
             TextColumn("{task.fields[status]}", table_column=Column(no_wrap=True, overflow="ellipsis")), console=self.console)
         self.task = self.progress.add_task("runs", total=self.total, completed=self.done_before,
-                                           status="", eta_s=None)
+                                           status="")
         self.live: Live | None = None
 
     def __enter__(self) -> RunnerUI:
@@ -55,14 +56,16 @@ class RunnerUI:
             self.live.__exit__(*exc)
 
     def status(self, text: str, eta_s: float | None) -> None:
-        self.progress.update(self.task, status=text, eta_s=eta_s)
+        self.eta.eta_s = eta_s
+        self.progress.update(self.task, status=text)
         if self.live is not None:
             self.live.update(self._render())
 
     def finished_run(self, run: Run | dict[str, Any], eta_s: float | None) -> None:
         run = as_run(run)   # the runner's live record is still dicts
         self.rows.append(run)
-        self.progress.update(self.task, advance=1, status="", eta_s=eta_s)
+        self.eta.eta_s = eta_s
+        self.progress.update(self.task, advance=1, status="")
         if self.live is not None:
             self.live.update(self._render())
         else:
@@ -74,10 +77,13 @@ class RunnerUI:
 
 
 class _EtaColumn(ProgressColumn):
-    """ETA from the runner's own estimate, which counts cooldowns and quiet waits."""
+    """ETA from the runner's own estimate, which counts cooldowns and quiet waits (`eta_s`, set
+    by RunnerUI with each status; None: no estimate yet)."""
+
+    eta_s: float | None = None
 
     def render(self, task: Any) -> Text:
-        eta = task.fields.get("eta_s")
+        eta = self.eta_s
         if eta is None:
             return Text("eta -:--", style="progress.remaining")
         m, s = divmod(int(eta + 0.5), 60)

@@ -11,8 +11,8 @@ from harness.analyze.facts import Facts
 from harness.analyze.labels import NOT_SHIPPING, SHIPPING
 from harness.analyze.overridepairs import one_override_pairs
 from harness.analyze.verdict import Judgement
-from harness.core.schema import section
 from harness.render import hostwords
+from harness.render.comparesec import CompareSection
 from harness.render.finding import finding
 from harness.render.format import names, pct, signed_pct, speedup
 from harness.render.mdtable import Table
@@ -81,7 +81,7 @@ def flags_table(fx: Facts) -> Table:
 
 def limits(fx: Facts, cost: CostContext) -> list[str]:
     out = []
-    cores = section(fx.host, "cpu").get("logical_cores")
+    cores = fx.host.cpu.logical_cores
     la = fx.loadavg()
     over = runnotes.spread_over(fx)
     if isinstance(cores, int) and cores <= 4:
@@ -121,7 +121,7 @@ def limits(fx: Facts, cost: CostContext) -> list[str]:
     lacks = incomplete_text(fx)
     if lacks:
         out.append(f"The record is incomplete ({lacks}): finish it with harness run --resume.")
-    if section(fx.host, "repo").get("dirty"):
+    if fx.host.repo.dirty is True:
         out.append("The working tree had uncommitted changes: the commit alone does not reproduce this build.")
     if fx.profiles:
         unresolved = not all(p.resolved for p in fx.profiles)
@@ -152,8 +152,8 @@ def _set_aside_sentence(fx: Facts) -> list[str]:
 
 
 def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
-    repo = section(fx.host, "repo")
-    cmds = [f"git checkout {repo.get('commit', 'unknown')}   # in the measured engine's repository"]
+    repo = fx.host.repo
+    cmds = [f"git checkout {repo.commit}   # in the measured engine's repository"]
     suite = fx.suite.path
     ids = {k for s in fx.rows for k in s.identity}
     if fx.record.baselines and ids & {"identical", "differs"}:
@@ -164,12 +164,12 @@ def reproducing(fx: Facts, compare_path: str | None = None) -> dict[str, Any]:
                 + (f" --compare {shlex.quote(compare_path)}" if compare_path else ""))
     lines = [f"Suite file {suite}, sha256 {fx.suite.sha256 or 'unknown'}: check it before re-running "
              f"(`sha256sum {suite}`). A new session needs a --record path that does not exist yet."]
-    if repo.get("dirty"):
+    if repo.dirty is True:
         lines.append("The tree was dirty at record time: the checkout above lacks those changes.")
     return {"code": "\n".join(cmds), "lines": lines}
 
 
-def headline(fx: Facts, j: Judgement, cmp_sec: dict[str, Any] | None) -> tuple[str, str]:
+def headline(fx: Facts, j: Judgement, cmp_sec: CompareSection | None) -> tuple[str, str]:
     """The report's finding (harness.render.finding, from the paired verdicts alone) and its
     one-sentence form for the index."""
     return finding(j, incomplete_text(fx), " ".join(_compare_sentence(fx, cmp_sec)) or None)
@@ -186,16 +186,16 @@ def incomplete_text(fx: Facts) -> str | None:
     return f"{lacks.done} of {lacks.planned if lacks.planned is not None else '?'} planned runs"
 
 
-def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
+def _compare_sentence(fx: Facts, cmp_sec: CompareSection | None) -> list[str]:
     parts: list[str] = []
-    if cmp_sec is not None and not cmp_sec["cross_host"]:
-        counts = runnotes.change_counts(cmp_sec["changes"])
+    if cmp_sec is not None and not cmp_sec.cross_host:
+        counts = runnotes.change_counts(cmp_sec.changes)
         big = counts.largest
         if big is not None and big.judged.ratio is not None:   # a resolved change has its ratio
             # The ratio is the other record's over this one's: say which way it runs.
-            parts.append(f"Going from this record to {cmp_sec['other']}, the largest resolved change (paired "
+            parts.append(f"Going from this record to {cmp_sec.other}, the largest resolved change (paired "
                          f"check, above the floor) is {fx.row_label(big.arm, big.prompt)} {big.component} "
-                         f"{signed_pct(big.judged.ratio - 1.0)} ({big.verdict} in {cmp_sec['other']}).")
+                         f"{signed_pct(big.judged.ratio - 1.0)} ({big.verdict} in {cmp_sec.other}).")
         elif counts.total:
             rest = [f"{counts.noise} noise"] if counts.noise else []
             if counts.inconclusive:
@@ -204,7 +204,7 @@ def _compare_sentence(fx: Facts, cmp_sec: dict[str, Any] | None) -> list[str]:
                             + (f" (smallest detectable {pct(det)} or more)" if det is not None else ""))
             if counts.below_floor:
                 rest.append(f"{counts.below_floor} below the floor")
-            parts.append(f"Against {cmp_sec['other']}, no component change is resolved as faster or slower: "
+            parts.append(f"Against {cmp_sec.other}, no component change is resolved as faster or slower: "
                          + ", ".join(rest) + ".")
     return parts
 

@@ -8,6 +8,10 @@ not see is said as the smallest change it could have seen, never as "no change".
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
 from harness.analyze import compare as cmp
 from harness.analyze import paired as pd
 from harness.analyze import verdict as V
@@ -23,6 +27,19 @@ UNSEEABLE = 1.0
 CODES = {V.SLOWER: "slower", V.FASTER: "faster", V.SAME: "same", V.INCONCLUSIVE: "inconclusive",
          V.DECLINED: "declined", V.REFERENCE: "reference", V.PROFILED: "profiled",
          V.NO_REFERENCE: "-", V.NO_RUNS: "no runs"}
+
+
+class _Contended(msgspec.Struct, kw_only=True):
+    """A clean reading set aside for its contended runs (Paired.contended,
+    harness.analyze.contended.unclean): the verdict it was, and how many of how many runs."""
+    reading: str
+    contended: int
+    runs: int
+    limit: float | None = None
+
+
+def _contended(block: dict[str, Any]) -> _Contended:
+    return msgspec.convert(block, _Contended)
 
 
 def pct(x: float) -> str:
@@ -126,7 +143,8 @@ def change(c: ComponentChange) -> str:
         moved = abs(c.after.median - c.before.median)
         return f"{100 * c.change:+.1f}%, below the floor (moved {moved:.4f} ms, floor {c.floor_ms:.3f} ms)"
     if v == cmp.INCONCLUSIVE and j.contended:
-        return f"{head}, inconclusive ({j.contended['contended']} of {j.contended['runs']} runs contended)"
+        ct = _contended(j.contended)
+        return f"{head}, inconclusive ({ct.contended} of {ct.runs} runs contended)"
     if v == cmp.INCONCLUSIVE:
         det = pd.detectable_text(j)
         det = f"smallest detectable {det}" if det != "-" else f"smallest detectable unknown: {j.note}"
@@ -166,9 +184,9 @@ def unseen(p: Paired, threshold: float, figure: str = "ms/token") -> str:
     """Why a head/base figure is inconclusive: "could not see under 14%", "read slower (+29.5%),
     but 40 of 48 runs contended", "too few pairs", or the interval past a threshold it could see."""
     if p.contended:
-        c = p.contended
-        read = "" if p.ratio is None else f"read {moved(figure, c['reading'])} ({p.ratio - 1.0:+.1%}), but "
-        return f"{read}{c['contended']} of {c['runs']} runs contended"
+        c = _contended(p.contended)
+        read = "" if p.ratio is None else f"read {moved(figure, c.reading)} ({p.ratio - 1.0:+.1%}), but "
+        return f"{read}{c.contended} of {c.runs} runs contended"
     d = p.detectable
     if p.n < 2 or d is None or not d <= UNSEEABLE:
         return f"too few pairs ({p.n}) to see any change"
