@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from harness_helpers import REPO, md_section, write_record
 
@@ -17,6 +18,7 @@ from harness.analyze import roofline as rl
 from harness.analyze.gpustack import gpu_stack, is_gpu_device, library_version
 from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
+from harness.core.recordsections import Scaling
 from harness.render import mdtable
 from harness.render import reportcontext as rp
 from harness.render.reportcost import roofline_sentence
@@ -176,13 +178,19 @@ def test_an_issue_time_above_the_step_is_no_floor() -> None:
     assert "bound by dispatch" not in line and "what bounds it is not known" in line
 
 
+def scaling(**dispatch: Any) -> Scaling:
+    """A record's scaling block with this dispatch floor (none when empty)."""
+    d = {"repeats": 7, "step_ms": 1.0, **dispatch} if dispatch else None
+    return msgspec.convert({"context_tokens": 512, "device": "gpu", "widths": [], "dispatch": d}, Scaling)
+
+
 def test_dispatch_floor_from_the_scaling_block() -> None:
-    sc = {"dispatch": {"empty_ms": 0.04, "layer_ms": 0.25, "layers": 4, "step_ms": 1.6, "repeats": 7}}
-    f = cm.dispatch_floor(sc)
+    f = cm.dispatch_floor(scaling(empty_ms=0.04, layer_ms=0.25, layers=4, step_ms=1.6, repeats=7))
     assert f == rl.DispatchFloor(0.04, 0.25, 4, 1.6, 7) and f.floor_ms == pytest.approx(1.04)
-    assert cm.dispatch_floor({"widths": []}) is None and cm.dispatch_floor(None) is None
-    assert cm.dispatch_floor({"dispatch": {"empty_ms": "fast"}}) is None
-    no_layers = cm.dispatch_floor({"dispatch": {"empty_ms": 0.04, "layers": None}})
+    assert cm.dispatch_floor(scaling()) is None and cm.dispatch_floor(None) is None
+    assert cm.dispatch_floor(scaling(empty_ms=-1.0)) is None
+    assert cm.dispatch_floor(scaling(empty_ms=float("nan"))) is None
+    no_layers = cm.dispatch_floor(scaling(empty_ms=0.04, layers=None))
     assert no_layers is not None and no_layers.layers_ms is None and no_layers.floor_ms == 0.04
 
 
@@ -217,16 +225,15 @@ def test_an_apple_gpu_names_metal_and_macos(tmp_path: Path) -> None:
 def test_the_hosts_issue_time_is_the_floor_when_measured() -> None:
     # Layers evaluated one by one each pay a sync (their sum can exceed the pipelined step); the
     # host's time to build and issue one step, not waiting for it, is what a step cannot beat.
-    fl = cm.dispatch_floor({"dispatch": {"empty_ms": 0.03, "layer_ms": 0.53, "layers": 32, "step_ms": 10.2,
-                                         "issue_ms": 5.1, "repeats": 7}})
+    fl = cm.dispatch_floor(scaling(empty_ms=0.03, layer_ms=0.53, layers=32, step_ms=10.2, issue_ms=5.1, repeats=7))
     assert fl is not None and fl.floor_ms == 5.1
     r = cm.roofline(4_221_905_152, 5.8, 4800, fl)
     assert r.bound == "dispatch"
-    no_issue = cm.dispatch_floor({"dispatch": {"empty_ms": 0.03, "layer_ms": 0.01, "layers": 4}})
+    no_issue = cm.dispatch_floor(scaling(empty_ms=0.03, layer_ms=0.01, layers=4))
     assert no_issue is not None and no_issue.floor_ms == pytest.approx(0.07)
 
 
 def test_a_layer_by_layer_sum_above_the_step_is_no_floor() -> None:
-    fl = cm.dispatch_floor({"dispatch": {"empty_ms": 0.03, "layer_ms": 0.53, "layers": 32}})
+    fl = cm.dispatch_floor(scaling(empty_ms=0.03, layer_ms=0.53, layers=32))
     r = cm.roofline(4_221_905_152, 5.8, 4800, fl)
     assert r.bound == rl.BOUND_NOT_BANDWIDTH

@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.analyze import contended, paired, spoiled
 from harness.analyze.design import Design
-from harness.analyze.suiteof import suite_of
-from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.recordsections import Scaling
+from harness.core.runs import AnyRecord, as_runs, measured_ok_runs, record_core
 from harness.core.schema import Run, SuiteSection
 from harness.core.suitespec import Arm
 
@@ -120,34 +120,37 @@ def classic_arm_for(arm: Arm, arms: Sequence[Arm], targets: Mapping[str, str] | 
     return found[0] if found else None
 
 
-def pairing_targets(record: Mapping[str, Any] | SuiteSection) -> dict[str, str]:
+def pairing_targets(record: AnyRecord | SuiteSection) -> dict[str, str]:
     """Pairing -> its target, from a record's suite (or the typed suite itself)."""
-    return {p.name: p.target for p in suite_of(record).pairings}
+    suite = record if isinstance(record, SuiteSection) else record_core(record).suite
+    return {p.name: p.target for p in suite.pairings}
 
 
-def scaling_for(record: dict[str, Any], pairing: str | None) -> dict[str, Any] | None:
+def scaling_for(record: AnyRecord, pairing: str | None) -> Scaling | None:
     """The record's scaling block when it was measured on this pairing's target (pairings that
     share a target share its probe and dispatch floor; a block naming no pairing is the record's
     one target's), else None."""
-    sc = record.get("scaling")
-    if not isinstance(sc, dict):
+    rec = record_core(record)
+    sc = rec.scaling
+    if sc is None:
         return None
-    targets: dict[Any, str] = pairing_targets(record)   # looked up with keys that may be None
-    if sc.get("pairing") is not None and targets.get(sc.get("pairing")) != targets.get(pairing):
+    targets: dict[Any, str] = pairing_targets(rec.suite)   # looked up with keys that may be None
+    if sc.pairing is not None and targets.get(sc.pairing) != targets.get(pairing):
         return None
     return sc
 
 
-def vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float]]]:
+def vs_classic(record: AnyRecord) -> dict[str, tuple[str, list[float], list[float]]]:
     """Speculative arm -> (its classic arm, classic ms/token, arm ms/token), paired by prompt and
     repetition (the same round of the plan)."""
     return {arm: (c, xs, ys) for arm, (c, xs, ys, _) in _vs_classic(record).items()}
 
 
-def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], list[float], Pairs | None]]:
+def _vs_classic(record: AnyRecord) -> dict[str, tuple[str, list[float], list[float], Pairs | None]]:
     """vs_classic(), with the dispatch measurement's pairs when every pair has them."""
-    suite = suite_of(record)
-    runs = _by_key(record["runs"])
+    rec = record_core(record)
+    suite = rec.suite
+    runs = _by_key(rec.runs)
     targets = pairing_targets(suite)
     out: dict[str, tuple[str, list[float], list[float], Pairs | None]] = {}
     for a in suite.arms:
@@ -174,14 +177,15 @@ def _vs_classic(record: dict[str, Any]) -> dict[str, tuple[str, list[float], lis
     return out
 
 
-def judge_vs_classic(record: dict[str, Any], design: Design) -> dict[str, paired.Paired]:
+def judge_vs_classic(record: AnyRecord, design: Design) -> dict[str, paired.Paired]:
     """Each speculative arm's ms/token against its classic arm, judged paired (adjusted for the
     dispatch measurement when the runs have it); no clean verdict where the pairs' runs are contended
     past the suite's share (contended.unclean), runs set aside for their host counted there too."""
-    share = contended.share_limit(suite_of(record).settings)
-    runs = _by_key(record["runs"], usable=False)
+    rec = record_core(record)
+    share = contended.share_limit(rec.suite.settings)
+    runs = _by_key(rec.runs, usable=False)
     out = {}
-    for arm, (c, xs, ys, probes) in _vs_classic(record).items():
+    for arm, (c, xs, ys, probes) in _vs_classic(rec).items():
         both = [x for (a, p, i), r in runs.items() if a == arm and (ref := runs.get((c, p, i)))
                 for x in (ref, r)]
         out[arm] = contended.unclean(paired.analyze(xs, ys, design, probes),

@@ -25,8 +25,7 @@ from typing import Any
 import msgspec
 
 from harness.analyze import paired, spoiled
-from harness.analyze.suiteof import suite_of
-from harness.core.runs import as_runs
+from harness.core.runs import AnyRecord, as_runs, record_core
 from harness.core.schema import Run
 from harness.core.suitespec import Settings
 
@@ -128,29 +127,38 @@ def unclean(p: paired.Paired, contended: int, runs: int, limit: float) -> paired
     reading kept in `contended` and said first in its note."""
     if p.verdict not in CLEAN or not runs or contended / runs <= limit:
         return p
-    info = {"reading": p.verdict, "contended": contended, "runs": runs, "limit": limit}
-    q = replace(p, verdict="inconclusive", contended=info)
+    info = ContendedReading(reading=p.verdict, contended=contended, runs=runs, limit=limit)
+    q = replace(p, verdict="inconclusive", contended=msgspec.to_builtins(info))
     return replace(q, note="; ".join(x for x in (reading_text(q), p.note) if x))
 
 
-def reading_text(p: paired.Paired | Mapping[str, Any]) -> str:
+class ContendedReading(msgspec.Struct, kw_only=True):
+    """A Paired's `contended` (unclean() writes it): the clean verdict it was, its runs contended
+    of all, and the share the suite allows."""
+    reading: str
+    contended: int
+    runs: int
+    limit: float
+
+
+def reading_text(p: paired.Paired) -> str:
     """'worse (+31.7%), but 39 of 48 runs were contended: not a clean verdict; rerun on a quiet
-    host' for a verdict set aside for contention (a Paired or its dict); '' otherwise."""
-    c = p.get("contended") if isinstance(p, Mapping) else p.contended
-    ratio = p.get("ratio") if isinstance(p, Mapping) else p.ratio
-    if not c:
+    host' for a verdict set aside for contention; '' otherwise."""
+    if not p.contended:
         return ""
-    change = "" if ratio is None else f" ({ratio - 1.0:+.1%})"
-    return f"{c['reading']}{change}, but {c['contended']} of {c['runs']} runs were contended: {RERUN}"
+    c = msgspec.convert(p.contended, ContendedReading)
+    change = "" if p.ratio is None else f" ({p.ratio - 1.0:+.1%})"
+    return f"{c.reading}{change}, but {c.contended} of {c.runs} runs were contended: {RERUN}"
 
 
-def record_info(record: Mapping[str, Any]) -> SidesContention:
+def record_info(record: AnyRecord) -> SidesContention:
     """sides_info() of one session, each arm a side (its runs are what its figures rest on)."""
+    rec = record_core(record)
     arms: dict[str, list[Run]] = {}
-    for r in as_runs(record["runs"]):
+    for r in rec.runs:
         if r.arm is not None:
             arms.setdefault(r.arm, []).append(r)
-    return sides_info(arms, suite_of(record).settings)
+    return sides_info(arms, rec.suite.settings)
 
 
 def pair_counts(base: Iterable[Run], head: Iterable[Run], arm: str) -> tuple[int, int]:

@@ -19,9 +19,9 @@ from harness.analyze import costmodel as cm
 from harness.analyze import rounds
 from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import ProfileComparison, RoundSplit
-from harness.analyze.suiteof import suite_of
 from harness.collect.models import Tensors
 from harness.core import declare
+from harness.core.runs import AnyRecord, record_core
 from harness.core.schema import ArmInfo, Run
 
 EMBED = "model.embed_tokens."
@@ -207,13 +207,14 @@ def with_borrowed(own: Bytes, target: Tensors, borrows: dict[str, str]) -> Bytes
 ClassicRef = dict[tuple[str, str], tuple[str, float]]
 
 
-def build(record: dict[str, Any], runs: list[Run], classic_ref: ClassicRef, splits: list[RoundSplit],
+def build(record: AnyRecord, runs: list[Run], classic_ref: ClassicRef, splits: list[RoundSplit],
           profiles: list[ProfileComparison], host_spec: dict[str, Any] | None,
           models: ModelTables) -> CostSection:
     """runs: the record's runs, typed. models: each pairing's target and drafter tensor tables,
     read by the caller: (directory, table) or (directory, why it could not be read); a role the
     pairing lacks is absent."""
-    suite = suite_of(record)
+    rec = record_core(record)
+    suite = rec.suite
     arms = {a.name: a for a in suite.arms}
     sec = CostSection(break_even=_break_even(splits, classic_ref))
     # The modelled arm: the first profile comparison with a classic reference, else any classic.
@@ -242,8 +243,7 @@ def build(record: dict[str, Any], runs: list[Run], classic_ref: ClassicRef, spli
     sec.target_step_ms = classic_ms
     sec.target_eff = cm.bandwidth_efficiency(cm.effective_bandwidth(sec.target.total, classic_ms), sec.peak.gb_s)
     # The engine's dispatch floor, if it measured one for this pairing's target (scaling.dispatch).
-    sc = scaling_for(record, pairing)
-    sec.roofline = cm.roofline(sec.target.total, classic_ms, sec.peak.gb_s, cm.dispatch_floor(sc) if sc else None)
+    sec.roofline = cm.roofline(sec.target.total, classic_ms, sec.peak.gb_s, cm.dispatch_floor(scaling_for(rec, pairing)))
     ddir, dtab = tables.get("drafter", (None, None))
     if isinstance(dtab, dict):
         sec.drafter_dir = str(ddir)
@@ -293,11 +293,18 @@ def _break_even(splits: list[RoundSplit], classic_ref: ClassicRef) -> list[Break
     return out
 
 
+class _SpecPeak(msgspec.Struct, kw_only=True):
+    """What the cost section reads of a record's host spec (core.hostinfo.HostSpec's fields)."""
+    name: str
+    peak_bandwidth_gbs: int | float | None = None
+    peak_bandwidth_source: str = ""
+
+
 def _peak(spec: dict[str, Any] | None) -> Peak:
     if spec is None:
         return Peak(None, None)
-    return Peak(str(spec["name"]), spec.get("peak_bandwidth_gbs"),
-                str(spec.get("peak_bandwidth_source", "")))
+    s = msgspec.convert(spec, _SpecPeak)
+    return Peak(s.name, s.peak_bandwidth_gbs, s.peak_bandwidth_source)
 
 
 def _result_arm(runs: list[Run], arm: str) -> ArmInfo:

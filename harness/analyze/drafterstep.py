@@ -18,13 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from harness.analyze import stats
 from harness.analyze.comparisons import scaling_for
 from harness.analyze.rounds import Groups, by_arm_prompt, measured_by_arm_prompt
-from harness.core.recordsections import Scaling
-from harness.core.runs import as_runs
+from harness.core.runs import AnyRecord, RecordCore, record_core
 from harness.core.schema import RoundEntry, Run
 
 # A first-use cost above this share of the decode time of the runs it fell in is flagged.
@@ -158,11 +155,11 @@ class ShapeCost(_FirstAndRepeat):
         return (self.vs_probe or 0.0) > PROBE_RATIO
 
 
-def _probe(record: dict[str, Any], width: int, pairing: str | None) -> tuple[float | None, float | None]:
+def _probe(record: RecordCore, width: int, pairing: str | None) -> tuple[float | None, float | None]:
     """The scaling probe's warm and cold medians at this width, when it ran on this arm's target
     (pairings that share a target share its probe)."""
     sc = scaling_for(record, pairing)
-    for w in [] if sc is None else msgspec.convert(sc, Scaling).widths:
+    for w in [] if sc is None else sc.widths:
         if w.T == width:
             return w.median_ms, w.cold_median_ms
     return None, None
@@ -195,12 +192,13 @@ def widest_timed_rounds(runs: list[Run]) -> tuple[int, list[TimedRound]]:
     return width, [t for w, t in timed if w == width]
 
 
-def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
+def shape_costs(record: AnyRecord) -> list[ShapeCost]:
     """Per speculative arm and prompt whose engine logs verify ms and KV length per round."""
     # Warm-ups too: a shape's first use may be theirs.
-    every = [r for r in as_runs(record["runs"]) if r.is_ok]
+    rec = record_core(record)
+    every = [r for r in rec.runs if r.is_ok]
     out = []
-    for (arm, prompt), runs in by_arm_prompt(record, every).items():
+    for (arm, prompt), runs in by_arm_prompt(rec.suite, every).items():
         width, timed = widest_timed_rounds(runs)
         if not timed:
             continue
@@ -220,7 +218,7 @@ def shape_costs(record: dict[str, Any]) -> list[ShapeCost]:
         measured = [t.verify_ms for t in timed if not t.run.warmup]
         decode = list(first_runs.values())
         decode_ms = sum(d for d in decode if d is not None) if None not in decode else None
-        warm, cold = _probe(record, width, runs[0].pairing)
+        warm, cold = _probe(rec, width, runs[0].pairing)
         out.append(ShapeCost(arm, prompt, width, len(timed), first, repeat, decode_ms, measured,
                              [bins[k] for k in sorted(bins)], warm, cold))
     return out

@@ -21,10 +21,9 @@ from typing import Any
 
 from harness.analyze import acceptance, compare, contended, rounds, stats
 from harness.analyze.drafterstep import TimedRound, widest_timed_rounds
-from harness.analyze.suiteof import suite_of
 from harness.core import declare
-from harness.core.runs import as_runs, measured_ok_runs
-from harness.core.schema import Run, RunDiagnostics
+from harness.core.runs import AnyRecord, as_record, measured_ok_runs, record_core
+from harness.core.schema import Record, Run, RunDiagnostics
 
 KV_BIN = 8       # KV lengths grouped in bins of this many tokens: fine enough to see a slope
 FIRST_USE, REPEAT = "first use", "repeat"
@@ -126,7 +125,7 @@ def _ms(run: Run) -> float | None:
     return x if run.is_ok and x is not None and x > 0 else None
 
 
-def run_series(record: dict[str, Any], runs: list[Run]) -> tuple[tuple[RunSeries, ...], int]:
+def run_series(record: AnyRecord, runs: list[Run]) -> tuple[tuple[RunSeries, ...], int]:
     """Measured runs per (arm, prompt) in suite order, and the count of warm-ups left out;
     runs: the record's runs typed, in its order."""
     out = []
@@ -146,7 +145,7 @@ def _curve(arm: str, width: int, kind: str, xs: list[TimedRound]) -> KvCurve | N
     return KvCurve(arm, width, kind, tuple(keys), tuple(stats.median(bins[k]) for k in keys), len(xs))
 
 
-def kv_curves(record: dict[str, Any], runs: list[Run]) -> tuple[KvCurve, ...]:
+def kv_curves(record: AnyRecord, runs: list[Run]) -> tuple[KvCurve, ...]:
     """Verify ms by KV length per arm, first uses and repeats apart; runs: the record's, typed."""
     every = [r for r in runs if r.is_ok]   # warm-ups too: a shape's first use may be theirs
     by_arm: dict[str, list[Run]] = {}
@@ -169,11 +168,11 @@ def _counts(d: RunDiagnostics) -> tuple[list[int], list[int]] | None:
     return acc, prop
 
 
-def position_acceptance(record: dict[str, Any], groups: rounds.Groups) -> tuple[tuple[PositionAcceptance, ...], str]:
+def position_acceptance(record: AnyRecord, groups: rounds.Groups) -> tuple[tuple[PositionAcceptance, ...], str]:
     """Per speculative arm, counts summed over its runs (groups: rounds.measured_by_arm_prompt's).
     At temperature 0 repetitions repeat the same tokens, so (as harness.analyze.acceptance) only
     the first measured run per prompt counts."""
-    greedy = suite_of(record).settings.temp == 0.0
+    greedy = record_core(record).suite.settings.temp == 0.0
     by_arm: dict[str, dict[str, list[Run]]] = {}
     for (arm, prompt), rs in groups.items():
         by_arm.setdefault(arm, {})[prompt] = rs
@@ -198,17 +197,17 @@ def _plain(label: str) -> str:
     return label.replace("`", "")
 
 
-def _phase_order(record: dict[str, Any], names: list[str]) -> list[str]:
+def _phase_order(record: AnyRecord, names: list[str]) -> list[str]:
     """Phases in the engines' declared round order, then the undeclared ones as reported."""
-    declared = list(dict.fromkeys(p for a in suite_of(record).arms for p in declare.of_record(record, a.name).phases))
+    declared = list(dict.fromkeys(p for a in record_core(record).suite.arms for p in declare.of_record(record, a.name).phases))
     return [p for p in declared if p in names] + [p for p in names if p not in declared]
 
 
-def split_bars(record: dict[str, Any], groups: rounds.Groups) -> tuple[tuple[SplitBar, ...], tuple[tuple[str, str], ...]]:
+def split_bars(record: AnyRecord, groups: rounds.Groups) -> tuple[tuple[SplitBar, ...], tuple[tuple[str, str], ...]]:
     """Each round split as a bar, and the phases' legend; groups: rounds.measured_by_arm_prompt's."""
     bars: list[SplitBar] = []
     labels: dict[str, str] = {}
-    asked = {a.name: a.block for a in suite_of(record).arms}
+    asked = {a.name: a.block for a in record_core(record).suite.arms}
     for s in rounds.all_splits(record, groups):
         decl = declare.of_record(record, s.arm)
         segs = tuple(Segment(c.name, _plain(c.label), c.per_unit_ms) for c in s.components)
@@ -219,18 +218,19 @@ def split_bars(record: dict[str, Any], groups: rounds.Groups) -> tuple[tuple[Spl
     return tuple(bars), tuple((p, labels[p]) for p in _phase_order(record, list(labels)))
 
 
-def record_figure_data(record: dict[str, Any]) -> FigureData:
+def record_figure_data(record: AnyRecord) -> FigureData:
     """The series of every figure of one (loaded) record."""
-    typed = as_runs(record["runs"])
-    groups = rounds.by_arm_prompt(record, measured_ok_runs(typed))
-    runs, warmups = run_series(record, typed)
-    acc, acc_runs = position_acceptance(record, groups)
-    bars, phases = split_bars(record, groups)
-    suite = suite_of(record)
+    rec = record_core(record)
+    typed = rec.runs
+    groups = rounds.by_arm_prompt(rec.suite, measured_ok_runs(typed))
+    runs, warmups = run_series(rec, typed)
+    acc, acc_runs = position_acceptance(rec, groups)
+    bars, phases = split_bars(rec, groups)
+    suite = rec.suite
     return FigureData(
         arms=tuple(a.name for a in suite.arms),
         prompts=tuple(p.name for p in suite.prompts),
-        runs=runs, warmups=warmups, kv=kv_curves(record, typed), kv_bin=KV_BIN,
+        runs=runs, warmups=warmups, kv=kv_curves(rec, typed), kv_bin=KV_BIN,
         acceptance=acc, acceptance_runs=acc_runs, splits=bars, phases=phases)
 
 
@@ -290,11 +290,10 @@ def _interval(xs: list[float]) -> Interval | None:
     return Interval(stats.median(xs), min(xs), max(xs), len(xs))
 
 
-def _name(record: dict[str, Any]) -> str:
-    host = ((record.get("host") or {}).get("spec") or {})
-    host_name = host.get("name") if isinstance(host, dict) else None
-    when = str(record.get("created") or "")[:16].replace("T", " ")
-    return " ".join(x for x in (suite_of(record).name, host_name and f"on {host_name}", when) if x)
+def _name(record: Record) -> str:
+    host_name = record.host.spec.name if record.host.spec is not None else None
+    when = record.created[:16].replace("T", " ")
+    return " ".join(x for x in (record.suite.name, host_name and f"on {host_name}", when) if x)
 
 
 def _ms_rows(before: rounds.Groups, after: rounds.Groups) -> tuple[BeforeAfter, ...]:
@@ -329,9 +328,10 @@ def compare_figure_data(before: dict[str, Any], after: dict[str, Any]) -> Compar
     comps = _component_panels(before, after, groups)
     if not rows and not comps:
         return None
-    suites = suite_of(before), suite_of(after)
+    recs = as_record(before), as_record(after)
+    suites = recs[0].suite, recs[1].suite
     arms = tuple(dict.fromkeys(a.name for s in suites for a in s.arms))
-    return CompareFigureData(_name(before), _name(after), arms,
+    return CompareFigureData(_name(recs[0]), _name(recs[1]), arms,
                              ComparePanel("ms/token", "token", rows) if rows else None, comps,
                              _changes(before, after), suites[0].settings.threshold)
 

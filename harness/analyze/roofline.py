@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from harness.core.recordsections import Scaling
+
 BANDWIDTH_BOUND_SHARE = 0.5   # bandwidth-bound time / step at or above which the step is bandwidth-bound
 DISPATCH_BOUND_SHARE = 0.5    # dispatch floor / step at or above which the step is dispatch-bound
 
@@ -50,25 +52,20 @@ class DispatchFloor:
         return self.empty_ms + (self.layers_ms or 0.0)
 
 
-def dispatch_floor(scaling: object) -> DispatchFloor | None:
+def dispatch_floor(scaling: Scaling | None) -> DispatchFloor | None:
     """A record's scaling block's dispatch floor; None when the record has none (older records)
-    or its empty_ms is not a non-negative number."""
-    d = scaling.get("dispatch") if isinstance(scaling, dict) else None
-    if not isinstance(d, dict):
+    or its empty_ms is not a finite non-negative number."""
+    d = scaling.dispatch if scaling is not None else None
+    if d is None:
         return None
 
-    def num(k: str) -> float | None:
-        v = d.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
-            return float(v)
-        return None
-    empty = num("empty_ms")
+    def num(v: float | None) -> float | None:
+        return float(v) if v is not None and math.isfinite(v) and v >= 0 else None
+    empty = num(d.empty_ms)
     if empty is None:
         return None
-    layers = d.get("layers")
-    reps = d.get("repeats")
-    return DispatchFloor(empty, num("layer_ms"), layers if isinstance(layers, int) and layers > 0 else None,
-                         num("step_ms"), reps if isinstance(reps, int) else None, num("issue_ms"))
+    layers = d.layers if d.layers is not None and d.layers > 0 else None
+    return DispatchFloor(empty, num(d.layer_ms), layers, num(d.step_ms), d.repeats, num(d.issue_ms))
 
 
 @dataclass(frozen=True)

@@ -11,26 +11,24 @@ the same way. Classic decode has no rounds: its unit is the token.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.analyze import stats
 from harness.analyze.counters import SplitCounters, split_counters, units
-from harness.analyze.suiteof import suite_of
 from harness.core import declare
 from harness.core.declare import EngineDecl
-from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.runs import AnyRecord, measured_ok_runs, record_core
 from harness.core.schema import Run, RunDiagnostics, SuiteSection
 from harness.core.suitespec import Arm
 
 
-def profile_var(record: dict[str, Any], arm: str) -> str | None:
+def profile_var(record: AnyRecord, arm: str) -> str | None:
     """The variable that puts this arm's engine in profile mode (None: it has none)."""
     return declare.of_record(record, arm).profile_var
 
 
-def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) -> bool:
+def profiled_arm(record: AnyRecord, arm: str, overrides: dict[str, str]) -> bool:
     """The arm ran in its engine's profile mode (which slows it on purpose)."""
     var = profile_var(record, arm)
     return var is not None and var in overrides
@@ -40,20 +38,24 @@ def profiled_arm(record: dict[str, Any], arm: str, overrides: dict[str, str]) ->
 Groups = dict[tuple[str, str], list[Run]]
 
 
-def by_arm_prompt(record: Mapping[str, Any] | SuiteSection, runs: Iterable[Run], keep_empty: bool = False) -> Groups:
+def by_arm_prompt(record: AnyRecord | SuiteSection, runs: Iterable[Run],
+                  keep_empty: bool = False) -> Groups:
     """Runs by (arm, prompt), in suite order, so a table reads like the suite; keep_empty keeps
     the (arm, prompt) pairs no run reached."""
-    suite = suite_of(record)
+    suite = record if isinstance(record, SuiteSection) else record_core(record).suite
     out: Groups = {(a.name, p.name): [] for a in suite.arms for p in suite.prompts}
     for r in runs:
         out.setdefault((str(r.arm), str(r.prompt)), []).append(r)
     return out if keep_empty else {k: v for k, v in out.items() if v}
 
 
-def measured_by_arm_prompt(record: dict[str, Any], groups: Groups | None = None) -> Groups:
+def measured_by_arm_prompt(record: AnyRecord, groups: Groups | None = None) -> Groups:
     """The record's measured ok runs, typed, by (arm, prompt) in suite order: `groups` where the
     caller has them so (a report's Facts), else converted here."""
-    return by_arm_prompt(record, as_runs(measured_ok_runs(record["runs"]))) if groups is None else groups
+    if groups is not None:
+        return groups
+    rec = record_core(record)
+    return by_arm_prompt(rec.suite, measured_ok_runs(rec.runs))
 
 
 def engaged(runs: Sequence[Run]) -> bool:
@@ -143,7 +145,7 @@ def round_split(arm: str, prompt: str, runs: list[Run], decl: EngineDecl | None 
         counters=split_counters(diags, block, decl))
 
 
-def all_splits(record: dict[str, Any], groups: Groups | None = None) -> list[RoundSplit]:
+def all_splits(record: AnyRecord, groups: Groups | None = None) -> list[RoundSplit]:
     """Each (arm, prompt)'s round split where its engine gives one; groups: measured_by_arm_prompt's."""
     out = []
     for (arm, prompt), runs in measured_by_arm_prompt(record, groups).items():
@@ -187,13 +189,13 @@ class ProfileComparison:
         return c.per_unit_ms / self.drafter_steps_per_round
 
 
-def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
+def unprofiled_twin(record: AnyRecord, arm_name: str) -> str | None:
     """The arm that is this one without its engine's profile variable: same pairing, engine,
     block, other env. None when the engine has no profile mode."""
     var = profile_var(record, arm_name)
     if var is None:
         return None
-    arms = suite_of(record).arms
+    arms = record_core(record).suite.arms
     me = next(a for a in arms if a.name == arm_name)
 
     def rest(arm: Arm) -> dict[str, str]:
@@ -206,7 +208,7 @@ def unprofiled_twin(record: dict[str, Any], arm_name: str) -> str | None:
     return None
 
 
-def profile_comparisons(record: dict[str, Any], groups: Groups | None = None) -> list[ProfileComparison]:
+def profile_comparisons(record: AnyRecord, groups: Groups | None = None) -> list[ProfileComparison]:
     """Each profiled arm against its unprofiled twin, per prompt; groups: measured_by_arm_prompt's."""
     groups = measured_by_arm_prompt(record, groups)
     out = []

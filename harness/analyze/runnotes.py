@@ -63,14 +63,13 @@ def flagged(fx: Facts) -> list[RunGroup]:
     first), then arm and prompt."""
     found: dict[tuple[str, str, str], tuple[float | None, list[int]]] = {}
     quiet_limit = fx.settings.quiet.timeout_s
-    # spoiled reads the record's run dicts: each typed run beside its dict.
-    for raw, r in zip(fx.rec["runs"], fx.runs):
+    for r in fx.runs:
         if r.warmup or r.status == "failed":
             continue
         arm, prompt = str(r.arm), str(r.prompt)
         if "contended" in r.marks:
             found.setdefault((arm, prompt, CONTENDED), (None, []))[1].append(r.index)
-        if why := spoiled.reasons(raw):
+        if why := spoiled.reasons(r):
             found.setdefault((arm, prompt, " ".join((HOST,) + why)), (None, []))[1].append(r.index)
         if "quiet_wait_timeout" in r.marks:
             # The run's own limit: an unset [quiet] timeout_s is sized to each run.
@@ -120,9 +119,9 @@ class Incomplete:
 
 def incomplete(fx: Facts) -> Incomplete | None:
     """None for a complete record."""
-    if fx.rec.get("complete", True):
+    if fx.record.complete is not False:
         return None
-    return Incomplete(len(fx.runs), fx.rec.get("planned_runs"))
+    return Incomplete(len(fx.runs), fx.record.planned_runs)
 
 
 def overridden_arms(fx: Facts) -> list[str]:
@@ -140,9 +139,9 @@ def not_shipping_arms(fx: Facts) -> list[str]:
 
 def scaling_tool(fx: Facts) -> str | None:
     """The first arm's engine's declared scaling tool, where the record has no scaling probe."""
-    if fx.rec.get("scaling") is not None:
+    if fx.record.scaling is not None:
         return None
-    tools = [declare.of_record(fx.rec, a).tools.get("scaling") for a in fx.arm_order]
+    tools = [declare.of_record(fx.record, a).tools.get("scaling") for a in fx.arm_order]
     return next((t for t in tools if t), None)
 
 

@@ -203,11 +203,10 @@ def refuse_shared_executable(suite: Any, trees: dict[str, Path]) -> None:
         progs = {side: program(arm, root) for side, root in roots.items()}
         if any(p is None or not p.exists() for p in progs.values()):
             continue   # not there yet or not knowable: the runs say what is wrong
-        a, b = progs["base"], progs["head"]
-        assert a is not None and b is not None
+        first, *others = [p for p in progs.values() if p is not None]
         inside = any(p.is_relative_to(roots[s]) for s, p in progs.items() if p is not None)
-        if not inside and os.path.samefile(a, b):
-            raise UserError(f"arm {arm.name!r} runs {a} for both commits, outside their trees, so the check "
+        if not inside and others and all(os.path.samefile(first, p) for p in others):
+            raise UserError(f"arm {arm.name!r} runs {first} for both commits, outside their trees, so the check "
                             f"would compare one build with itself: declare build = [...] in [engines.{arm.engine}] "
                             "and name the program with {tree} (or interpreted = true if the program reads "
                             "each commit's code from its tree)")

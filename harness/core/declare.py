@@ -100,7 +100,10 @@ class EngineDecl:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EngineDecl:
-        r = msgspec.convert(d, Declared)
+        return cls.from_declared(msgspec.convert(d, Declared))
+
+    @classmethod
+    def from_declared(cls, r: Declared) -> EngineDecl:
         return cls(name=r.name, adapter=r.adapter, phases=tuple(r.phases), phase_labels=r.phase_labels,
                    roles=r.roles or {}, counters=r.counters or {}, overrides=r.overrides,
                    override_prefixes=tuple(r.override_prefixes), profile_var=r.profile_var,
@@ -189,13 +192,32 @@ def v1_declaration(name: str) -> EngineDecl:
                       split_notes=spec.split_notes)
 
 
-def of_record(record: dict[str, Any], arm: str) -> EngineDecl:
-    """The declaration of the engine an arm of a (migrated) record ran."""
-    a: dict[str, Any] = next((x for x in record["suite"]["arms"] if x["name"] == arm), {})
-    name = a.get("engine", default_engine())
-    d = (record["suite"].get("engines") or {}).get(name)
+class _ArmEngine(msgspec.Struct, kw_only=True):
+    """What of_record reads of a record's arm (core.recordsections.RecordArm's fields)."""
+    name: str
+    engine: str | None = None
+
+
+class _SuiteEngines(msgspec.Struct, kw_only=True):
+    """What of_record reads of a record's suite: its arms' engines and the declarations."""
+    arms: list[_ArmEngine] = []
+    engines: dict[str, dict[str, Any]] | None = None
+
+
+class _RecordEngines(msgspec.Struct, kw_only=True):
+    suite: _SuiteEngines
+
+
+def of_record(record: object, arm: str) -> EngineDecl:
+    """The declaration of the engine an arm of a (migrated) record ran; `record`: a record's dict
+    or the typed core.schema.Record (read by attribute)."""
+    suite = msgspec.convert(record, _RecordEngines, from_attributes=True).suite
+    a = next((x for x in suite.arms if x.name == arm), None)
+    name = a.engine if a is not None and a.engine is not None else default_engine()
+    d = (suite.engines or {}).get(name)
     if d is not None:
-        return _with_builtin_roles(EngineDecl.from_dict(d), "roles" in d)
+        decl = msgspec.convert(d, Declared)
+        return _with_builtin_roles(EngineDecl.from_declared(decl), decl.roles is not None)
     return builtin(name) or EngineDecl(name=name)
 
 

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from harness.core.schema import Record, Run
+from harness.core.recordsections import Scaling
+from harness.core.schema import Record, Run, SuiteSection
 
 R = TypeVar("R", bound=Run | Mapping[str, Any])
 
@@ -36,6 +37,27 @@ def as_runs(runs: Iterable[Run | Mapping[str, Any]]) -> list[Run]:
 def as_record(rec: Record | Mapping[str, Any]) -> Record:
     """A record as the typed `Record` (a loaded record's dict converted once, a `Record` as it is)."""
     return rec if isinstance(rec, Record) else msgspec.convert(rec, Record)
+
+
+class RecordCore(msgspec.Struct, kw_only=True):
+    """What the analyses of a session read of its record: the suite, the runs and the scaling
+    probe. Read from a record still being written too (a session's own summary), which lacks
+    the fields a finished `Record` requires."""
+    suite: SuiteSection
+    runs: list[Run] = []
+    scaling: Scaling | None = None
+
+
+AnyRecord = Record | RecordCore | Mapping[str, Any]
+
+
+def record_core(rec: AnyRecord) -> RecordCore:
+    """A record's suite, runs and scaling, typed (a dict converted once; a typed one taken as it is)."""
+    if isinstance(rec, RecordCore):
+        return rec
+    if isinstance(rec, Record):
+        return RecordCore(suite=rec.suite, runs=rec.runs, scaling=rec.scaling)
+    return msgspec.convert(rec, RecordCore)
 
 
 def is_ok(run: Run | Mapping[str, Any]) -> bool:
