@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, asv_project, cli_in_process, command_arm, one_line, snapshot, write_suite
+from harness_helpers import (
+    REPO,
+    asv_project,
+    cli_in_process,
+    command_arm,
+    one_line,
+    snapshot,
+    whole_record,
+    write_suite,
+)
 
 RECORD_FX = REPO / "tests" / "fixtures" / "report" / "record.json"
 SUITE = REPO / "benchmarks" / "suite.toml"
@@ -224,7 +233,7 @@ def test_pr_check_output_carries_its_marker_and_is_replaced_next_time(tmp_path, 
              "ms_per_token": 2.0 + 0.01 * (rep % 3), "diagnostics": {"mode": "classic", "rounds": 0},
              "identity": {"status": "identical"}, "marks": []} for rep in range(8)]
     design = Design(threshold=0.10, alpha=0.05, looks=1, figures=1)
-    recs = {side: str(_file(tmp_path, f"{side}.json", json.dumps({"kind": "harness.record", "runs": runs})))
+    recs = {side: str(_file(tmp_path, f"{side}.json", json.dumps(whole_record(runs=runs))))
             for side in ("base", "head")}
     c = twocommits.Comparison("a" * 40, "b" * 40, design, twocommits.judge(runs, runs, ["classic"], design), [], {}, recs,
                            {"rounds": 8, "stopped": "resolved", "stopped_because": "resolved"}, 10.0)

@@ -141,8 +141,8 @@ def test_within_a_session_each_arm_against_classic_uses_the_probe():
     b, h, (pb, ph) = _moment(rng, 40)
     rec = {"suite": {"name": "t", "settings": {}, "pairings": [{"name": "x", "target": "t"}],
                      "prompts": [{"name": "p", "text": "p"}],
-                     "arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
-                              {"name": "s", "block": 3, "pairing": "x", "engine": "e"}]},
+                     "arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e", "env": {}, "timeout_s": 60.0},
+                              {"name": "s", "block": 3, "pairing": "x", "engine": "e", "env": {}, "timeout_s": 60.0}]},
            "runs": [r for i in range(40) for r in (_run("c", i, b[i], pb[i]), _run("s", i, h[i], ph[i]))]}
     assert comparisons.judge_vs_classic(rec, D)["s"].dispatch_measurement["used"]
 

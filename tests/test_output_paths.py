@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, asv_project, cli_in_process, command_arm, one_line, snapshot, write_suite
+from harness_helpers import (
+    REPO,
+    asv_project,
+    cli_in_process,
+    command_arm,
+    one_line,
+    snapshot,
+    whole_record,
+    write_suite,
+)
 
 from harness.core.errors import UserError
 
@@ -257,7 +266,7 @@ def _stub_comparison(tmp_path: Path):
     figs = twocommits.judge(runs, runs, ["classic"], design)
     recs = {}
     for side in ("base", "head"):
-        recs[side] = str(_text(tmp_path, f"{side}.json", json.dumps({"kind": "harness.record", "runs": runs})))
+        recs[side] = str(_text(tmp_path, f"{side}.json", json.dumps(whole_record(runs=runs))))
     return twocommits.Comparison("a" * 40, "b" * 40, design, figs, [], {}, recs,
                               {"rounds": 8, "stopped": "resolved", "stopped_because": "resolved"}, 10.0)
 

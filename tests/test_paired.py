@@ -349,8 +349,8 @@ def test_failed_runs_and_warmups_do_not_pair():
 def test_vs_classic_pairs_the_same_round():
     rec = {"suite": {"name": "t", "settings": {}, "pairings": [{"name": "x", "target": "t"}],
                      "prompts": [{"name": "p", "text": "p"}, {"name": "q", "text": "q"}],
-                     "arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e"},
-                              {"name": "s", "block": 3, "pairing": "x", "engine": "e"}]},
+                     "arms": [{"name": "c", "block": 1, "pairing": "x", "engine": "e", "env": {}, "timeout_s": 60.0},
+                              {"name": "s", "block": 3, "pairing": "x", "engine": "e", "env": {}, "timeout_s": 60.0}]},
            "runs": [_run("c", "p", 0, 1.0), _run("s", "p", 0, 0.5), _run("c", "p", 1, 2.0),
                     _run("s", "p", 1, 1.0), _run("s", "q", 0, 0.1)]}
     assert comparisons.vs_classic(rec) == {"s": ("c", [1.0, 2.0], [0.5, 1.0])}

@@ -66,7 +66,8 @@ def test_each_run_records_the_limits_its_gate_used_sized_to_the_arms_previous_ru
         expected = walls.get(run["arm"], last)
         want = wait_limits(None, None, expected)
         assert gate["sized"] == ["settle_s", "timeout_s"]
-        assert gate["expected_wall_s"] == (None if expected is None else pytest.approx(expected, abs=1e-4))
+        # The first run has no prediction: its expected_wall_s is left out (a load reading omits nulls).
+        assert gate.get("expected_wall_s") == (None if expected is None else pytest.approx(expected, abs=1e-4))
         assert (gate["settle_s"], gate["timeout_s"]) == pytest.approx((want.settle_s, want.timeout_s))
         walls[run["arm"]] = last = run["wall_s"]
     assert max(run["load"]["quiet_wait"]["timeout_s"] for run in runs) < 120.0

@@ -24,7 +24,7 @@ from harness.analyze.paired import Paired
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 from harness.core.recordsections import Duty, Look
-from harness.core.runs import as_record, measured_ok_runs
+from harness.core.runs import as_record, measured_ok_runs, record_core
 from harness.core.schema import Record, Run
 from harness.core.suitespec import Settings
 
@@ -411,5 +411,5 @@ def check_waiting_lines(records: dict[str, dict[str, Any]], wall_s: float | None
     if not recs or not wall_s:
         return []
     waited = sum(d.waiting_s for r in recs if (d := record_duty_of(r)) is not None)
-    typed = [as_record(r) for r in recs]
+    typed = [record_core(r) for r in recs]
     return _waiting(float(wall_s), waited, [x for r in typed for x in r.runs], typed[0].suite.settings)
