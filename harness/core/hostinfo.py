@@ -255,7 +255,28 @@ class QuietGpuResult(_Section, kw_only=True):
     last: GpuReading | None = None
 
 
-class QuietWaitResult(_Load, kw_only=True):
+class _ForeignCpu(_Load, kw_only=True):
+    """What a quiet wait and a contention watch both read: samples of foreign CPU, the processes
+    they named, their limits and which sampler read them."""
+    samples: int | None = None
+    short_samples: int | None = None
+    foreign_pct_max: float | None = None
+    window_s_min: float | None = None
+    busiest: ProcessReading | None = None
+    offenders: list[Offender] = []
+    named: bool | None = None
+    naming_window_s: float | None = None
+    top_processes: list[ProcessReading] = []
+    unreadable_processes: int | None = None
+    threshold_pct: float | None = None
+    busy_at_pct: float | None = None
+    interval_s: float | None = None
+    min_window_s: float | None = None
+    sampler: str | None = None
+    enabled: bool | None = None
+
+
+class QuietWaitResult(_ForeignCpu, kw_only=True):
     """The quiet wait before a run (harness.collect.host.quiet.QuietWait; {"enabled": false}
     when the suite turns it off): how long it waited past the cooldown, its samples of foreign
     CPU (and of the GPU, where the host reads it), the processes it named, and its limits."""
@@ -263,58 +284,26 @@ class QuietWaitResult(_Load, kw_only=True):
     cooldown_s: float | None = None
     total_s: float | None = None
     timed_out: bool | None = None
-    samples: int | None = None
     busy_samples: int | None = None
-    short_samples: int | None = None
-    foreign_pct_max: float | None = None
     foreign_pct_last: float | None = None
-    window_s_min: float | None = None
-    busiest: ProcessReading | None = None
-    offenders: list[Offender] = []
-    named: bool | None = None
-    naming_window_s: float | None = None
-    top_processes: list[ProcessReading] = []
-    unreadable_processes: int | None = None
-    threshold_pct: float | None = None
-    busy_at_pct: float | None = None
     settle_s: float | None = None
     timeout_s: float | None = None
-    interval_s: float | None = None
-    min_window_s: float | None = None
-    sampler: str | None = None
     gpu: QuietGpuResult | None = None
     expected_wall_s: float | None = None     # the run's predicted length its limits were sized to
     sized: list[str] = []                    # which limits were sized to it
-    enabled: bool | None = None
 
 
-class ContentionResult(_Load, kw_only=True):
+class ContentionResult(_ForeignCpu, kw_only=True):
     """The contention watch during a run (harness.collect.host.quiet.ContentionWatch; {"enabled":
     false} when the suite turns it off): its samples of foreign CPU, the processes it named, its
     schedule, and which watcher ran it ("process", or "thread: " and why)."""
-    samples: int | None = None
     contended_samples: int | None = None
     contended_fraction: float | None = None
-    foreign_pct_max: float | None = None
     foreign_pct_mean: float | None = None
-    window_s_min: float | None = None
-    short_samples: int | None = None
-    busiest: ProcessReading | None = None
-    offenders: list[Offender] = []
-    named: bool | None = None
-    naming_window_s: float | None = None
-    top_processes: list[ProcessReading] = []
-    unreadable_processes: int | None = None
-    threshold_pct: float | None = None
-    busy_at_pct: float | None = None
-    interval_s: float | None = None
     predicted_wall_s: float | None = None
-    min_window_s: float | None = None
     duration_s: float | None = None
     watch_cpu_s: float | None = None
-    sampler: str | None = None
     watcher: str | None = None
-    enabled: bool | None = None
 
 
 class ThermalZone(_Section, kw_only=True):
