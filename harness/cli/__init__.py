@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _interrupt)
             signal.signal(signal.SIGINT, _interrupt)
+            sys.unraisablehook = interrupt.unraisable_hook
         return int(args._command.run(args) or 0)
     except UserError as e:
         print(f"harness: {e}", file=sys.stderr)
