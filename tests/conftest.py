@@ -3,6 +3,7 @@
 `make test` (CI) runs everything; `make test-fast` leaves out the e2e tests."""
 
 import os
+import signal
 import stat
 
 import pytest
@@ -13,6 +14,14 @@ import pytest
 # timings within a run, never against a fixed figure, so one BLAS thread per process changes no
 # verdict; the subprocesses the tests start inherit it. A value set outside is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def pytest_configure(config):
+    # A shell starts a background job (`make test &`) with SIGINT ignored, and every process it
+    # starts inherits that, the harness under test too until its handler is in; the Ctrl-C
+    # tests need it delivered as a terminal would.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -147,7 +147,7 @@ def md_section(md: str, title: str) -> str:
 def cli_in_process(argv: list[str], cwd: Path, monkeypatch: Any, capsys: Any) -> subprocess.CompletedProcess:
     """The CLI's own entry (harness.cli.main) in this process: what the console script runs,
     without an interpreter start and imports per call. Inherited engine variables (SPECDEC_,
-    MLX_, FAKE_) are dropped, its signal handlers are put back afterwards, and argparse's exit
+    MLX_, FAKE_) are dropped, its signal handlers and unraisable hook are put back afterwards, and argparse's exit
     is its exit status."""
     import signal
 
@@ -157,6 +157,7 @@ def cli_in_process(argv: list[str], cwd: Path, monkeypatch: Any, capsys: Any) ->
         if k.startswith(("SPECDEC_", "MLX_", "FAKE_")):
             monkeypatch.delenv(k)
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)   # main() sets its own
     try:
         rc = main(argv)
     except SystemExit as e:
