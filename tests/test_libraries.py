@@ -28,6 +28,7 @@ from harness.analyze.facts import Facts
 from harness.analyze.overridepairs import one_override_pairs
 from harness.analyze.paired import bh_selected, p_value
 from harness.ci.reportfiles import inputs_for
+from harness.core.runs import as_record
 from harness.core.schema import load_record
 from harness.render.verdictwords import times
 
@@ -258,7 +259,7 @@ def _bootstrap_inputs(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[tuple
     monkeypatch.setattr(stats, "bootstrap_ratio_ci", spy)
     data = _record(path)
     summary.summarize(data)
-    one_override_pairs(Facts(str(path), data, inputs_for(data)))
+    one_override_pairs(Facts(str(path), as_record(data), inputs_for(data)))
     monkeypatch.setattr(stats, "bootstrap_ratio_ci", real)
     return seen
 

@@ -23,6 +23,7 @@ from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
 from harness.core import declare
 from harness.core.errors import UserError
+from harness.core.runs import as_record
 from harness.core.schema import load_record
 from harness.render import reportcontext as rp
 
@@ -128,8 +129,8 @@ def test_only_the_drafting_role_missing_leaves_out_the_what_if_only(tmp_path: Pa
 def test_no_roles_cost_section_is_typed() -> None:
     rec = without_roles(migrated())
     from harness.analyze.facts import Facts
-    fx = Facts(str(RECORD), rec, report_cli.inputs_for(rec, BACKFILL))
-    c = costreport.build(fx.rec, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
+    fx = Facts(str(RECORD), as_record(rec), report_cli.inputs_for(rec, BACKFILL))
+    c = costreport.build(fx.record, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
     assert c.available and c.no_what_if == costreport.NO_ROLES
     assert c.missing_roles == ("draft", "verify") and c.what_if == [] and c.model is None
     assert c.break_even and c.target is not None

@@ -22,6 +22,7 @@ from harness.analyze import stats
 from harness.analyze.labels import label_run
 from harness.ci import reportfiles as report_cli
 from harness.cli.report import backfill
+from harness.collect.record import read_record
 from harness.core.schema import Gate
 from harness.render import mdtable
 from harness.render import reportcontext as rp
@@ -617,7 +618,7 @@ def test_a_record_keeps_its_tensor_tables_and_renders_the_same_without_the_model
     from harness.core.migrations import migrate_v3
 
     monkeypatch.chdir(REPO)
-    data = report_cli.load_record(RECORD)
+    data = read_record(REPO / RECORD)
     with_models = {**migrate_v3(json.loads((REPO / RECORD).read_text())), "models": model_files(data["suite"])}
     roles = [m for roles in with_models["models"].values() for m in roles.values()]
     assert roles and all(m["tensors"] and "error" not in m for m in roles), with_models["models"]

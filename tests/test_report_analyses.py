@@ -9,16 +9,23 @@ from pathlib import Path
 from harness.analyze import runnotes
 from harness.analyze.facts import Facts
 from harness.analyze.overridepairs import env_diff, one_override_pairs
-from harness.ci.reportfiles import inputs_for, load_record
+from harness.ci.reportfiles import inputs_for
+from harness.collect.record import read_record
 from harness.collect.recordcheck import SET_ASIDE, SET_ASIDE_PREFIX
+from harness.core.runs import as_record
 from harness.core.schema import Identity
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 DEFAULT = REPORTS / "20261207-035522-default-linux-cpu.json"
 
 
+def load_record(path: str) -> dict:
+    """A record as its file gives it (migrated and checked), for a test to change before Facts."""
+    return read_record(Path(path))
+
+
 def _facts(data: dict, path: Path = DEFAULT) -> Facts:
-    return Facts(str(path), data, inputs_for(data))
+    return Facts(str(path), as_record(data), inputs_for(data))
 
 
 def test_one_override_pairs_are_typed_and_pair_only_one_variable_apart() -> None:

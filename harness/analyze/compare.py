@@ -28,12 +28,11 @@ from harness.analyze.rounds import Groups, RoundSplit, all_splits, by_arm_prompt
 from harness.core.errors import UserError
 from harness.core.hostinfo import HostInfo, as_host
 from harness.core.recordsections import ModelFiles
-from harness.core.runs import as_record
+from harness.core.runs import RecordData, as_record
 from harness.core.schema import Record, Run
 from harness.core.suitespec import Pairing, Settings
 
 # A record as a caller has it: typed, or as loaded (converted once per call here).
-AnyRecord = Record | Mapping[str, Any]
 
 
 def pairing_key(p: Pairing) -> tuple[str, str, str]:
@@ -51,7 +50,7 @@ def _weights(rec: Record, pairing: str, role: str) -> str | None:
     return files.sha256 if files is not None else None
 
 
-def check_comparable(a_rec: AnyRecord, b_rec: AnyRecord, path_a: str, path_b: str) -> None:
+def check_comparable(a_rec: RecordData, b_rec: RecordData, path_a: str, path_b: str) -> None:
     """UserError unless the records share a pairing and at least one arm on it."""
     a, b = as_record(a_rec), as_record(b_rec)
     ka = {pairing_key(p) for p in a.suite.pairings}
@@ -79,7 +78,7 @@ def host_key(host: HostInfo | Mapping[str, Any]) -> tuple[str, ...]:
     return (h.os.hostname, h.cpu.model, h.gpu.name, h.mlx.default_device)
 
 
-def same_host(a: AnyRecord, b: AnyRecord) -> bool:
+def same_host(a: RecordData, b: RecordData) -> bool:
     return host_key(as_record(a).host) == host_key(as_record(b).host)
 
 
@@ -192,12 +191,12 @@ def _split_runs(recs: tuple[Record, ...], arm: str, prompt: str) -> list[Run]:
     return [r for rec in recs for r in rec.runs if r.measured_ok and r.arm == arm and r.prompt == prompt]
 
 
-def _usable_groups(data: dict[str, Any], record: Record) -> Groups:
+def _usable_groups(data: RecordData, record: Record) -> Groups:
     """The runs a verdict may use (analyze.spoiled.usable), by (arm, prompt)."""
     return by_arm_prompt(data, spoiled.usable_runs(record.runs))
 
 
-def component_changes(a_data: dict[str, Any], b_data: dict[str, Any]) -> list[ComponentChange]:
+def component_changes(a_data: RecordData, b_data: RecordData) -> list[ComponentChange]:
     """Every component of every (arm, prompt) split present in both records (as loaded: the
     round splits read them so), in a's order."""
     a, b = as_record(a_data), as_record(b_data)
@@ -282,7 +281,7 @@ def _pairs_contention(xa: Keyed, xb: Keyed) -> tuple[int, int]:
     return _contention([side[k] for k in set(xa) & set(xb) for side in (xa, xb)])
 
 
-def throughput_changes(a_rec: AnyRecord, b_rec: AnyRecord) -> tuple[list[Throughput], list[Throughput]]:
+def throughput_changes(a_rec: RecordData, b_rec: RecordData) -> tuple[list[Throughput], list[Throughput]]:
     """Every arm of either record (a's order, then b's own), over every prompt; and every
     (arm, prompt) both ran. What each record has, whether or not its engine reports phases."""
     a, b = as_record(a_rec), as_record(b_rec)

@@ -16,7 +16,6 @@ happen mostly in warm-up runs, so this reads every completed run, warm-ups inclu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.analyze import stats
 from harness.analyze.comparisons import scaling_for
@@ -59,7 +58,7 @@ class DrafterSplit:
         return max(self.stages, key=lambda s: s[1])[0] if self.stages else "none"
 
 
-def drafter_splits(record: dict[str, Any], groups: Groups | None = None) -> list[DrafterSplit]:
+def drafter_splits(record: AnyRecord, groups: Groups | None = None) -> list[DrafterSplit]:
     """Profiled arms whose engine split its drafter forwards, summed over measured runs;
     groups: rounds.measured_by_arm_prompt's."""
     out = []

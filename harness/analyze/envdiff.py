@@ -20,7 +20,8 @@ import msgspec
 
 from harness.core.declare import Declared
 from harness.core.hostinfo import HostInfo
-from harness.core.schema import EngineInfo, Run
+from harness.core.runs import RecordData
+from harness.core.schema import EngineInfo, Record, Run
 
 # (what, its value in the record's host section). Library paths differ between checkouts of the
 # same files, so BLAS is compared by library file names, not paths.
@@ -90,8 +91,12 @@ class _Compared(msgspec.Struct, kw_only=True):
     runs: list[Run] = []
 
 
-def _read(rec: dict[str, Any] | _Compared) -> _Compared:
-    return rec if isinstance(rec, _Compared) else msgspec.convert(rec, _Compared)
+def _read(rec: RecordData | _Compared) -> _Compared:
+    if isinstance(rec, _Compared):
+        return rec
+    if isinstance(rec, Record):
+        return _Compared(host=rec.host, suite=msgspec.convert(rec.suite, _Suite, from_attributes=True), runs=rec.runs)
+    return msgspec.convert(rec, _Compared)
 
 
 def _text(what: str, x: Any) -> str:
@@ -126,7 +131,7 @@ def engines_of(runs: list[Run]) -> dict[str, str]:
     return {arm: " | ".join(sorted(v)) for arm, v in out.items()}
 
 
-def uses_harness_process(rec: dict[str, Any] | _Compared) -> bool:
+def uses_harness_process(rec: RecordData | _Compared) -> bool:
     """Whether the host's MLX and BLAS fields bear on this record's engines: one runs in the
     harness's process (not a command), declares MLX numerics, reports MLX in its runs, or the
     dispatch measurement times MLX work after each run."""
@@ -146,7 +151,7 @@ def _fields(a: _Compared, b: _Compared) -> list[tuple[str, Callable[[HostInfo], 
     return [(w, f) for w, f in HOST_FIELDS if own or w not in IN_PROCESS]
 
 
-def env_diff(a: dict[str, Any], b: dict[str, Any]) -> list[EnvDifference]:
+def env_diff(a: RecordData, b: RecordData) -> list[EnvDifference]:
     """Every environment field in which record b differs from record a, host fields first, then
     each arm's engine as it reported itself."""
     ra, rb = _read(a), _read(b)
@@ -162,7 +167,7 @@ def env_diff(a: dict[str, Any], b: dict[str, Any]) -> list[EnvDifference]:
     return out
 
 
-def compared(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def compared(a: RecordData, b: RecordData) -> list[str]:
     """What env_diff compared and found known on a side, in the words of diff_sentence: only
     the packages the engines use, the host, the harness, and the engines' own reports."""
     ra, rb = _read(a), _read(b)

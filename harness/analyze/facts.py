@@ -13,8 +13,8 @@ from harness.analyze.costmodel import ModelTables
 from harness.analyze.gpustack import GpuStack, gpu_stack, is_gpu_device
 from harness.core import declare
 from harness.core.hostinfo import HostInfo
-from harness.core.runs import as_record, as_runs, measured_ok_runs
-from harness.core.schema import EngineInfo, Run
+from harness.core.runs import as_runs, measured_ok_runs
+from harness.core.schema import EngineInfo, Record, Run
 from harness.core.suitespec import Pairing
 
 
@@ -29,21 +29,14 @@ class Inputs:
     # For a comparison: the acknowledgements covering a commit between the two records
     # (commits spec, figure pattern, arm pattern, reason).
     acks: tuple[tuple[str, str, str, str], ...] = ()
+    # The record's host section has an MLX section (older records have none: MLX not collected,
+    # which a report does not call "no MLX").
+    mlx_collected: bool = False
 
 
 class _SpecName(msgspec.Struct, kw_only=True):
     """What a report names a host spec by (Inputs.host_spec's other fields are the cost model's)."""
     name: str
-
-
-class _MlxCollected(msgspec.Struct, kw_only=True):
-    """Whether the record's host section has an MLX section (older records have none: MLX not
-    collected, which a report does not call "no MLX")."""
-    mlx: dict[str, Any] | None = None
-
-
-class _HostCollected(msgspec.Struct, kw_only=True):
-    host: _MlxCollected | None = None
 
 
 class _Attention(msgspec.Struct, kw_only=True):
@@ -56,10 +49,9 @@ class _Attention(msgspec.Struct, kw_only=True):
 class Facts:
     """One record's analyses, computed once: summary rows, splits, gate outcomes, labels."""
 
-    def __init__(self, path: str, data: dict[str, Any], inputs: Inputs):
+    def __init__(self, path: str, record: Record, inputs: Inputs):
         from harness.analyze.summary import summarize
-        self.path, self.rec = path, data
-        self.record = as_record(data)
+        self.path, self.record = path, record
         # The suite as the session ran it, typed (a loaded record's suite has this shape).
         self.suite = self.record.suite
         self.settings = self.suite.settings
@@ -69,17 +61,16 @@ class Facts:
         self.multi_prompt = len(self.prompts) > 1
         # The record's runs typed once, for every analysis of it that reads runs.
         self.runs = as_runs(self.record.runs)
-        self.rows = summarize(data, self.runs)
-        self.groups = rounds.by_arm_prompt(data, measured_ok_runs(self.runs))
-        self.splits = rounds.all_splits(data, self.groups)
-        self.drafter_splits = drafterstep.drafter_splits(data, self.groups)
-        self.profiles = rounds.profile_comparisons(data, self.groups)
+        self.rows = summarize(self.record, self.runs)
+        self.groups = rounds.by_arm_prompt(self.record, measured_ok_runs(self.runs))
+        self.splits = rounds.all_splits(self.record, self.groups)
+        self.drafter_splits = drafterstep.drafter_splits(self.record, self.groups)
+        self.profiles = rounds.profile_comparisons(self.record, self.groups)
+        self.inputs = inputs
         self.host_spec = inputs.host_spec
         self.models = inputs.models
         self.acks = inputs.acks
         self.host: HostInfo = self.record.host
-        collected = msgspec.convert(data, _HostCollected).host
-        self._mlx_collected = bool(collected and collected.mlx)
         self.spec_name = msgspec.convert(inputs.host_spec, _SpecName).name if inputs.host_spec else None
         # Every measured run by arm, failed ones too.
         self.runs_of: dict[str, list[Run]] = {a: [] for a in self.arm_order}
@@ -127,11 +118,11 @@ class Facts:
         return out
 
     def profiled(self, arm: str) -> bool:
-        return rounds.profiled_arm(self.rec, arm, self.overrides(arm))
+        return rounds.profiled_arm(self.record, arm, self.overrides(arm))
 
     def override_why(self, arm: str, var: str) -> str:
         """What an override does, as the arm's engine declares it."""
-        return declare.of_record(self.rec, arm).overrides.get(var, "changes how the engine runs")
+        return declare.of_record(self.record, arm).overrides.get(var, "changes how the engine runs")
 
     def label(self, arm: str) -> str:
         labels = sorted({r.label or "unlabelled" for r in self.runs_of.get(arm, [])})
@@ -206,10 +197,10 @@ class Facts:
         cpu, osys, mlx = self.host.cpu, self.host.os, self.host.mlx
         dev = mlx.default_device
         backend = "MLX CPU" if "cpu" in dev else ("MLX GPU" if "gpu" in dev else dev)
-        if mlx.mlx == "unknown" and dev == "unknown" and mlx.error is msgspec.UNSET and self._mlx_collected:
+        if mlx.mlx == "unknown" and dev == "unknown" and mlx.error is msgspec.UNSET and self.inputs.mlx_collected:
             backend = "no MLX"   # collected, and not importable: known, not unknown
         # The harness's MLX is no part of an engine that runs as its own program without it.
-        said = "" if not envdiff.uses_harness_process(self.rec) else f", {backend}"
+        said = "" if not envdiff.uses_harness_process(self.record) else f", {backend}"
         return (f"{self.host_name()} ({osys.hostname}: {cpu.model}, {cpu.logical_cores} logical cores{said})")
 
     def is_cpu(self) -> bool:

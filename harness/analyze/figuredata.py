@@ -17,12 +17,11 @@ per arm and prompt and of each round component both records have.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from harness.analyze import acceptance, compare, contended, rounds, stats
 from harness.analyze.drafterstep import TimedRound, widest_timed_rounds
 from harness.core import declare
-from harness.core.runs import AnyRecord, as_record, measured_ok_runs, record_core
+from harness.core.runs import AnyRecord, RecordData, as_record, measured_ok_runs, record_core
 from harness.core.schema import Record, Run, RunDiagnostics
 
 KV_BIN = 8       # KV lengths grouped in bins of this many tokens: fine enough to see a slope
@@ -303,7 +302,7 @@ def _ms_rows(before: rounds.Groups, after: rounds.Groups) -> tuple[BeforeAfter, 
                  for a, p in keys)
 
 
-def _component_panels(before: dict[str, Any], after: dict[str, Any], groups: rounds.Groups) -> tuple[ComparePanel, ...]:
+def _component_panels(before: RecordData, after: RecordData, groups: rounds.Groups) -> tuple[ComparePanel, ...]:
     """A panel per component and unit (the total first), its rows the arms and prompts that have
     it on both sides; groups: before's measured runs. Components are named by phase, so one phase
     at two blocks shares a panel."""
@@ -321,7 +320,7 @@ def _component_panels(before: dict[str, Any], after: dict[str, Any], groups: rou
     return tuple(ComparePanel(name, unit, tuple(panels[(name, unit)])) for name, unit in keys)
 
 
-def compare_figure_data(before: dict[str, Any], after: dict[str, Any]) -> CompareFigureData | None:
+def compare_figure_data(before: RecordData, after: RecordData) -> CompareFigureData | None:
     """Before/after series of two (loaded) records; None when no arm has runs on either side."""
     groups = rounds.measured_by_arm_prompt(before)
     rows = _ms_rows(groups, rounds.measured_by_arm_prompt(after))
@@ -336,7 +335,7 @@ def compare_figure_data(before: dict[str, Any], after: dict[str, Any]) -> Compar
                              _changes(before, after), suites[0].settings.threshold)
 
 
-def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[ArmChange, ...]:
+def _changes(before: RecordData, after: RecordData) -> tuple[ArmChange, ...]:
     """Each arm's paired change; none across hosts, where the comparison gives speedups, not
     verdicts."""
     if not compare.same_host(before, after):

@@ -45,7 +45,7 @@ def one_override_pairs(fx: Facts) -> list[OverridePair]:
             if (ea.pairing, ea.block) != (eb.pairing, eb.block):
                 continue
             diff = env_diff(ea.env, eb.env)
-            pvars = {v for v in (rounds.profile_var(fx.rec, a), rounds.profile_var(fx.rec, b)) if v is not None}
+            pvars = {v for v in (rounds.profile_var(fx.record, a), rounds.profile_var(fx.record, b)) if v is not None}
             if len(diff) != 1 or any(v in diff[0] for v in pvars):
                 continue
             for p in fx.prompts:

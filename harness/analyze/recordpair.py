@@ -41,9 +41,9 @@ class RecordPair:
 
 def compare_records(fa: Facts, fb: Facts) -> RecordPair:
     """A one-line UserError where the two records cannot be compared (their pairings differ)."""
-    cmp.check_comparable(fa.rec, fb.rec, fa.path, fb.path)
-    per_arm, per_prompt = cmp.throughput_changes(fa.rec, fb.rec)
-    changes = [x.ms for x in per_prompt if x.ms is not None] + cmp.component_changes(fa.rec, fb.rec)
+    cmp.check_comparable(fa.record, fb.record, fa.path, fb.path)
+    per_arm, per_prompt = cmp.throughput_changes(fa.record, fb.record)
+    changes = [x.ms for x in per_prompt if x.ms is not None] + cmp.component_changes(fa.record, fb.record)
     groups: dict[tuple[str, str], list[cmp.ComponentChange]] = {}
     for c in changes:
         if c.component != cmp.MS_PER_TOKEN:
@@ -57,10 +57,10 @@ def compare_records(fa: Facts, fb: Facts) -> RecordPair:
         if acc.identical_text(ra, rb):
             ab.append(acc.paired(arm, ra, arm, rb))
     return RecordPair(
-        cross=not cmp.same_host(fa.rec, fb.rec), per_arm=per_arm, per_prompt=per_prompt, changes=changes,
+        cross=not cmp.same_host(fa.record, fb.record), per_arm=per_arm, per_prompt=per_prompt, changes=changes,
         components=list(groups.values()), design=cmp.design_for(fa.settings),
         repetitions=min(fa.settings.repetitions, fb.settings.repetitions), acceptance=ab,
-        env=envdiff.env_diff(fa.rec, fb.rec), env_compared=envdiff.compared(fa.rec, fb.rec))
+        env=envdiff.env_diff(fa.record, fb.record), env_compared=envdiff.compared(fa.record, fb.record))
 
 
 def by_verdict(changes: list[cmp.ComponentChange]) -> dict[str, list[cmp.ComponentChange]]:

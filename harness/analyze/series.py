@@ -19,7 +19,7 @@ import msgspec
 from harness.analyze import acks as ackmod
 from harness.analyze import spoiled
 from harness.analyze.verdict import DECLINED, ArmVerdict, judge
-from harness.core.runs import as_record
+from harness.core.runs import RecordData, as_record
 from harness.core.schema import Record, Run
 
 MS_PER_TOKEN = "ms_per_token"
@@ -189,7 +189,7 @@ def commit_of(record: Record) -> str | None:
     return None if commit == "unknown" else commit
 
 
-def commit_view(record: dict[str, Any], name: str, page: str, sha: str | None = None) -> Commit:
+def commit_view(record: RecordData, name: str, page: str, sha: str | None = None) -> Commit:
     """A loaded record as one commit of a host (judged once, here)."""
     typed = as_record(record)
     return Commit(sha=sha or commit_of(typed) or "unknown", when=typed.created,
@@ -201,11 +201,11 @@ def _ms_per_token(runs: list[Run], arm: str) -> list[float]:
     return [x for r in runs if r.arm == arm and spoiled.usable(r) and (x := r.ms_per_token) is not None]
 
 
-def host_series(host: str, records: list[tuple[Commit, dict[str, Any]]],
+def host_series(host: str, records: Sequence[tuple[Commit, RecordData]],
                 changes: tuple[Change, ...] = ()) -> HostView:
     """Every arm's series over a host's records. One record per commit (the newest where a
     commit has several); points oldest first by the record's creation time."""
-    newest: dict[str, tuple[Commit, dict[str, Any]]] = {}
+    newest: dict[str, tuple[Commit, RecordData]] = {}
     for c, data in records:
         if c.sha not in newest or c.when > newest[c.sha][0].when:
             newest[c.sha] = (c, data)

@@ -24,7 +24,7 @@ from harness.analyze.paired import Paired
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 from harness.core.recordsections import Duty, Look
-from harness.core.runs import as_record, measured_ok_runs, record_core
+from harness.core.runs import RecordData, as_record, measured_ok_runs, record_core
 from harness.core.schema import Record, Run
 from harness.core.suitespec import Settings
 
@@ -81,7 +81,7 @@ class ArmSummary:
         return asdict(self)
 
 
-def summarize(record: dict[str, Any], runs: list[Run] | None = None) -> list[ArmSummary]:
+def summarize(record: RecordData, runs: list[Run] | None = None) -> list[ArmSummary]:
     """One row per (arm, prompt) in suite order; runs: the record's runs typed, in its order,
     where the caller has them so (a report's Facts), else converted here."""
     rec = as_record(record)
@@ -286,14 +286,16 @@ def _secs(x: float) -> str:
     return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
 
 
-def record_duty_of(record: dict[str, Any]) -> Duty | None:
+def record_duty_of(record: RecordData) -> Duty | None:
     """The record's duty (collect.record.record_duty: the one finish() wrote, else computed from
     its session wall time), typed; None for a record from before session wall time."""
+    if isinstance(record, Record) and record.duty is not None:
+        return record.duty
     duty = record_duty(record)
     return None if duty is None else msgspec.convert(duty, Duty)
 
 
-def duty_line(record: dict[str, Any]) -> str:
+def duty_line(record: RecordData) -> str:
     """One line for people under the table: "duty cycle 63%: 112 s of measured runs in 178 s of
     session wall (warm-ups 18 s, waiting 21 s)". The warm-ups (loads, first-use compiles) are
     named because in a short session of short runs they can be most of what is not measuring.

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.analyze import contended, rounds, spoiled
 from harness.analyze.design import Design
 from harness.analyze.paired import Paired
-from harness.core.runs import as_record, measured_ok_runs
+from harness.core.runs import RecordData, as_record, measured_ok_runs
 from harness.core.schema import Record, Run
 from harness.core.suitespec import Settings
 
@@ -112,7 +111,7 @@ def _design(settings: Settings, figures: int) -> Design:
                   looks=1, figures=max(1, figures))
 
 
-def _readings(record: dict[str, Any], rec: Record) -> tuple[dict[str, Paired], str]:
+def _readings(record: RecordData, rec: Record) -> tuple[dict[str, Paired], str]:
     """Each speculative arm's paired reading: the session's own where it judged during the session
     (a budget), else judged now at one look."""
     from harness.analyze.comparisons import judge_vs_classic, vs_classic
@@ -148,7 +147,7 @@ def _marks(runs: list[Run], ok: list[Run], settings: Settings,
     return tuple(out)
 
 
-def judge(record: dict[str, Any]) -> Judgement:
+def judge(record: RecordData) -> Judgement:
     """Every arm of `record` (a record's data, any schema version load_record gives) judged."""
     from harness.analyze.comparisons import classic_arm_for, pairing_targets
     from harness.analyze.summary import summarize

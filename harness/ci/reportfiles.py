@@ -21,6 +21,8 @@ from harness.collect.files import check_directory, marked, write_output, written
 from harness.collect.record import read_record
 from harness.core.errors import UserError
 from harness.core.recordsections import ModelFiles
+from harness.core.runs import as_record
+from harness.core.schema import Record
 from harness.render.reportcontext import build_context, index_context, render
 from harness.render.reportcost import ModelTables
 
@@ -40,75 +42,65 @@ class Backfill:
     models: Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def load_record(path: str) -> dict[str, Any]:
-    """A record as the report reads it: kind, version (migrated) and shape checked (its suite
-    section's settings, arms, prompts and pairings too: schema.SuiteSection)."""
-    return read_record(Path(path))
-
-
-class _Repo(msgspec.Struct, kw_only=True):
-    commit: str | None = None
-    path: str | None = None
-
-
-class _Host(msgspec.Struct, kw_only=True):
-    """What a report reads of a record's host section: the lab host spec it matched (the
-    record's own since schema 3, unset before) and the repository measured."""
-    spec: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
-    repo: _Repo | None = None
+def load_record(path: str, backfill: Backfill | None = None) -> tuple[Record, Inputs]:
+    """A record as the report reads it, typed: kind, version (migrated) and shape checked (its
+    suite section's settings, arms, prompts and pairings too), and what the report needs beside
+    it (inputs_for: an older record's host spec and tensor tables from `backfill`)."""
+    data = read_record(Path(path))
+    return as_record(data), inputs_for(data, backfill)
 
 
 class _Sections(msgspec.Struct, kw_only=True):
-    """A record's sections besides its runs, as a report reads them: the host as collected, each
-    pairing's model files (the record's own since schema 4, unset before), the suite."""
+    """What an older record may lack, as the file gives it: the host spec it matched (the
+    record's own since schema 3, unset before) and each pairing's model files (since schema 4)."""
     host: dict[str, Any] | None = None
     models: dict[str, dict[str, ModelFiles]] | msgspec.UnsetType = msgspec.UNSET
     suite: dict[str, Any] = {}
 
 
-def _host(data: dict[str, Any]) -> _Host:
-    return msgspec.convert(msgspec.convert(data, _Sections).host or {}, _Host)
+class _Host(msgspec.Struct, kw_only=True):
+    spec: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET
+    mlx: dict[str, Any] | None = None
 
 
 def _load(path: str, compare_path: str | None, backfill: Backfill | None
-          ) -> tuple[dict[str, Any], tuple[str, dict[str, Any], Inputs] | None]:
-    data = load_record(path)
+          ) -> tuple[Record, Inputs, tuple[str, Record, Inputs] | None]:
+    rec, inputs = load_record(path, backfill)
     compare = None
     if compare_path:
-        other = load_record(compare_path)
-        inputs = dataclasses.replace(inputs_for(other, backfill), acks=acks_between(data, other))
-        compare = (compare_path, other, inputs)
-    return data, compare
+        other, other_inputs = load_record(compare_path, backfill)
+        compare = (compare_path, other, dataclasses.replace(other_inputs, acks=acks_between(rec, other)))
+    return rec, inputs, compare
 
 
 def context_for(path: str, compare_path: str | None = None, backfill: Backfill | None = None) -> dict[str, Any]:
     """The template context of the record at path, with a second record beside it (no figures:
     they need a place beside the Markdown, report_files)."""
-    data, compare = _load(path, compare_path, backfill)
-    return _context(path, data, compare, backfill)
+    rec, inputs, compare = _load(path, compare_path, backfill)
+    return _context(path, rec, inputs, compare)
 
 
 def report_files(path: str, compare_path: str | None, md: Path, backfill: Backfill | None = None
                  ) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
     """The context of a report to be written at `md`, and its figures: (path, SVG text) in the
     folder named after the report (reports/STEM.md -> reports/STEM/NAME.svg), linked from it."""
-    data, compare = _load(path, compare_path, backfill)
-    figs = figures_for(data, compare[1] if compare else None)
+    rec, inputs, compare = _load(path, compare_path, backfill)
+    figs = figures_for(rec, compare[1] if compare else None)
     folder = md.parent / md.stem
     files = [(folder / f"{fig.name}.svg", fig.svg) for fig in figs]
     links = [(fig.title, f"{quote(md.stem)}/{quote(fig.name)}.svg") for fig in figs]
-    return _context(path, data, compare, backfill, links), files
+    return _context(path, rec, inputs, compare, links), files
 
 
-def _context(path: str, data: dict[str, Any], compare: tuple[str, dict[str, Any], Inputs] | None,
-             backfill: Backfill | None, links: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+def _context(path: str, rec: Record, inputs: Inputs, compare: tuple[str, Record, Inputs] | None,
+             links: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """The analyses a report renders, made here (the renderer computes nothing), then its context."""
     from harness.analyze.verdict import judge
     other = (compare[0], Facts(*compare)) if compare else None
-    return build_context(Facts(path, data, inputs_for(data, backfill)), judge(data), other, links)
+    return build_context(Facts(path, rec, inputs), judge(rec), other, links)
 
 
-def figures_for(data: dict[str, Any], after: dict[str, Any] | None = None) -> list[Any]:
+def figures_for(data: Record, after: Record | None = None) -> list[Any]:
     """A record's figures (harness.render.figures.Figure), or a comparison's (data before, `after`
     after); none where this harness has no figure module."""
     try:
@@ -147,11 +139,11 @@ def write_figures(files: list[tuple[Path, str]]) -> None:
                 old.unlink()
 
 
-def acks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
+def acks_between(a: Record, b: Record) -> tuple[tuple[str, str, str, str], ...]:
     """The acknowledgements (benchmarks/acknowledgements.toml of b's repository, where it still
     exists here) covering a commit after a's and up to b's."""
-    ra, rb = (_host(x).repo or _Repo() for x in (a, b))
-    repo = Path(rb.path or "")
+    ra, rb = a.host.repo, b.host.repo
+    repo = Path(rb.path)
     if not (ra.commit and rb.commit and ra.commit != rb.commit and (repo / ".git").exists()):
         return ()
     try:
@@ -164,7 +156,7 @@ def acks_between(a: dict[str, Any], b: dict[str, Any]) -> tuple[tuple[str, str, 
 def inputs_for(data: dict[str, Any], backfill: Backfill | None = None) -> Inputs:
     """What the renderer needs beyond the record: the host spec (the record's own since schema
     3) and each pairing's tensor tables (the record's own since schema 4); an older record's from
-    `backfill`, or none."""
+    `backfill`, or none; whether its host section has an MLX section."""
     rec = msgspec.convert(data, _Sections)
     host = msgspec.convert(rec.host or {}, _Host)
     spec = host.spec if host.spec is not msgspec.UNSET else backfill.host_spec(rec.host or {}) if backfill else None
@@ -174,7 +166,7 @@ def inputs_for(data: dict[str, Any], backfill: Backfill | None = None) -> Inputs
                                             else m.error or "no tensor table")
                                      for role, m in roles.items()}
                            for pairing, roles in stored.items()}
-    return Inputs(host_spec=spec, models=models)
+    return Inputs(host_spec=spec, models=models, mlx_collected=bool(host.mlx))
 
 
 def index_text(reports_dir: Path, template: str = "index", backfill: Backfill | None = None) -> tuple[str, list[str]]:

@@ -32,6 +32,7 @@ from harness.analyze import acks as ackmod
 from harness.analyze.series import Change, Commit, HostView, SiteData, changes_of, commit_view, host_series, slug
 from harness.ci.reportfiles import Backfill
 from harness.core.errors import UserError
+from harness.core.schema import Record
 from harness.render import dashboard as pages
 
 SITE_DIR = "harness"
@@ -73,10 +74,10 @@ def record_files(root: Path | None, results: Path | None) -> dict[str, list[Path
     return out
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> Record:
     from harness.ci.reportfiles import load_record
 
-    return load_record(str(path))
+    return load_record(str(path))[0]
 
 
 def _report_markdown(path: Path, backfill: Backfill | None) -> str:
@@ -160,7 +161,7 @@ def build_site(html_dir: Path, src: Sources, asv_benchmark: str | None = None) -
     (site_dir / "hosts").mkdir(parents=True)
     hosts, errors, bodies = [], [], []
     for machine, files in record_files(src.records, src.results).items():
-        loaded: list[tuple[Commit, dict[str, Any]]] = []
+        loaded: list[tuple[Commit, Record]] = []
         for f in files:
             try:
                 data = _load(f)

@@ -20,7 +20,7 @@ import datetime as _dt
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,10 +95,15 @@ class _WallTime(msgspec.Struct, kw_only=True):
     runs: list[schema.Run] = []
 
 
-def record_duty(data: dict[str, Any]) -> dict[str, Any] | None:
+def record_duty(data: Mapping[str, Any] | schema.Record) -> dict[str, Any] | None:
     """A record's duty: the one finish() wrote, else computed from its session wall time
     (over the runs made while it was kept); None for a record from before session wall time."""
-    wall = msgspec.convert(data, _WallTime)
+    if isinstance(data, schema.Record):
+        wall = _WallTime(duty=None if data.duty is None else msgspec.to_builtins(data.duty),
+                         session_wall_s=data.session_wall_s, session_wall_from_run=data.session_wall_from_run,
+                         runs=data.runs)
+    else:
+        wall = msgspec.convert(data, _WallTime)
     if wall.duty is not None:
         return wall.duty
     if wall.session_wall_s is None:

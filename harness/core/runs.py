@@ -34,7 +34,11 @@ def as_runs(runs: Iterable[Run | Mapping[str, Any]]) -> list[Run]:
     return [as_run(r) for r in runs]
 
 
-def as_record(rec: Record | Mapping[str, Any]) -> Record:
+# A record typed, or as a loaded record's dict (the analyses convert it once a call).
+RecordData = Record | Mapping[str, Any]
+
+
+def as_record(rec: RecordData) -> Record:
     """A record as the typed `Record` (a loaded record's dict converted once, a `Record` as it is)."""
     return rec if isinstance(rec, Record) else msgspec.convert(rec, Record)
 

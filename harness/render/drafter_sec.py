@@ -15,7 +15,7 @@ from harness.render.roundsec import includes
 def drafter_split_sections(fx: Facts) -> list[dict[str, Any]]:
     out = []
     for s in fx.drafter_splits:
-        decl = declare.of_record(fx.rec, s.arm)
+        decl = declare.of_record(fx.record, s.arm)
         block = fx.arms[s.arm].block if s.arm in fx.arms else 1
         t = Table(["stage", "total ms", "ms/forward", "ms/round", "share"], align=["l", "r", "r", "r", "r"])
         for name, ms in s.stages:
@@ -51,7 +51,7 @@ def drafter_includes(fx: Facts) -> list[str]:
 
 def shape_sections(fx: Facts) -> list[dict[str, Any]]:
     out = []
-    for c in drafterstep.shape_costs(fx.rec):
+    for c in drafterstep.shape_costs(fx.record):
         t = Table(["KV length", "first-use rounds", "first-use median ms", "repeat rounds", "repeat median ms"],
                   align=["l", "r", "r", "r", "r"])
         for b in c.bins:

@@ -9,7 +9,6 @@ from harness.analyze.counters import Count, SplitCounters
 from harness.analyze.facts import Facts
 from harness.analyze.rounds import RoundSplit
 from harness.core import declare
-from harness.core.runs import as_record
 from harness.render import reportcost
 from harness.render.format import f, pct, signed_pct
 from harness.render.mdtable import Table
@@ -76,7 +75,7 @@ def split_sections(fx: Facts) -> list[SplitSection]:
         t.add(f"{unit} total (decode)", f"{s.decode_ms:.2f}", f"{s.per_unit_ms:.3f}", "100.0%")
         what = (f"{s.runs} runs, {s.units} rounds, {s.emitted_per_verify:.3f} tokens per round" if unit == "round"
                 else f"{s.runs} runs, {s.units} tokens")
-        notes = declare.of_record(fx.rec, s.arm).split_notes
+        notes = declare.of_record(fx.record, s.arm).split_notes
         key = "profile" if s.profile else "default"
         mode = (f"{key} mode: {notes.get(key, 'phases as the engine timed them')}" if unit == "round"
                 else "classic decode")
@@ -114,7 +113,7 @@ def includes(fx: Facts, arm_names: list[tuple[str, list[str]]]) -> list[str]:
     once per distinct line; a block-dependent label reads K for the block."""
     out: list[str] = []
     for arm, shown in arm_names:
-        decl, notes = declare.of_record(fx.rec, arm), fx.notes(arm)
+        decl, notes = declare.of_record(fx.record, arm), fx.notes(arm)
         for name in shown:
             if name in notes:
                 line = f"{decl.phase_label(name, 'K')}: {notes[name]}"
@@ -162,7 +161,7 @@ def profile_sections(fx: Facts) -> list[ProfileSection]:
 
 
 def scaling_section(fx: Facts) -> ScalingSection | None:
-    sc = as_record(fx.rec).scaling
+    sc = fx.record.scaling
     if sc is None or not sc.widths:
         return None
     cold = any(w.cold_median_ms is not None for w in sc.widths)
@@ -184,7 +183,7 @@ def scaling_section(fx: Facts) -> ScalingSection | None:
 
 
 def cost_section(fx: Facts) -> CostContext:
-    c = costreport.build(fx.rec, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
+    c = costreport.build(fx.record, fx.runs, fx.classic_ref(), fx.splits, fx.profiles, fx.host_spec, fx.models)
     out = CostContext(available=c.available, reason=reportcost.reason(c), notes=reportcost.notes(c),
                       peak=reportcost.peak_note(c))
     if c.target is not None:

@@ -115,7 +115,7 @@ def setup_table(fx: Facts, both: str | None = None) -> Table:
                       f"{measured_runs_text(fx)}, after {s.warmups} discarded warm-up run(s) "
                       f"per arm (on the first prompt), "
                       f"cooldown {s.cooldown_s:g} s ({s.cooldown_source}), arms interleaved")
-    duty = duty_line(fx.rec)
+    duty = duty_line(fx.record)
     if duty:
         t.add("session", f"{duty}; the warm-ups carry what an engine's first use costs (loads, first-use compiles)")
     cpu_arms = [a for a in fx.arm_order if not fx.on_gpu(a)]
