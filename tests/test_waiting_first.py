@@ -87,13 +87,15 @@ def test_pr_comment_says_the_waiting_right_under_the_headline():
     from harness.analyze.summary import check_waiting_lines
     from harness.ci import pullrequest
     from harness.ci.twocommits import Comparison
+    from harness.core.runs import as_record
     runs = [{"index": 0, "status": "ok", "wall_s": 0.1, "quiet_wait_s": 30.0, "cooldown_s": 0.0,
              "marks": ["quiet_wait_timeout"]}]
     rec = {"schema_version": 5, "kind": "harness.record", "session_id": "t", "created": "2026-12-07T00:00:00",
            "duty": {"session_wall_s": 70.0, "run_s": 0.1, "measured_run_s": 0.1, "duty_cycle": 0.1 / 70.0,
                     "waiting_s": 30.0, "runs": 1}, "runs": runs,
            "suite": {"name": "s", "pairings": [], "arms": [], "prompts": [], "settings": {"quiet": {"timeout_s": 30.0}}}}
-    waiting = check_waiting_lines({"base": rec, "head": rec}, 62.0)
+    typed = as_record(rec)
+    waiting = check_waiting_lines({"base": typed, "head": typed}, 62.0)
     assert waiting[0] == "waited 60 s of 62 s for a quiet machine (2 quiet-wait timeouts);"
     c = Comparison("b" * 40, "h" * 40, Design(), [], [], {}, {"base": "b", "head": "h"}, {"rounds": 2}, 62.0)
     md = pullrequest.render_markdown(c, {"machine": "m", "host": {}, "command": "harness pr-check", "duration_s": 62.0,

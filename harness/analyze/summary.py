@@ -24,7 +24,7 @@ from harness.analyze.paired import Paired
 from harness.analyze.rounds import by_arm_prompt
 from harness.collect.record import record_duty
 from harness.core.recordsections import Duty, Look
-from harness.core.runs import RecordData, as_record, measured_ok_runs, record_core
+from harness.core.runs import RecordData, as_record, measured_ok_runs
 from harness.core.schema import Record, Run
 from harness.core.suitespec import Settings
 
@@ -260,7 +260,7 @@ def has_cooldown(settings: Settings) -> bool:
     return bool(settings.cooldown_ratio) and (cap is None or cap > 0)
 
 
-def machine_summary(record: dict[str, Any], rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
+def machine_summary(record: RecordData, rows: list[ArmSummary], record_path: str) -> dict[str, Any]:
     """The one JSON line printed last for machines."""
     rec = as_record(record)
     runs = rec.runs
@@ -320,7 +320,7 @@ def look_readings(look: Look) -> dict[str, Paired]:
     return {arm: msgspec.convert(p, Paired, from_attributes=True) for arm, p in look.figures.items()}
 
 
-def sequential_lines(record: Record | Mapping[str, Any]) -> list[str]:
+def sequential_lines(record: RecordData) -> list[str]:
     """What the budget did, and each speculative arm against classic, paired by prompt and
     repetition: "" lines for a record made without a budget or before budgets existed."""
     seq = as_record(record).sequential
@@ -351,7 +351,7 @@ def sequential_lines(record: Record | Mapping[str, Any]) -> list[str]:
     return out
 
 
-def waiting_lines(record: dict[str, Any]) -> list[str]:
+def waiting_lines(record: RecordData) -> list[str]:
     """The summary's first lines when waiting, not measuring, took the session (more than half
     its wall time) or the quiet wait timed out: how long, for what, and the suite setting that
     governs it, e.g. "waited 427 s of 431 s for a quiet machine (65 quiet-wait timeouts);" and
@@ -406,12 +406,11 @@ def _num(x: Any) -> str:
     return f"{x:g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "unset"
 
 
-def check_waiting_lines(records: dict[str, dict[str, Any]], wall_s: float | None) -> list[str]:
+def check_waiting_lines(records: Mapping[str, Record], wall_s: float | None) -> list[str]:
     """waiting_lines() of a paired check: both sides' runs and waits (made one after the other
     in one process) against the check's wall time; [] without one."""
-    recs = [r for r in records.values() if isinstance(r, dict)]
+    recs = list(records.values())
     if not recs or not wall_s:
         return []
     waited = sum(d.waiting_s for r in recs if (d := record_duty_of(r)) is not None)
-    typed = [record_core(r) for r in recs]
-    return _waiting(float(wall_s), waited, [x for r in typed for x in r.runs], typed[0].suite.settings)
+    return _waiting(float(wall_s), waited, [x for r in recs for x in r.runs], recs[0].suite.settings)

@@ -20,6 +20,7 @@ import datetime as _dt
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from harness.ci.twocommits import Comparison, compare_commits
 from harness.ci.twocommits_summary import summary_json
 from harness.collect.files import check_output, check_writable, marked, write_output
 from harness.core.errors import UserError
-from harness.core.schema import Run
+from harness.core.schema import Record
 from harness.render import prcomment
 from harness.render.prinput import CheckMeta, Links
 
@@ -189,15 +190,24 @@ class SideLoad:
     quiet_wait_timeouts: int
 
 
-class _RecordRuns(msgspec.Struct):
-    runs: list[Run] = []
+def side_records(paths: Mapping[str, str]) -> dict[str, Record]:
+    """Each side's record of the check just made (whole, this version: the check wrote it last),
+    read typed."""
+    out = {}
+    for side, p in paths.items():
+        try:
+            out[side] = msgspec.json.decode(Path(p).read_bytes(), type=Record)
+        except (OSError, msgspec.DecodeError) as e:
+            raise UserError(f"{p}: cannot read the check's {side} record ({e}); was it moved or "
+                            "edited while the check ran?") from None
+    return out
 
 
-def load_notes(records: dict[str, dict[str, Any]]) -> dict[str, SideLoad]:
+def load_notes(records: Mapping[str, Record]) -> dict[str, SideLoad]:
     """Per side: measured runs, failed, contended, quiet-wait timeouts."""
     out = {}
     for side, rec in records.items():
-        runs = [r for r in msgspec.convert(rec, _RecordRuns).runs if not r.warmup]
+        runs = [r for r in rec.runs if not r.warmup]
         out[side] = SideLoad(runs=len(runs), failed=sum(not r.is_ok for r in runs),
                              contended=sum("contended" in r.marks for r in runs),
                              quiet_wait_timeouts=sum("quiet_wait_timeout" in r.marks for r in runs))
@@ -259,7 +269,7 @@ def pr_check(base: str, head: str, config: str | None = None, machine: str | Non
         for side, sha in (("base", cmp.base), ("head", cmp.head)):
             store_in_asv(conf, mf, mname, sha, cmp.records[side])
         rows, table = asv_rows(conf, mf, mname, cmp.base, cmp.head, 1.0 + the_suite.settings.threshold)
-    records = {side: json.loads(Path(p).read_text(encoding="utf-8")) for side, p in cmp.records.items()}
+    records = side_records(cmp.records)
     args = [base, head] + (["--machine", machine] if machine else []) + (["--suite", suite] if suite else [])
     args += [f"--budget-s {budget_s:g}"] if budget_s is not None else []
     args += [f"--threshold {threshold:g}"] if threshold is not None else []

@@ -433,8 +433,6 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
     design = design.at_looks(*outcome.schedule()) if outcome.looks else replace(design, look=1)
 
     base_rec, head_rec = session.record("base"), session.record("head")
-    # The records as the analyses below still read them.
-    base_data, head_data = msgspec.to_builtins(base_rec.data), msgspec.to_builtins(head_rec.data)
     labels: dict[str, set[str]] = {}
     for r in as_runs([*base_rec.runs, *head_rec.runs]):
         if not r.warmup and r.arm:
@@ -460,9 +458,9 @@ def _conclude(session: _PairedSession, design: Design, outcome: sequential.Outco
         worker_restarts={side: sd.worker.restarts for side, sd in sides.items()},
         generations={side: sd.worker.generation for side, sd in sides.items()},
         restart_s=session.suite.settings.restart_s, builds=session.builds,
-        environment=envdiff.env_diff(base_data, head_data),
-        environment_compared=envdiff.compared(base_data, head_data),
-        contention=contended.sides_info({"head": head_data["runs"], "base": base_data["runs"]}, session.suite.settings))
+        environment=envdiff.env_diff(base_rec.data, head_rec.data),
+        environment_compared=envdiff.compared(base_rec.data, head_rec.data),
+        contention=contended.sides_info({"head": head_rec.runs, "base": base_rec.runs}, session.suite.settings))
     for sd in sides.values():
         sd.record.data.comparison = rs.Comparison(headline=out.headline(), exit_status=out.exit_status,
                                                sequential=msgspec.convert(out.outcome, rs.Sequential))

@@ -20,7 +20,7 @@ from harness.ci.ackfile import DEFAULT as ACKS_DEFAULT
 from harness.ci.ackfile import acks_for_check, load_acks
 from harness.ci.asvtool import CONFIG_NAME, configured_suite, load_config
 from harness.ci.build import rev_parse
-from harness.ci.pullrequest import given_suite, load_check_suite, load_notes
+from harness.ci.pullrequest import given_suite, load_check_suite, load_notes, side_records
 from harness.ci.twocommits import Comparison, compare_commits
 from harness.ci.twocommits_summary import EXIT_HELP, summary_json
 from harness.cli.session import add_budget_args
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     acks, covered = acks_for_check(repo, repo / ACKS_DEFAULT, c.base, c.head)
     c.apply_acks(acks, covered)
     out = Console() if Console().is_terminal else Console(width=200)
-    records = {side: json.loads(Path(p).read_text(encoding="utf-8")) for side, p in c.records.items()}
+    records = side_records(c.records)
     # A side contended past its share, then waiting that took the check: said first.
     # Runs set aside for their host (a backup, battery, thermal pressure, GPU) are named next.
     for line in (contention_lines(c.notes.contention) + set_aside_lines(c.notes.contention)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from rich.console import Console
 from rich.text import Text
 
@@ -136,12 +135,11 @@ def session_summary(record: Any) -> tuple[termsummary.SessionSummary, list[Any]]
     from harness.analyze.verdict import judge
     from harness.render.hostwords import set_aside_lines
     typed = record.data
-    data = msgspec.to_builtins(typed)   # the record as the analyses below still read it
-    rows = summarize(data)
+    rows = summarize(typed)
     s = termsummary.SessionSummary(
-        judgement=judge(data), rows=rows, record_path=str(record.path),
+        judgement=judge(typed), rows=rows, record_path=str(record.path),
         planned_runs=typed.planned_runs, recorded_runs=len(typed.runs),
-        first=contention_lines(info := record_info(data)) + set_aside_lines(info) + waiting_lines(data),
+        first=contention_lines(info := record_info(typed)) + set_aside_lines(info) + waiting_lines(typed),
         spread_limit=typed.suite.settings.spread_threshold)
     return s, rows
 
@@ -149,7 +147,7 @@ def session_summary(record: Any) -> tuple[termsummary.SessionSummary, list[Any]]
 def summary_doc(record: Any, s: termsummary.SessionSummary, rows: list[Any]) -> dict[str, Any]:
     from harness.analyze.summary import machine_summary
     from harness.render.finding import verdict_sentence
-    doc = machine_summary(msgspec.to_builtins(record.data), rows, str(record.path))
+    doc = machine_summary(record.data, rows, str(record.path))
     doc.update(finding=verdict_sentence(s.judgement), paired=s.judgement.paired_when,
                verdicts=[verdict_doc(v) for v in s.judgement.arms])
     return doc

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from harness.core.errors import UserError
 from harness.core.recordsections import Scaling, Sequential
+from harness.core.runs import RecordCore
 from harness.core.schema import Record, Run
 from harness.render.terminal import RunnerUI
 
@@ -121,7 +122,7 @@ def execute(record: Any, suite: Any, store: Any, quiet: bool = False) -> None:
     # One set of adapters for the whole session: the models the warm-ups loaded (and what their
     # first runs compiled and cached) serve every round after them.
     engines = Engines()
-    compared = len(vs_classic({"suite": msgspec.to_builtins(data.suite), "runs": []}))
+    compared = len(vs_classic(RecordCore(suite=data.suite)))
     design = Design.for_settings(s, compared)
     bounds = sampling.Settings(min_reps, s.max_repetitions, budget, design.looks, compares=compared > 0)
 
