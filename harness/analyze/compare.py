@@ -32,8 +32,6 @@ from harness.core.runs import RecordData, as_record
 from harness.core.schema import Record, Run
 from harness.core.suitespec import Pairing, Settings
 
-# A record as a caller has it: typed, or as loaded (converted once per call here).
-
 
 def pairing_key(p: Pairing) -> tuple[str, str, str]:
     # Directory names, not absolute paths: the same model lives at other paths on other hosts.
